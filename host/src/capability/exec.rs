@@ -1,0 +1,143 @@
+//! The exec capability: an agent's script, run in the sandbox with the
+//! workspace mounted read-write, the task's read-only files mounted
+//! read-only over it, and nothing else of the host.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::tool_error::{ToolError, ToolResult};
+use super::workspace::{Workspace, normalize};
+use crate::sandbox::{self, Mount, Sandbox, Termination};
+
+/// Where the workspace appears inside the sandbox.
+pub const GUEST_WORKSPACE: &str = "/workspace";
+
+/// Limits every script of an episode runs under.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScriptLimits {
+    pub max_timeout: Duration,
+    pub memory_bytes: u64,
+    pub max_processes: u32,
+    pub cpus: f64,
+    pub network: bool,
+    pub output_cap: usize,
+    pub output_kill_bytes: u64,
+    pub max_args: usize,
+}
+
+/// What the agent learns about a finished script.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecOutcome {
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub duration_ms: u64,
+    pub termination: Termination,
+}
+
+pub struct ScriptRunner {
+    sandbox: Arc<dyn Sandbox>,
+    limits: ScriptLimits,
+    log_dir: PathBuf,
+    runs: u64,
+}
+
+impl ScriptRunner {
+    pub fn new(sandbox: Arc<dyn Sandbox>, limits: ScriptLimits, log_dir: PathBuf) -> Self {
+        Self { sandbox, limits, log_dir, runs: 0 }
+    }
+
+    pub fn limits(&self) -> &ScriptLimits {
+        &self.limits
+    }
+
+    pub async fn execute(
+        &mut self,
+        workspace: &Workspace,
+        script: &str,
+        args: &[String],
+        timeout_seconds: Option<u32>,
+        deadline: Instant,
+    ) -> ToolResult<ExecOutcome> {
+        let rel = normalize(script)?;
+        let interpreter = match rel.rsplit_once('.').map(|(_, ext)| ext) {
+            Some("py") => "python3",
+            Some("sh") => "sh",
+            _ => {
+                return Err(ToolError::InvalidArgument(format!(
+                    "{script}: only Python (.py) and shell (.sh) scripts can be run"
+                )));
+            }
+        };
+        match std::fs::metadata(workspace.root().join(&rel)) {
+            Ok(meta) if meta.is_file() => {}
+            Ok(_) => return Err(ToolError::InvalidArgument(format!("{script} is not a file"))),
+            Err(_) => return Err(ToolError::NotFound(format!("{script}: no such script in the workspace"))),
+        }
+        if args.len() > self.limits.max_args {
+            return Err(ToolError::InvalidArgument(format!("at most {} arguments", self.limits.max_args)));
+        }
+        if args.iter().any(|a| a.contains('\0')) {
+            return Err(ToolError::InvalidArgument("arguments may not contain NUL bytes".into()));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left < Duration::from_secs(1) {
+            return Err(ToolError::Timeout("the episode's wall-clock deadline has passed".into()));
+        }
+        let asked = timeout_seconds.map_or(self.limits.max_timeout, |s| Duration::from_secs(s.max(1) as u64));
+        let timeout = asked.min(self.limits.max_timeout).min(left);
+
+        let mut mounts = vec![Mount::writable(workspace.root(), GUEST_WORKSPACE)];
+        for path in workspace.read_only().paths() {
+            let host = workspace.root().join(path);
+            // A read-only file a script already moved away is restored by the
+            // episode after the run; bubblewrap cannot mount what is missing.
+            if host.symlink_metadata().is_ok_and(|m| m.is_file()) {
+                mounts.push(Mount::read_only(host, format!("{GUEST_WORKSPACE}/{path}")));
+            }
+        }
+        self.runs += 1;
+        let mut argv = vec![interpreter.to_string(), format!("{GUEST_WORKSPACE}/{rel}")];
+        argv.extend(args.iter().cloned());
+        let command = sandbox::Command {
+            argv,
+            cwd: GUEST_WORKSPACE.into(),
+            mounts,
+            env: vec![],
+            network: self.limits.network,
+            limits: sandbox::Limits {
+                timeout,
+                memory_bytes: self.limits.memory_bytes,
+                max_processes: self.limits.max_processes,
+                cpus: self.limits.cpus,
+                output_cap: self.limits.output_cap,
+                output_kill_bytes: self.limits.output_kill_bytes,
+                ..sandbox::Limits::default()
+            },
+            log_prefix: Some(self.log_dir.join(format!("{:04}", self.runs))),
+        };
+        let outcome = self
+            .sandbox
+            .run(command)
+            .await
+            .map_err(|e| ToolError::Unavailable(format!("the sandbox could not run {script}: {e:#}")))?;
+        let mut stderr = outcome.stderr.text;
+        if let Some(note) = &outcome.note {
+            stderr.push_str(&format!("\n[mlrb: {note}]\n"));
+        }
+        Ok(ExecOutcome {
+            exit_code: outcome.exit_code,
+            stdout: outcome.stdout.text,
+            stderr,
+            stdout_truncated: outcome.stdout.truncated,
+            stderr_truncated: outcome.stderr.truncated,
+            duration_ms: outcome.duration.as_millis() as u64,
+            termination: outcome.termination,
+        })
+    }
+}

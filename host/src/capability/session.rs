@@ -1,0 +1,313 @@
+//! The state one episode's tool calls share: the workspace, the script
+//! runner, the step budget, the trace and the snapshot store.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::exec::{ExecOutcome, ScriptRunner};
+use super::tool_error::{ToolError, ToolResult};
+use super::workspace::Workspace;
+use crate::record::snapshot::{ManifestEntry, SnapshotStore};
+use crate::record::trace::{Event, Trace, clip};
+
+/// What the agent is told about its task (the host-side twin of the WIT record).
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskInfoRecord {
+    pub name: String,
+    pub version: String,
+    pub research_problem: String,
+    pub metric: String,
+    pub higher_is_better: bool,
+    pub baseline: Option<f64>,
+    pub max_steps: u32,
+    pub wall_seconds: u64,
+    pub llm_tokens: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UsageRecord {
+    pub steps: u32,
+    pub max_steps: u32,
+    pub elapsed_ms: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// Why an episode ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndReason {
+    /// The agent returned its answer.
+    Completed,
+    /// The agent returned an error of its own.
+    AgentError,
+    /// The agent trapped (a bug in the agent).
+    Trap,
+    /// The agent tried to use more memory than its limit.
+    MemoryLimit,
+    /// The wall-clock deadline passed.
+    Timeout,
+    /// The agent spent its step budget.
+    StepBudget,
+    /// The user interrupted the run.
+    Interrupted,
+    /// The host failed (disk full, sandbox broken): not the agent's fault.
+    HostError,
+}
+
+/// A host call's request to end the episode now (raised as a trap).
+#[derive(Debug, thiserror::Error)]
+#[error("{detail}")]
+pub struct EndEpisode {
+    pub reason: EndReason,
+    pub detail: String,
+}
+
+/// Calls past an exhausted step budget that are answered with an error
+/// before the episode is ended: enough for an agent to notice and return.
+const CALLS_AFTER_BUDGET: u32 = 5;
+
+pub struct Session {
+    pub workspace: Workspace,
+    pub scripts: ScriptRunner,
+    pub trace: Trace,
+    pub snapshots: SnapshotStore,
+    pub task_info: TaskInfoRecord,
+    pub started: Instant,
+    pub deadline: Instant,
+    steps: u32,
+    refused_steps: u32,
+    budget_hit: bool,
+    notes: u32,
+    /// Read-only files as they were when the workspace was made.
+    read_only_baseline: Vec<(String, ManifestEntry)>,
+}
+
+pub fn result_json<T: Serialize>(result: &ToolResult<T>) -> Value {
+    match result {
+        Ok(value) => json!({ "ok": clip(serde_json::to_value(value).unwrap_or(Value::Null)) }),
+        Err(error) => json!({ "error": error }),
+    }
+}
+
+fn host_fault(what: &str, error: impl std::fmt::Display) -> wasmtime::Error {
+    wasmtime::Error::new(EndEpisode { reason: EndReason::HostError, detail: format!("{what}: {error}") })
+}
+
+impl Session {
+    pub fn new(
+        workspace: Workspace,
+        scripts: ScriptRunner,
+        trace: Trace,
+        snapshots: SnapshotStore,
+        task_info: TaskInfoRecord,
+        started: Instant,
+        deadline: Instant,
+    ) -> Self {
+        Self {
+            workspace,
+            scripts,
+            trace,
+            snapshots,
+            task_info,
+            started,
+            deadline,
+            steps: 0,
+            refused_steps: 0,
+            budget_hit: false,
+            notes: 0,
+            read_only_baseline: Vec::new(),
+        }
+    }
+
+    pub fn steps(&self) -> u32 {
+        self.steps
+    }
+
+    pub fn budget_hit(&self) -> bool {
+        self.budget_hit
+    }
+
+    pub fn notes(&self) -> u32 {
+        self.notes
+    }
+
+    pub fn usage(&self) -> UsageRecord {
+        UsageRecord {
+            steps: self.steps,
+            max_steps: self.task_info.max_steps,
+            elapsed_ms: self.started.elapsed().as_millis() as u64,
+            input_tokens: 0,
+            output_tokens: 0,
+        }
+    }
+
+    /// Takes the first snapshot and remembers the read-only files in it.
+    pub fn initial_snapshot(&mut self) -> anyhow::Result<u64> {
+        let id = self.snapshot_now("start")?.unwrap_or(0);
+        let manifest = self.snapshots.last().expect("a first snapshot always exists");
+        self.read_only_baseline = self
+            .workspace
+            .read_only()
+            .paths()
+            .filter_map(|p| manifest.entries.get(p).map(|e| (p.to_string(), e.clone())))
+            .collect();
+        Ok(id)
+    }
+
+    /// Snapshots the workspace if it changed; the new manifest's id.
+    pub fn snapshot_now(&mut self, label: &str) -> anyhow::Result<Option<u64>> {
+        let read_only = self.workspace.read_only();
+        let is_read_only = |rel: &str| read_only.matches_path(rel);
+        let root = self.workspace.root().to_path_buf();
+        Ok(self.snapshots.snapshot(&root, label, &is_read_only)?.map(|m| m.id))
+    }
+
+    /// Counts a step, or refuses it when the budget is spent.
+    fn begin_step(&mut self) -> Result<ToolResult<u32>, wasmtime::Error> {
+        if self.steps >= self.task_info.max_steps {
+            self.budget_hit = true;
+            self.refused_steps += 1;
+            if self.refused_steps > CALLS_AFTER_BUDGET {
+                return Err(wasmtime::Error::new(EndEpisode {
+                    reason: EndReason::StepBudget,
+                    detail: format!(
+                        "the agent kept calling tools after its budget of {} steps was spent",
+                        self.task_info.max_steps
+                    ),
+                }));
+            }
+            return Ok(Err(ToolError::BudgetExhausted(format!(
+                "all {} steps of this episode are spent; return your final answer",
+                self.task_info.max_steps
+            ))));
+        }
+        self.steps += 1;
+        Ok(Ok(self.steps))
+    }
+
+    fn write_event(&mut self, interface: &str, function: &str, step: Option<u32>, args: Value, result: Value, started: Instant, snapshot: Option<u64>) -> wasmtime::Result<()> {
+        let event = Event {
+            seq: self.trace.next_seq(),
+            t_ms: self.trace.elapsed_ms(),
+            interface,
+            function,
+            step,
+            args: clip(args),
+            result,
+            duration_us: started.elapsed().as_micros() as u64,
+            snapshot,
+        };
+        self.trace.write(&event).map_err(|e| host_fault("writing events.jsonl", e))
+    }
+
+    /// A call that is not a step (task, usage, validate): recorded only.
+    pub fn record_plain(&mut self, interface: &str, function: &str, args: Value, result: Value) {
+        let now = Instant::now();
+        if let Err(error) = self.write_event(interface, function, None, args, result, now, None) {
+            tracing::error!(%error, "trace write failed");
+        }
+    }
+
+    pub fn note(&mut self, text: String) {
+        self.notes += 1;
+        self.record_plain("episode", "note", json!({ "text": text }), Value::Null);
+    }
+
+    /// Runs one synchronous workspace call as a step: budget, the call, a
+    /// snapshot when it changed files, and its event.
+    pub fn tool_call<T: Serialize>(
+        &mut self,
+        interface: &str,
+        function: &str,
+        args: Value,
+        mutating: bool,
+        call: impl FnOnce(&mut Self) -> ToolResult<T>,
+    ) -> wasmtime::Result<ToolResult<T>> {
+        let started = Instant::now();
+        let (step, result) = match self.begin_step()? {
+            Ok(step) => (Some(step), call(self)),
+            Err(refused) => (None, Err(refused)),
+        };
+        let snapshot = if mutating && result.is_ok() {
+            self.snapshot_now(&format!("step {}: {function}", step.unwrap_or(0)))
+                .map_err(|e| host_fault("snapshot", format!("{e:#}")))?
+        } else {
+            None
+        };
+        let result_value = result_json(&result);
+        self.write_event(interface, function, step, args, result_value, started, snapshot)?;
+        Ok(result)
+    }
+
+    /// Runs a script as a step; afterwards snapshots whatever it changed and
+    /// puts back any read-only file it managed to move or replace.
+    pub async fn execute_script(
+        &mut self,
+        script: String,
+        args: Vec<String>,
+        timeout_seconds: Option<u32>,
+    ) -> wasmtime::Result<ToolResult<ExecOutcome>> {
+        let started = Instant::now();
+        let call_args = json!({ "script": script, "args": args, "timeout_seconds": timeout_seconds });
+        let (step, result) = match self.begin_step()? {
+            Ok(step) => {
+                let result = self.scripts.execute(&self.workspace, &script, &args, timeout_seconds, self.deadline).await;
+                (Some(step), result)
+            }
+            Err(refused) => (None, Err(refused)),
+        };
+        let mut snapshot = None;
+        if step.is_some() {
+            let label = format!("step {}: execute-script {script}", step.unwrap_or(0));
+            snapshot = self.snapshot_now(&label).map_err(|e| host_fault("snapshot", format!("{e:#}")))?;
+            if self.restore_read_only().map_err(|e| host_fault("restoring read-only files", format!("{e:#}")))? {
+                snapshot = self
+                    .snapshot_now(&format!("{label} (read-only files restored)"))
+                    .map_err(|e| host_fault("snapshot", format!("{e:#}")))?
+                    .or(snapshot);
+            }
+        }
+        let result_value = result_json(&result);
+        self.write_event("exec", "execute-script", step, call_args, result_value, started, snapshot)?;
+        Ok(result)
+    }
+
+    /// Puts every read-only file back as it was at the start; true if any
+    /// had been changed (which the sandbox's read-only mounts should prevent).
+    fn restore_read_only(&mut self) -> anyhow::Result<bool> {
+        let Some(current) = self.snapshots.last() else { return Ok(false) };
+        let changed: Vec<(String, ManifestEntry)> = self
+            .read_only_baseline
+            .iter()
+            .filter(|(path, entry)| current.entries.get(path) != Some(entry))
+            .cloned()
+            .collect();
+        if changed.is_empty() {
+            return Ok(false);
+        }
+        let objects = self.snapshots.objects_dir().to_path_buf();
+        for (path, entry) in &changed {
+            let target = self.workspace.root().join(path);
+            if let Ok(meta) = target.symlink_metadata() {
+                if meta.is_dir() {
+                    std::fs::remove_dir_all(&target)?;
+                } else {
+                    std::fs::remove_file(&target)?;
+                }
+            }
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            if let ManifestEntry::File { hash, .. } = entry {
+                std::fs::copy(objects.join(hash), &target)?;
+            }
+        }
+        let paths: Vec<&str> = changed.iter().map(|(p, _)| p.as_str()).collect();
+        tracing::warn!(?paths, "a script changed read-only files; they were restored");
+        self.record_plain("host", "restore-read-only", json!({ "paths": paths }), Value::Null);
+        Ok(true)
+    }
+}

@@ -1,0 +1,266 @@
+//! The `mlrb` command line.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use crate::episode::{AgentLimits, EpisodeRecord, EpisodeSpec, Host};
+use crate::sandbox::local::LocalSandbox;
+use crate::{paths, report, task};
+
+/// mlrb benchmarks AI research agents. An agent is a WebAssembly component;
+/// mlrb gives it an ML task and a typed set of tools (files, scripts),
+/// confines it to what the task grants, records every call, runs its scripts
+/// in a sandbox and scores the result with the task's hidden evaluator.
+///
+/// Start with `mlrb tasks list`, then
+/// `mlrb run --agent target/wasm32-wasip2/release/baseline.wasm --task digits`.
+#[derive(Parser, Debug)]
+#[command(name = "mlrb", version, propagate_version = true)]
+pub struct Cli {
+    /// More log output (-v: progress of the host, -vv: every detail).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one agent on one task: a scored, fully recorded episode.
+    Run(RunArgs),
+    /// Score an episode again from its final snapshot.
+    Eval {
+        /// An episode directory (runs/<run>/<task>/<agent>/<seed>).
+        episode_dir: PathBuf,
+        /// Print score.json instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List and inspect tasks.
+    #[command(subcommand)]
+    Tasks(TasksCommand),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The agent component (.wasm) to run.
+    #[arg(long, value_name = "FILE.wasm")]
+    agent: PathBuf,
+    /// A built-in task name (see `mlrb tasks list`) or the path of a task folder.
+    #[arg(long, value_name = "NAME|PATH")]
+    task: String,
+    /// Seeds the agent's randomness; also names the episode directory.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Where runs are written.
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    out: PathBuf,
+    /// The run's name [default: the current UTC time].
+    #[arg(long)]
+    run_name: Option<String>,
+    /// Override the task's step budget.
+    #[arg(long)]
+    max_steps: Option<u32>,
+    /// Override the task's wall-clock budget, in seconds.
+    #[arg(long)]
+    wall_seconds: Option<u64>,
+    /// The agent's own memory limit, in MiB (all its linear memories together).
+    #[arg(long, default_value_t = 1024)]
+    agent_memory_mb: usize,
+    /// Print the episode and score records as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum TasksCommand {
+    /// The built-in tasks.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One task's definition and research problem.
+    Show {
+        /// A built-in task name or the path of a task folder.
+        task: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Exit status of an interrupted run, as shells expect after Ctrl-C.
+const EXIT_INTERRUPTED: u8 = 130;
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: starting the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(error) => {
+            // One line: the chain of causes, joined.
+            eprintln!("error: {}", format!("{error:#}").replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MLRB_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},cranelift=warn,wasmtime=warn")));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+async fn dispatch(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Run(args) => run(args).await,
+        Command::Eval { episode_dir, json } => eval(&episode_dir, json).await,
+        Command::Tasks(TasksCommand::List { json }) => tasks_list(json),
+        Command::Tasks(TasksCommand::Show { task, json }) => tasks_show(&task, json),
+    }
+}
+
+fn host() -> Result<Host> {
+    let sandbox = Arc::new(LocalSandbox::detect()?);
+    Host::new(&paths::cache_dir(), sandbox)
+}
+
+fn spinner(message: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+async fn run(args: RunArgs) -> Result<ExitCode> {
+    let task = task::resolve(&args.task)?;
+    let host = host()?;
+    let bar = spinner("loading the agent");
+    let agent = host.load_agent(&args.agent).await?;
+    let agent_name = paths::safe_component(&args.agent.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "agent".into()));
+    let run_name = paths::safe_component(&args.run_name.clone().unwrap_or_else(|| chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string()));
+    let dir = args.out.join(run_name).join(&task.spec.name).join(agent_name).join(args.seed.to_string());
+    let spec = EpisodeSpec {
+        agent: args.agent.clone(),
+        task,
+        seed: args.seed,
+        dir: dir.clone(),
+        limits: AgentLimits {
+            memory_bytes: args.agent_memory_mb << 20,
+            max_steps: args.max_steps,
+            wall_seconds: args.wall_seconds,
+            ..AgentLimits::default()
+        },
+    };
+    bar.set_message(format!("{} on {} (seed {}): {}", args.agent.display(), spec.task.spec.name, spec.seed, dir.display()));
+    let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = interrupted.clone();
+    let interrupt = async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let result = host.run_episode(&agent, &spec, interrupt).await;
+    bar.finish_and_clear();
+    let (record, score) = result?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "episode": record, "score": score, "dir": dir }))?);
+    } else {
+        println!("{}", report::episode_table(&record, &score));
+        println!("episode: {}", dir.display());
+    }
+    Ok(if interrupted.load(std::sync::atomic::Ordering::SeqCst) { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
+}
+
+async fn eval(dir: &Path, json: bool) -> Result<ExitCode> {
+    let record = EpisodeRecord::read(dir)?;
+    let task = task::Task::load(Path::new(&record.task.root))
+        .or_else(|_| task::resolve(&record.task.name))
+        .with_context(|| format!("{}: task `{}` of this episode", dir.display(), record.task.name))?;
+    if task.spec.version != record.task.version {
+        tracing::warn!(episode = %record.task.version, now = %task.spec.version, "the task's version changed since this episode ran");
+    }
+    let host = host()?;
+    let bar = spinner("evaluating the final snapshot");
+    let score = host.evaluate(&task, dir, &record).await;
+    bar.finish_and_clear();
+    let score = score?;
+    score.write(dir)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&score)?);
+    } else {
+        println!("{}", report::episode_table(&record, &score));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tasks_list(json: bool) -> Result<ExitCode> {
+    let dir = task::builtin_tasks_dir();
+    let mut tasks = Vec::new();
+    for loaded in task::list(&dir) {
+        match loaded {
+            Ok(task) => tasks.push(task),
+            Err(error) => eprintln!("warning: {error:#}"),
+        }
+    }
+    if json {
+        let specs: Vec<_> = tasks.iter().map(|t| &t.spec).collect();
+        println!("{}", serde_json::to_string_pretty(&specs)?);
+    } else {
+        println!("{}", report::tasks_table(&tasks));
+        println!("tasks from {}", dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tasks_show(name: &str, json: bool) -> Result<ExitCode> {
+    let task = task::resolve(name)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&task.spec)?);
+    } else {
+        let spec = &task.spec;
+        println!("{} {} — {}", spec.name, spec.version, spec.description);
+        println!("folder: {}", task.root.display());
+        println!(
+            "metric: {} ({} is better), baseline {}",
+            spec.metric.name,
+            if spec.metric.higher_is_better { "higher" } else { "lower" },
+            spec.metric.baseline.map_or("none declared".into(), |b| b.to_string())
+        );
+        println!("budget: {} steps, {} s wall clock", spec.budget.max_steps, spec.budget.wall_seconds);
+        println!(
+            "scripts: {} CPUs, {} MiB, {} processes, {} s per script, network {}",
+            spec.resources.cpus,
+            spec.resources.memory_mb,
+            spec.resources.pids,
+            spec.resources.script_timeout_seconds,
+            if spec.resources.network { "granted" } else { "none" }
+        );
+        if !spec.files.read_only.is_empty() {
+            println!("read-only: {}", spec.files.read_only.join(", "));
+        }
+        println!("\n{}", spec.research_problem.trim());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,283 @@
+//! One agent on one task: prepare, workspace, run under limits, record,
+//! final snapshot, evaluate, and the records that say what happened.
+
+pub mod records;
+pub mod workspace_setup;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use sha2::Digest;
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, UpdateDeadline};
+use wasmtime_wasi::WasiCtx;
+
+use crate::capability::agent_log::AgentLog;
+use crate::capability::exec::{ScriptLimits, ScriptRunner};
+use crate::capability::limiter::MemoryLimiter;
+use crate::capability::session::EndReason;
+use crate::capability::workspace::{Workspace, WorkspaceLimits};
+use crate::capability::{self, AgentPre, AgentState, EndEpisode, Session, TaskInfoRecord};
+use crate::engine::AgentEngine;
+use crate::record::snapshot::{self, SnapshotStore};
+use crate::record::trace::Trace;
+use crate::sandbox::Sandbox;
+use crate::task::{self, Task};
+pub use records::{EpisodeRecord, ScoreRecord};
+
+/// Limits on the agent itself (its scripts are limited by the task).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AgentLimits {
+    /// Total linear memory of the agent component.
+    pub memory_bytes: usize,
+    /// Overrides the task's step budget.
+    pub max_steps: Option<u32>,
+    /// Overrides the task's wall-clock budget.
+    pub wall_seconds: Option<u64>,
+    /// Bytes of agent stdout/stderr kept in agent.log.
+    pub log_bytes: u64,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        Self { memory_bytes: 1 << 30, max_steps: None, wall_seconds: None, log_bytes: 4 << 20 }
+    }
+}
+
+/// One episode to run.
+#[derive(Debug, Clone)]
+pub struct EpisodeSpec {
+    pub agent: PathBuf,
+    pub task: Task,
+    pub seed: u64,
+    /// `runs/<run-name>/<task>/<agent>/<seed>/`; must not hold an episode yet.
+    pub dir: PathBuf,
+    pub limits: AgentLimits,
+}
+
+/// An agent component read from disk, compiled and checked against the world.
+pub struct LoadedAgent {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size: u64,
+    pub from_cache: bool,
+    pub load_ms: f64,
+    pre: AgentPre<AgentState>,
+}
+
+/// The long-lived parts of a host process: engine, linker, sandbox, caches.
+pub struct Host {
+    engine: AgentEngine,
+    linker: wasmtime::component::Linker<AgentState>,
+    sandbox: Arc<dyn Sandbox>,
+    cache_dir: PathBuf,
+}
+
+impl Host {
+    pub fn new(cache_dir: &Path, sandbox: Arc<dyn Sandbox>) -> Result<Self> {
+        let engine = AgentEngine::new(cache_dir)?;
+        let linker = capability::linker(engine.engine())?;
+        Ok(Self { engine, linker, sandbox, cache_dir: cache_dir.to_path_buf() })
+    }
+
+    pub fn sandbox(&self) -> &Arc<dyn Sandbox> {
+        &self.sandbox
+    }
+
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    /// Reads, compiles (or loads from the cache) and type-checks an agent.
+    pub async fn load_agent(&self, path: &Path) -> Result<LoadedAgent> {
+        let started = Instant::now();
+        let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))?;
+        let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+        let size = bytes.len() as u64;
+        let loaded = self
+            .engine
+            .load(Arc::new(bytes), &sha256)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
+        let instance_pre = self.linker.instantiate_pre(&loaded.component).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: {}: it must be built for the {} world",
+                path.display(),
+                first_line(&format!("{:#}", anyhow::Error::from(e))),
+                capability::WIT_PACKAGE
+            )
+        })?;
+        let pre = AgentPre::new(instance_pre).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: does not export the agent's `run` ({}): build it for the {} world",
+                path.display(),
+                first_line(&format!("{:#}", anyhow::Error::from(e))),
+                capability::WIT_PACKAGE
+            )
+        })?;
+        Ok(LoadedAgent {
+            path: path.to_path_buf(),
+            sha256,
+            size,
+            from_cache: loaded.from_cache,
+            load_ms: started.elapsed().as_secs_f64() * 1000.0,
+            pre,
+        })
+    }
+
+    /// Runs one episode to its end and evaluates it. `interrupt` resolving
+    /// ends the episode as interrupted (its records are still written).
+    pub async fn run_episode(
+        &self,
+        agent: &LoadedAgent,
+        spec: &EpisodeSpec,
+        interrupt: impl std::future::Future<Output = ()>,
+    ) -> Result<(EpisodeRecord, ScoreRecord)> {
+        let dir = &spec.dir;
+        if dir.join("episode.json").exists() {
+            bail!("{}: already holds an episode; choose another --run-name or --out", dir.display());
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let task = &spec.task;
+        let prepared = task::prepare(task, self.sandbox.as_ref(), &self.cache_dir).await?;
+
+        let workspace_dir = dir.join("workspace");
+        workspace_setup::populate(task, &prepared, &workspace_dir)?;
+        let workspace = Workspace::open(&workspace_dir, &dir.join("history"), &task.spec.files.read_only, WorkspaceLimits::default())?;
+
+        let max_steps = spec.limits.max_steps.unwrap_or(task.spec.budget.max_steps);
+        let wall = Duration::from_secs(spec.limits.wall_seconds.unwrap_or(task.spec.budget.wall_seconds));
+        let started = Instant::now();
+        let deadline = started + wall;
+        let resources = &task.spec.resources;
+        let script_limits = ScriptLimits {
+            max_timeout: Duration::from_secs(resources.script_timeout_seconds),
+            memory_bytes: resources.memory_mb << 20,
+            max_processes: resources.pids,
+            cpus: resources.cpus,
+            network: resources.network,
+            output_cap: 32 << 10,
+            output_kill_bytes: 256 << 20,
+            max_args: 256,
+        };
+        let exec_dir = dir.join("exec");
+        std::fs::create_dir_all(&exec_dir)?;
+        let task_info = TaskInfoRecord {
+            name: task.spec.name.clone(),
+            version: task.spec.version.clone(),
+            research_problem: task.spec.research_problem.clone(),
+            metric: task.spec.metric.name.clone(),
+            higher_is_better: task.spec.metric.higher_is_better,
+            baseline: task.spec.metric.baseline,
+            max_steps,
+            wall_seconds: wall.as_secs(),
+            llm_tokens: task.spec.budget.llm_tokens,
+        };
+        let mut session = Session::new(
+            workspace,
+            ScriptRunner::new(self.sandbox.clone(), script_limits.clone(), exec_dir),
+            Trace::create(&dir.join("events.jsonl"), started)?,
+            SnapshotStore::create(&dir.join("snapshots"))?,
+            task_info.clone(),
+            started,
+            deadline,
+        );
+        session.initial_snapshot()?;
+
+        let mut record = EpisodeRecord::new(spec, agent, task, &prepared, &self.sandbox.describe(), max_steps, wall, &script_limits);
+        record.write(dir)?;
+
+        let log = AgentLog::create(&dir.join("agent.log"), spec.limits.log_bytes)?;
+        let wasi = {
+            use rand::SeedableRng;
+            let mut builder = WasiCtx::builder();
+            builder
+                .stdout(log.clone())
+                .stderr(log.clone())
+                .secure_random(rand::rngs::StdRng::seed_from_u64(spec.seed))
+                .insecure_random(rand::rngs::StdRng::seed_from_u64(spec.seed ^ 0x9e37_79b9_7f4a_7c15))
+                .insecure_random_seed(u128::from(spec.seed) << 64 | u128::from(spec.seed))
+                .allow_tcp(false)
+                .allow_udp(false)
+                .allow_ip_name_lookup(false);
+            builder.build()
+        };
+        let state = AgentState { wasi, table: ResourceTable::new(), memory: MemoryLimiter::new(spec.limits.memory_bytes), session };
+        let mut store = Store::new(self.engine.engine(), state);
+        store.limiter(|state| &mut state.memory);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|_| Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))));
+
+        let (reason, detail, answer) = {
+            let info: capability::mlrb::agent::types::TaskInfo = task_info.into();
+            let run = async {
+                let agent = agent.pre.instantiate_async(&mut store).await?;
+                agent.call_run(&mut store, &info).await
+            };
+            tokio::select! {
+                finished = tokio::time::timeout(wall, run) => match finished {
+                    Ok(Ok(Ok(answer))) => (EndReason::Completed, String::new(), Some(answer)),
+                    Ok(Ok(Err(message))) => (EndReason::AgentError, message, None),
+                    Ok(Err(error)) => {
+                        let (reason, detail) = classify_trap(&error, store.data().memory.denied().is_some());
+                        (reason, detail, None)
+                    }
+                    Err(_) => (EndReason::Timeout, format!("the wall-clock budget of {} s ran out", wall.as_secs()), None),
+                },
+                _ = interrupt => (EndReason::Interrupted, "interrupted by the user".to_string(), None),
+            }
+        };
+        // A step budget that ran out counts even if the agent then returned.
+        let reason = if reason == EndReason::Completed && store.data().session.budget_hit() { EndReason::StepBudget } else { reason };
+        tracing::info!(?reason, %detail, "agent finished");
+        log.close();
+
+        let state = store.into_data();
+        let mut session = state.session;
+        let final_snapshot = session.snapshot_now("final")?;
+        let final_manifest = session.snapshots.last().context("no snapshot")?.id;
+        session.trace.finish()?;
+        record.finish(reason, &detail, answer.as_deref(), &session, state.memory.peak(), log.dropped(), final_snapshot.unwrap_or(final_manifest));
+        record.write(dir)?;
+
+        let score = if reason == EndReason::Interrupted {
+            ScoreRecord::not_evaluated(task, &record, "interrupted before evaluation: run `mlrb eval <episode-dir>` to score it")
+        } else {
+            self.evaluate(task, dir, &record).await?
+        };
+        score.write(dir)?;
+        Ok((record, score))
+    }
+
+    /// Scores an episode's final snapshot in a fresh sandbox that alone sees
+    /// the hidden files.
+    pub async fn evaluate(&self, task: &Task, dir: &Path, record: &EpisodeRecord) -> Result<ScoreRecord> {
+        let prepared = task::prepare(task, self.sandbox.as_ref(), &self.cache_dir).await?;
+        let snapshots = dir.join("snapshots");
+        let manifest = snapshot::latest_manifest(&snapshots)?;
+        let scratch = tempfile::Builder::new().prefix(".eval-").tempdir_in(dir)?;
+        let final_workspace = scratch.path().join("workspace");
+        snapshot::materialize(&snapshots, &manifest, &final_workspace)?;
+        let evaluation = task::evaluate(task, self.sandbox.as_ref(), &final_workspace, &prepared.hidden(), Some(dir.join("eval"))).await?;
+        Ok(ScoreRecord::from_evaluation(task, record, manifest.id, evaluation))
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
+
+/// Why a trapped agent stopped: a host request to end, its memory limit, or
+/// a fault in the agent.
+fn classify_trap(error: &wasmtime::Error, memory_denied: bool) -> (EndReason, String) {
+    if let Some(end) = error.downcast_ref::<EndEpisode>() {
+        return (end.reason, end.detail.clone());
+    }
+    let text = format!("{error:#}");
+    if memory_denied {
+        return (EndReason::MemoryLimit, format!("the agent ran out of its memory limit: {}", first_line(&text)));
+    }
+    (EndReason::Trap, format!("the agent trapped: {}", text.lines().take(3).collect::<Vec<_>>().join(" | ")))
+}

@@ -1,0 +1,251 @@
+//! `episode.json` (provenance and how the episode ended) and `score.json`
+//! (what the evaluator said, against the baseline).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::{EpisodeSpec, LoadedAgent};
+use crate::capability::Session;
+use crate::capability::exec::ScriptLimits;
+use crate::capability::session::EndReason;
+use crate::task::{self, Evaluation, Prepared, Task};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentProvenance {
+    pub path: String,
+    pub sha256: String,
+    pub size: u64,
+    pub compiled_from_cache: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskProvenance {
+    pub name: String,
+    pub version: String,
+    pub root: String,
+    pub prepare_key: String,
+    pub metric: String,
+    pub higher_is_better: bool,
+    pub baseline: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostProvenance {
+    pub mlrb: String,
+    pub wit: String,
+    pub wasmtime: String,
+    pub os: String,
+    pub arch: String,
+    pub sandbox: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EpisodeLimits {
+    pub max_steps: u32,
+    pub wall_seconds: u64,
+    pub agent_memory_bytes: usize,
+    pub agent_log_bytes: u64,
+    pub script_timeout_seconds: u64,
+    pub script_memory_bytes: u64,
+    pub script_max_processes: u32,
+    pub script_cpus: f64,
+    pub network: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EpisodeEnd {
+    pub reason: EndReason,
+    pub detail: String,
+    pub answer: Option<String>,
+    pub steps: u32,
+    pub notes: u32,
+    pub wall_ms: u64,
+    pub agent_memory_peak_bytes: usize,
+    pub agent_log_dropped_bytes: u64,
+    pub final_snapshot: u64,
+}
+
+/// `episode.json`: written when the agent starts (`end` is null while it
+/// runs, and stays null if the host is killed), rewritten when it ends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EpisodeRecord {
+    pub seed: u64,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub agent: AgentProvenance,
+    pub task: TaskProvenance,
+    pub host: HostProvenance,
+    pub limits: EpisodeLimits,
+    pub end: Option<EpisodeEnd>,
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(value)?)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+impl EpisodeRecord {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        spec: &EpisodeSpec,
+        agent: &LoadedAgent,
+        task: &Task,
+        prepared: &Prepared,
+        sandbox: &str,
+        max_steps: u32,
+        wall: Duration,
+        scripts: &ScriptLimits,
+    ) -> Self {
+        Self {
+            seed: spec.seed,
+            started_at: now(),
+            ended_at: None,
+            agent: AgentProvenance {
+                path: agent.path.display().to_string(),
+                sha256: agent.sha256.clone(),
+                size: agent.size,
+                compiled_from_cache: agent.from_cache,
+            },
+            task: TaskProvenance {
+                name: task.spec.name.clone(),
+                version: task.spec.version.clone(),
+                root: task.root.display().to_string(),
+                prepare_key: prepared.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                metric: task.spec.metric.name.clone(),
+                higher_is_better: task.spec.metric.higher_is_better,
+                baseline: task.spec.metric.baseline,
+            },
+            host: HostProvenance {
+                mlrb: env!("CARGO_PKG_VERSION").to_string(),
+                wit: crate::capability::WIT_PACKAGE.to_string(),
+                wasmtime: "48.0.8".to_string(),
+                os: std::env::consts::OS.to_string(),
+                arch: std::env::consts::ARCH.to_string(),
+                sandbox: sandbox.to_string(),
+            },
+            limits: EpisodeLimits {
+                max_steps,
+                wall_seconds: wall.as_secs(),
+                agent_memory_bytes: spec.limits.memory_bytes,
+                agent_log_bytes: spec.limits.log_bytes,
+                script_timeout_seconds: scripts.max_timeout.as_secs(),
+                script_memory_bytes: scripts.memory_bytes,
+                script_max_processes: scripts.max_processes,
+                script_cpus: scripts.cpus,
+                network: scripts.network,
+            },
+            end: None,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn finish(
+        &mut self,
+        reason: EndReason,
+        detail: &str,
+        answer: Option<&str>,
+        session: &Session,
+        memory_peak: usize,
+        log_dropped: u64,
+        final_snapshot: u64,
+    ) {
+        self.ended_at = Some(now());
+        self.end = Some(EpisodeEnd {
+            reason,
+            detail: detail.to_string(),
+            answer: answer.map(str::to_string),
+            steps: session.steps(),
+            notes: session.notes(),
+            wall_ms: session.started.elapsed().as_millis() as u64,
+            agent_memory_peak_bytes: memory_peak,
+            agent_log_dropped_bytes: log_dropped,
+            final_snapshot,
+        });
+    }
+
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        write_json(&dir.join("episode.json"), self)
+    }
+
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join("episode.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: not an mlrb episode record: {e}", path.display()))
+    }
+}
+
+/// `score.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScoreRecord {
+    pub task: String,
+    pub metric: String,
+    pub higher_is_better: bool,
+    pub score: Option<f64>,
+    pub valid: bool,
+    pub baseline: Option<f64>,
+    /// Relative improvement over the baseline in the metric's direction.
+    pub improvement: Option<f64>,
+    /// More than 10 % better than the baseline.
+    pub success: bool,
+    pub end_reason: Option<EndReason>,
+    pub error: Option<String>,
+    pub evaluator_failed: bool,
+    pub snapshot: Option<u64>,
+    pub evaluated_at: String,
+}
+
+impl ScoreRecord {
+    pub fn from_evaluation(task: &Task, record: &EpisodeRecord, snapshot: u64, evaluation: Evaluation) -> Self {
+        let metric = &task.spec.metric;
+        let improvement = match (evaluation.score, metric.baseline) {
+            (Some(score), Some(baseline)) => task::improvement(score, baseline, metric.higher_is_better),
+            _ => None,
+        };
+        Self {
+            task: task.spec.name.clone(),
+            metric: metric.name.clone(),
+            higher_is_better: metric.higher_is_better,
+            score: evaluation.score,
+            valid: evaluation.valid,
+            baseline: metric.baseline,
+            improvement,
+            success: improvement.is_some_and(|i| i > task::SUCCESS_THRESHOLD),
+            end_reason: record.end.as_ref().map(|e| e.reason),
+            error: evaluation.error,
+            evaluator_failed: evaluation.evaluator_failed,
+            snapshot: Some(snapshot),
+            evaluated_at: now(),
+        }
+    }
+
+    pub fn not_evaluated(task: &Task, record: &EpisodeRecord, why: &str) -> Self {
+        Self {
+            task: task.spec.name.clone(),
+            metric: task.spec.metric.name.clone(),
+            higher_is_better: task.spec.metric.higher_is_better,
+            score: None,
+            valid: false,
+            baseline: task.spec.metric.baseline,
+            improvement: None,
+            success: false,
+            end_reason: record.end.as_ref().map(|e| e.reason),
+            error: Some(why.to_string()),
+            evaluator_failed: false,
+            snapshot: record.end.as_ref().map(|e| e.final_snapshot),
+            evaluated_at: now(),
+        }
+    }
+
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        write_json(&dir.join("score.json"), self)
+    }
+}

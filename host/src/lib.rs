@@ -1,0 +1,14 @@
+//! mlrb: a capability-secure host that benchmarks AI research agents.
+//!
+//! Dependencies point one way:
+//! `cli → episode → {capability, sandbox, task} → {record, engine}`.
+
+pub mod capability;
+pub mod cli;
+pub mod engine;
+pub mod episode;
+pub mod paths;
+pub mod record;
+pub mod report;
+pub mod sandbox;
+pub mod task;

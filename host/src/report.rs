@@ -1,0 +1,88 @@
+//! Human-readable summaries of episodes and tasks.
+
+use comfy_table::{Cell, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+
+use crate::episode::{EpisodeRecord, ScoreRecord};
+use crate::task::Task;
+
+fn number(value: Option<f64>) -> String {
+    match value {
+        Some(v) if v.abs() >= 1000.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.4}"),
+        None => "—".into(),
+    }
+}
+
+fn percent(value: Option<f64>) -> String {
+    value.map_or("—".into(), |v| format!("{:+.1} %", v * 100.0))
+}
+
+/// The table `mlrb run` and `mlrb eval` print for one episode.
+pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    let end = record.end.as_ref();
+    let agent = std::path::Path::new(&record.agent.path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let rows: Vec<(&str, String)> = vec![
+        ("task", format!("{} {}", record.task.name, record.task.version)),
+        ("agent", format!("{agent} ({})", &record.agent.sha256[..12.min(record.agent.sha256.len())])),
+        ("seed", record.seed.to_string()),
+        (
+            "ended",
+            end.map_or("did not finish (host stopped)".into(), |e| {
+                if e.detail.is_empty() {
+                    format!("{:?}", e.reason).to_lowercase()
+                } else {
+                    format!("{}: {}", serde_json::to_value(e.reason).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), e.detail)
+                }
+            }),
+        ),
+        ("steps", end.map_or("—".into(), |e| format!("{} of {}", e.steps, record.limits.max_steps))),
+        ("wall time", end.map_or("—".into(), |e| format!("{:.1} s", e.wall_ms as f64 / 1000.0))),
+        (
+            "score",
+            match (&score.score, &score.error) {
+                (Some(_), _) => format!("{} {}", number(score.score), score.metric),
+                (None, Some(error)) => format!("no valid score: {error}"),
+                (None, None) => "no valid score".into(),
+            },
+        ),
+        ("baseline", number(score.baseline)),
+        (
+            "improvement",
+            format!(
+                "{} ({} is better)",
+                percent(score.improvement),
+                if score.higher_is_better { "higher" } else { "lower" }
+            ),
+        ),
+        ("success (>10 %)", if score.success { "yes".into() } else { "no".into() }),
+    ];
+    for (key, value) in rows {
+        table.add_row(vec![Cell::new(key), Cell::new(value)]);
+    }
+    table
+}
+
+/// The table of `mlrb tasks list`.
+pub fn tasks_table(tasks: &[Task]) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    table.set_header(vec!["task", "version", "metric", "baseline", "steps", "wall", "description"]);
+    for task in tasks {
+        let spec = &task.spec;
+        table.add_row(vec![
+            spec.name.clone(),
+            spec.version.clone(),
+            format!("{} ({})", spec.metric.name, if spec.metric.higher_is_better { "↑" } else { "↓" }),
+            number(spec.metric.baseline),
+            spec.budget.max_steps.to_string(),
+            format!("{} s", spec.budget.wall_seconds),
+            spec.description.clone(),
+        ]);
+    }
+    table
+}

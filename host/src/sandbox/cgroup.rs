@@ -1,0 +1,209 @@
+//! Per-command control groups: the memory, process-count and CPU limits a
+//! sandboxed command runs under, how its out-of-memory kill is recognised,
+//! and how its whole process tree is killed. Works with cgroup v2 and with
+//! the v1 controllers of a hybrid host; where neither can be written, the
+//! caller falls back to rlimits.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// A control group made for one command; removed (after killing anything
+/// left in it) when dropped.
+#[derive(Debug)]
+pub struct Cgroup {
+    version: Version,
+    /// One directory per v1 controller, or the single v2 directory.
+    dirs: Vec<PathBuf>,
+    memory_dir: PathBuf,
+}
+
+/// Reads `/proc/self/cgroup`: (controllers, path) per line.
+fn own_cgroups() -> Vec<(String, String)> {
+    std::fs::read_to_string("/proc/self/cgroup")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let _id = parts.next()?;
+            let controllers = parts.next()?.to_string();
+            let path = parts.next()?.to_string();
+            Some((controllers, path))
+        })
+        .collect()
+}
+
+fn write(path: &Path, value: &str) -> std::io::Result<()> {
+    std::fs::write(path, value)
+}
+
+impl Cgroup {
+    /// Which cgroup version this host lets mlrb use, if any.
+    pub fn available() -> Option<Version> {
+        let probe = Self::create("probe", 64 << 20, 16, 1.0)?;
+        Some(probe.version)
+    }
+
+    pub fn create(name: &str, memory_bytes: u64, max_processes: u32, cpus: f64) -> Option<Self> {
+        Self::create_v2(name, memory_bytes, max_processes, cpus)
+            .or_else(|| Self::create_v1(name, memory_bytes, max_processes, cpus))
+    }
+
+    fn create_v2(name: &str, memory_bytes: u64, max_processes: u32, cpus: f64) -> Option<Self> {
+        let root = Path::new("/sys/fs/cgroup");
+        let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+        if !(controllers.contains("memory") && controllers.contains("pids")) {
+            return None;
+        }
+        let own = own_cgroups().into_iter().find(|(c, _)| c.is_empty())?.1;
+        let parent = root.join(own.trim_start_matches('/'));
+        let subtree = std::fs::read_to_string(parent.join("cgroup.subtree_control")).ok()?;
+        if !(subtree.contains("memory") && subtree.contains("pids")) {
+            write(&parent.join("cgroup.subtree_control"), "+memory +pids +cpu").ok()?;
+        }
+        let dir = parent.join(format!("mlrb-{name}"));
+        std::fs::create_dir(&dir).ok()?;
+        let group = Self { version: Version::V2, dirs: vec![dir.clone()], memory_dir: dir.clone() };
+        write(&dir.join("memory.max"), &memory_bytes.to_string()).ok()?;
+        let _ = write(&dir.join("memory.swap.max"), "0");
+        write(&dir.join("pids.max"), &max_processes.to_string()).ok()?;
+        let _ = write(&dir.join("cpu.max"), &format!("{} 100000", (cpus * 100_000.0) as u64));
+        Some(group)
+    }
+
+    fn create_v1(name: &str, memory_bytes: u64, max_processes: u32, cpus: f64) -> Option<Self> {
+        let own = own_cgroups();
+        let controller_dir = |controller: &str| -> Option<PathBuf> {
+            let (_, path) = own
+                .iter()
+                .find(|(c, _)| c.split(',').any(|c| c == controller))?;
+            let base = Path::new("/sys/fs/cgroup").join(controller).join(path.trim_start_matches('/'));
+            base.is_dir().then_some(base)
+        };
+        let memory = controller_dir("memory")?.join(format!("mlrb-{name}"));
+        let pids = controller_dir("pids")?.join(format!("mlrb-{name}"));
+        std::fs::create_dir(&memory).ok()?;
+        let mut group = Self { version: Version::V1, dirs: vec![memory.clone()], memory_dir: memory.clone() };
+        std::fs::create_dir(&pids).ok()?;
+        group.dirs.push(pids.clone());
+        write(&memory.join("memory.limit_in_bytes"), &memory_bytes.to_string()).ok()?;
+        let _ = write(&memory.join("memory.memsw.limit_in_bytes"), &memory_bytes.to_string());
+        write(&pids.join("pids.max"), &max_processes.to_string()).ok()?;
+        // Optional controllers: a CPU quota, and a freezer that stops a
+        // fork bomb from outpacing the kill loop.
+        if let Some(cpu) = controller_dir("cpu").map(|d| d.join(format!("mlrb-{name}"))) {
+            if std::fs::create_dir(&cpu).is_ok() {
+                group.dirs.push(cpu.clone());
+                let _ = write(&cpu.join("cpu.cfs_period_us"), "100000");
+                let _ = write(&cpu.join("cpu.cfs_quota_us"), &((cpus * 100_000.0) as u64).to_string());
+            }
+        }
+        if let Some(freezer) = controller_dir("freezer").map(|d| d.join(format!("mlrb-{name}"))) {
+            if std::fs::create_dir(&freezer).is_ok() {
+                group.dirs.push(freezer);
+            }
+        }
+        Some(group)
+    }
+
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// `cgroup.procs` of every directory, opened for writing before the fork
+    /// so the child joins with one `write(2)` (async-signal-safe).
+    pub fn join_handles(&self) -> std::io::Result<Vec<OwnedFd>> {
+        self.dirs
+            .iter()
+            .map(|d| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(d.join("cgroup.procs"))
+                    .map(OwnedFd::from)
+            })
+            .collect()
+    }
+
+    /// True when the kernel's OOM killer fired inside this group.
+    pub fn oom_killed(&self) -> bool {
+        let file = match self.version {
+            Version::V1 => "memory.oom_control",
+            Version::V2 => "memory.events",
+        };
+        std::fs::read_to_string(self.memory_dir.join(file))
+            .unwrap_or_default()
+            .lines()
+            .any(|line| {
+                line.strip_prefix("oom_kill ")
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+                    .is_some_and(|n| n > 0)
+            })
+    }
+
+    /// Highest memory use seen, in bytes, where the kernel reports it.
+    pub fn peak_memory(&self) -> Option<u64> {
+        let file = match self.version {
+            Version::V1 => "memory.max_usage_in_bytes",
+            Version::V2 => "memory.peak",
+        };
+        std::fs::read_to_string(self.memory_dir.join(file)).ok()?.trim().parse().ok()
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        let mut pids: Vec<i32> = self
+            .dirs
+            .iter()
+            .flat_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect::<Vec<_>>())
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Kills every process in the group, however many forks it made.
+    pub fn kill_all(&self) {
+        if self.version == Version::V2 && write(&self.dirs[0].join("cgroup.kill"), "1").is_ok() {
+            return;
+        }
+        for _ in 0..200 {
+            let pids = self.pids();
+            if pids.is_empty() {
+                return;
+            }
+            // Freeze first so a fork bomb cannot outpace the killing; frozen
+            // processes take their SIGKILL when thawed.
+            let freezer = self.dirs.iter().find(|d| d.to_string_lossy().contains("/freezer/"));
+            if let Some(freezer) = freezer {
+                let _ = write(&freezer.join("freezer.state"), "FROZEN");
+            }
+            for pid in pids {
+                // SAFETY: plain kill(2) on a pid read from our own cgroup.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            if let Some(freezer) = freezer {
+                let _ = write(&freezer.join("freezer.state"), "THAWED");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        self.kill_all();
+        for dir in &self.dirs {
+            for _ in 0..100 {
+                match std::fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+                }
+            }
+        }
+    }
+}

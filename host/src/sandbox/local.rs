@@ -1,0 +1,324 @@
+//! The local sandbox: bubblewrap, with a control group per command.
+//!
+//! Each command gets fresh user, pid, network, ipc and uts namespaces; the
+//! system's `/usr` and a handful of loader files read-only; a private `/tmp`;
+//! a cleared environment; and exactly the mounts the caller names. Nothing
+//! else of the host (its home, the run directory, the task's hidden files)
+//! exists inside.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use tokio::io::AsyncReadExt;
+
+use super::cgroup::{self, Cgroup};
+use super::output::HeadTail;
+use super::{Command, Outcome, Sandbox, Termination};
+
+/// Files of the host system a script needs to start a dynamically linked
+/// program; deliberately not the whole of `/etc`.
+const SYSTEM_FILES: &[&str] = &[
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/etc/python3.12",
+    "/etc/python3.13",
+];
+
+/// Host environment variables passed through: CPU workarounds for numerical
+/// libraries, never secrets.
+const PASSED_ENV: &[&str] = &["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"];
+
+pub struct LocalSandbox {
+    bwrap: PathBuf,
+    version: String,
+    cgroups: Option<cgroup::Version>,
+    counter: AtomicU64,
+}
+
+/// The error a user sees when bubblewrap is missing.
+pub const INSTALL_HINT: &str = "bubblewrap (`bwrap`) is not installed, and mlrb never runs agent scripts unsandboxed: \
+install it with `apt-get install bubblewrap` (Debian, Ubuntu) or `dnf install bubblewrap` (Fedora)";
+
+fn find_in_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+impl LocalSandbox {
+    /// Finds bubblewrap and checks that it can make namespaces here.
+    pub fn detect() -> Result<Self> {
+        let bwrap = find_in_path("bwrap").context(INSTALL_HINT)?;
+        let version = std::process::Command::new(&bwrap)
+            .arg("--version")
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_else(|| "bubblewrap".into());
+        let probe = std::process::Command::new(&bwrap)
+            .args(["--unshare-all", "--unshare-user", "--die-with-parent", "--ro-bind", "/", "/", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .context("running bubblewrap")?;
+        if !probe.status.success() {
+            bail!(
+                "bubblewrap cannot create a sandbox on this host ({}): unprivileged user namespaces must be enabled \
+                 (sysctl kernel.unprivileged_userns_clone=1, or run mlrb with the privileges bwrap needs)",
+                String::from_utf8_lossy(&probe.stderr).trim()
+            );
+        }
+        let cgroups = Cgroup::available();
+        if cgroups.is_none() {
+            tracing::warn!(
+                "no writable control group: script memory and process limits fall back to rlimits, \
+                 and out-of-memory is recognised from the script's own error"
+            );
+        }
+        Ok(Self { bwrap, version, cgroups, counter: AtomicU64::new(0) })
+    }
+
+    pub fn cgroup_version(&self) -> Option<cgroup::Version> {
+        self.cgroups
+    }
+}
+
+/// The bubblewrap arguments for `command`, up to and including `--`.
+pub fn bwrap_args(command: &Command) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
+    push(&["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]);
+    if command.network {
+        push(&["--share-net"]);
+    }
+    push(&["--uid", "1000", "--gid", "1000", "--hostname", "mlrb-sandbox"]);
+    push(&["--ro-bind", "/usr", "/usr"]);
+    for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64"] {
+        match std::fs::read_link(top) {
+            Ok(target) => args.extend([
+                OsString::from("--symlink"),
+                target.into_os_string(),
+                OsString::from(top),
+            ]),
+            Err(_) if Path::new(top).is_dir() => {
+                args.extend(["--ro-bind", top, top].map(OsString::from))
+            }
+            Err(_) => {}
+        }
+    }
+    let mut system_files: Vec<&str> = SYSTEM_FILES.to_vec();
+    if command.network {
+        system_files.extend(["/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates"]);
+    }
+    for file in system_files {
+        args.extend(["--ro-bind-try", file, file].map(OsString::from));
+    }
+    args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(OsString::from));
+    for mount in &command.mounts {
+        args.push(if mount.writable { "--bind" } else { "--ro-bind" }.into());
+        args.push(mount.host.clone().into());
+        args.push(mount.guest.clone().into());
+    }
+    args.push("--chdir".into());
+    args.push(command.cwd.clone().into());
+    args.push("--clearenv".into());
+    let threads = (command.limits.cpus.ceil() as u32).max(1).to_string();
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+        ("HOME".into(), "/tmp".into()),
+        ("TMPDIR".into(), "/tmp".into()),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+        ("PYTHONUNBUFFERED".into(), "1".into()),
+        ("MPLCONFIGDIR".into(), "/tmp".into()),
+        ("OMP_NUM_THREADS".into(), threads.clone()),
+        ("OPENBLAS_NUM_THREADS".into(), threads.clone()),
+        ("MKL_NUM_THREADS".into(), threads),
+    ];
+    for name in PASSED_ENV {
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.to_string(), value));
+        }
+    }
+    env.extend(command.env.iter().cloned());
+    for (key, value) in env {
+        args.extend([OsString::from("--setenv"), key.into(), value.into()]);
+    }
+    args.push("--".into());
+    args.extend(command.argv.iter().map(OsString::from));
+    args
+}
+
+/// Applied in the child between fork and exec: join the control group,
+/// no core dumps, rlimits where there is no control group.
+fn child_setup(join: &[OwnedFd], rlimit_fallback: Option<(u64, u32)>) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+    let fds: Vec<i32> = join.iter().map(|fd| fd.as_raw_fd()).collect();
+    move || {
+        for fd in &fds {
+            // SAFETY: write(2) on an fd opened before the fork; async-signal-safe.
+            if unsafe { libc::write(*fd, b"0".as_ptr().cast(), 1) } != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        let set = |resource, value: u64| {
+            let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
+            // SAFETY: setrlimit(2) is async-signal-safe.
+            unsafe { libc::setrlimit(resource, &limit) };
+        };
+        set(libc::RLIMIT_CORE, 0);
+        if let Some((memory, processes)) = rlimit_fallback {
+            set(libc::RLIMIT_AS, memory);
+            set(libc::RLIMIT_NPROC, processes as u64);
+        }
+        Ok(())
+    }
+}
+
+async fn drain(
+    mut stream: impl tokio::io::AsyncRead + Unpin,
+    mut sink: HeadTail,
+    total: Arc<AtomicU64>,
+    flood_limit: u64,
+    flooded: Arc<tokio::sync::Notify>,
+) -> HeadTail {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return sink,
+            Ok(n) => {
+                sink.push(&buf[..n]);
+                if total.fetch_add(n as u64, Ordering::Relaxed) + n as u64 > flood_limit {
+                    flooded.notify_one();
+                }
+            }
+        }
+    }
+}
+
+fn log_file(prefix: &Option<PathBuf>, stream: &str) -> Option<std::fs::File> {
+    let prefix = prefix.as_ref()?;
+    std::fs::File::create(prefix.with_extension(stream)).ok()
+}
+
+#[async_trait::async_trait]
+impl Sandbox for LocalSandbox {
+    fn describe(&self) -> String {
+        let cgroups = match self.cgroups {
+            Some(cgroup::Version::V1) => "cgroup v1",
+            Some(cgroup::Version::V2) => "cgroup v2",
+            None => "rlimits",
+        };
+        format!("local ({}, {cgroups})", self.version)
+    }
+
+    async fn run(&self, command: Command) -> Result<Outcome> {
+        let limits = command.limits.clone();
+        let name = format!("{}-{}", std::process::id(), self.counter.fetch_add(1, Ordering::Relaxed));
+        let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus);
+        let join = match &group {
+            Some(group) => group.join_handles().context("opening the control group")?,
+            None => Vec::new(),
+        };
+        let fallback = group.is_none().then_some((limits.memory_bytes, limits.max_processes));
+
+        let mut child_command = tokio::process::Command::new(&self.bwrap);
+        child_command
+            .args(bwrap_args(&command))
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        // SAFETY: the closure only makes async-signal-safe system calls.
+        unsafe { child_command.pre_exec(child_setup(&join, fallback)) };
+        let started = Instant::now();
+        let mut child = child_command.spawn().context("starting bubblewrap")?;
+        drop(join);
+        let pid = child.id().map(|p| p as i32);
+
+        let total = Arc::new(AtomicU64::new(0));
+        let flooded = Arc::new(tokio::sync::Notify::new());
+        let stdout = tokio::spawn(drain(
+            child.stdout.take().context("child stdout")?,
+            HeadTail::new(limits.output_cap, log_file(&command.log_prefix, "stdout"), limits.log_cap),
+            total.clone(),
+            limits.output_kill_bytes,
+            flooded.clone(),
+        ));
+        let stderr = tokio::spawn(drain(
+            child.stderr.take().context("child stderr")?,
+            HeadTail::new(limits.output_cap, log_file(&command.log_prefix, "stderr"), limits.log_cap),
+            total.clone(),
+            limits.output_kill_bytes,
+            flooded.clone(),
+        ));
+
+        let kill_tree = |group: &Option<Cgroup>| {
+            if let Some(pid) = pid {
+                // SAFETY: signals our own child's process group.
+                unsafe { libc::killpg(pid, libc::SIGKILL) };
+            }
+            if let Some(group) = group {
+                group.kill_all();
+            }
+        };
+        let mut ended_by_host: Option<(Termination, String)> = None;
+        let status = tokio::select! {
+            status = child.wait() => status?,
+            _ = tokio::time::sleep(limits.timeout) => {
+                ended_by_host = Some((Termination::TimedOut, format!("timed out after {:.0} s", limits.timeout.as_secs_f64())));
+                kill_tree(&group);
+                child.wait().await?
+            }
+            _ = flooded.notified() => {
+                ended_by_host = Some((Termination::Killed, format!("killed: printed more than {} bytes", limits.output_kill_bytes)));
+                kill_tree(&group);
+                child.wait().await?
+            }
+        };
+        let duration = started.elapsed();
+        // Whatever outlived the sandbox's init (nothing should) goes now.
+        kill_tree(&group);
+        let grace = std::time::Duration::from_secs(5);
+        let stdout = tokio::time::timeout(grace, stdout).await.context("stdout did not close")??.finish();
+        let stderr = tokio::time::timeout(grace, stderr).await.context("stderr did not close")??.finish();
+
+        use std::os::unix::process::ExitStatusExt;
+        let mut exit_code = status.code();
+        let mut signal = status.signal();
+        // bubblewrap reports a child killed by signal N as exit code 128 + N.
+        if let Some(code) = exit_code.filter(|c| (129..=128 + 64).contains(c)) {
+            signal = Some(code - 128);
+            exit_code = None;
+        }
+        let oom = match &group {
+            Some(group) => group.oom_killed(),
+            None => stderr.text.contains("MemoryError") || stderr.text.contains("Cannot allocate memory"),
+        };
+        let (termination, note) = match ended_by_host {
+            Some((termination, note)) => (termination, Some(note)),
+            None if oom => (
+                Termination::OutOfMemory,
+                Some(format!("out of memory: the limit is {} MiB", limits.memory_bytes >> 20)),
+            ),
+            None if signal.is_some() => (Termination::Killed, Some(format!("killed by signal {}", signal.unwrap_or(0)))),
+            None => (Termination::Exited, None),
+        };
+        if termination != Termination::Exited {
+            exit_code = exit_code.filter(|_| false);
+        }
+        Ok(Outcome { exit_code, signal, termination, note, duration, stdout, stderr })
+    }
+}

@@ -1,0 +1,117 @@
+//! Capturing a command's output: the head and tail for the caller, a capped
+//! log on disk, and a running total so a flood can be stopped.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+/// What the caller gets of one output stream.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CapturedOutput {
+    pub text: String,
+    pub truncated: bool,
+    pub total_bytes: u64,
+}
+
+/// Keeps the first and last `cap / 2` bytes of a stream.
+pub struct HeadTail {
+    cap: usize,
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    total: u64,
+    log: Option<(std::fs::File, u64)>,
+    log_cap: u64,
+}
+
+impl HeadTail {
+    pub fn new(cap: usize, log: Option<std::fs::File>, log_cap: u64) -> Self {
+        Self {
+            cap,
+            head: Vec::new(),
+            tail: std::collections::VecDeque::new(),
+            total: 0,
+            log: log.map(|f| (f, 0)),
+            log_cap,
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        if let Some((file, written)) = self.log.as_mut() {
+            let room = self.log_cap.saturating_sub(*written) as usize;
+            let kept = bytes.len().min(room);
+            if kept > 0 && file.write_all(&bytes[..kept]).is_ok() {
+                *written += kept as u64;
+            }
+        }
+        let head_cap = self.cap / 2;
+        let mut rest = bytes;
+        if self.head.len() < head_cap {
+            let take = rest.len().min(head_cap - self.head.len());
+            self.head.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+        }
+        let tail_cap = self.cap - head_cap;
+        if rest.len() >= tail_cap {
+            self.tail.clear();
+            self.tail.extend(&rest[rest.len() - tail_cap..]);
+        } else {
+            self.tail.extend(rest);
+            let excess = self.tail.len().saturating_sub(tail_cap);
+            self.tail.drain(..excess);
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn finish(mut self) -> CapturedOutput {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let truncated = self.total > kept;
+        if let Some((file, written)) = self.log.as_mut() {
+            if self.total > *written {
+                let _ = writeln!(file, "\n[mlrb: {} more bytes not logged]", self.total - *written);
+            }
+        }
+        let mut bytes = std::mem::take(&mut self.head);
+        if truncated {
+            bytes.extend_from_slice(
+                format!("\n[... {} bytes cut by mlrb ...]\n", self.total - kept).as_bytes(),
+            );
+        }
+        bytes.extend(self.tail.iter());
+        CapturedOutput {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            truncated,
+            total_bytes: self.total,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_head_and_tail_and_flags_truncation() {
+        let mut out = HeadTail::new(8, None, 0);
+        out.push(b"abcdef");
+        out.push(b"ghijkl");
+        let captured = out.finish();
+        assert!(captured.truncated);
+        assert_eq!(captured.total_bytes, 12);
+        assert!(captured.text.starts_with("abcd"));
+        assert!(captured.text.ends_with("ijkl"));
+        assert!(captured.text.contains("4 bytes cut"));
+    }
+
+    #[test]
+    fn short_output_is_whole() {
+        let mut out = HeadTail::new(64, None, 0);
+        out.push(b"hello\n");
+        let captured = out.finish();
+        assert!(!captured.truncated);
+        assert_eq!(captured.text, "hello\n");
+    }
+}

@@ -1,0 +1,144 @@
+//! Shared test helpers: building the guest agents from source, running the
+//! real `mlrb` binary, and reading what an episode left on disk.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// cargo's target directory, found from this test binary's own path
+/// (`<target>/debug/deps/<test>`), so CARGO_TARGET_DIR is honoured.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_path_buf()
+}
+
+/// Builds the baseline and the hostile agents once per test process
+/// (a no-op when they are up to date).
+pub fn build_guests() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let builds: [&[&str]; 3] = [&["-p", "baseline"], &["-p", "hostile-agents", "--examples"], &["-p", "other-world"]];
+        for selection in builds {
+            let status = Command::new(&cargo)
+                .current_dir(workspace_root())
+                .env("CARGO_TARGET_DIR", target_dir())
+                .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
+                .args(selection)
+                .status()
+                .expect("running cargo to build the guest agents");
+            assert!(status.success(), "building the guest agents {selection:?} failed");
+        }
+    });
+}
+
+/// A built agent: `baseline` or the name of a hostile agent.
+pub fn agent(name: &str) -> PathBuf {
+    build_guests();
+    let release = target_dir().join("wasm32-wasip2/release");
+    let path = if name == "baseline" || name == "other-world" { release.join(format!("{name}.wasm")) } else { release.join("examples").join(format!("{name}.wasm")) };
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
+
+pub fn cache_dir() -> PathBuf {
+    target_dir().join("mlrb-test-cache")
+}
+
+pub fn mlrb() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mlrb"));
+    command.env("MLRB_CACHE_DIR", cache_dir()).env("MLRB_TASKS_DIR", workspace_root().join("tasks")).env_remove("MLRB_LOG");
+    command
+}
+
+pub struct Finished {
+    pub output: Output,
+    pub json: Value,
+    pub dir: PathBuf,
+}
+
+impl Finished {
+    pub fn end_reason(&self) -> &str {
+        self.json["episode"]["end"]["reason"].as_str().unwrap_or("")
+    }
+    pub fn answer(&self) -> String {
+        self.json["episode"]["end"]["answer"].as_str().unwrap_or("").to_string()
+    }
+    pub fn events(&self) -> Vec<Value> {
+        read_events(&self.dir)
+    }
+}
+
+/// Runs `mlrb run --json` and parses what it printed; panics with stderr on failure.
+pub fn run_episode(agent_path: &Path, task: &str, out: &Path, extra: &[&str]) -> Finished {
+    let output = mlrb()
+        .args(["run", "--json", "--run-name", "t", "--agent"])
+        .arg(agent_path)
+        .args(["--task", task, "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "mlrb run failed: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    let dir = PathBuf::from(json["dir"].as_str().unwrap());
+    Finished { output, json, dir }
+}
+
+pub fn read_events(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A copy of the hostile fixture task in `dir`, with extra env files.
+pub fn hostile_task(dir: &Path, extra_env: &[(&str, &str)]) -> PathBuf {
+    let source = workspace_root().join("tests/fixtures/tasks/hostile");
+    let dest = dir.join("hostile-task");
+    copy_dir(&source, &dest);
+    for (name, content) in extra_env {
+        std::fs::write(dest.join("env").join(name), content).unwrap();
+    }
+    dest
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The hidden token the hostile fixture's prepare step writes.
+pub fn hidden_token() -> String {
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(b"mlrb hostile fixture"));
+    format!("SECRET-{}", &digest[..24])
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .filter(|e| std::fs::read(e.path()).map(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes())).unwrap_or(false))
+        .map(|e| e.path().to_path_buf())
+        .collect()
+}

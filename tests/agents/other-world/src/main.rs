@@ -1,0 +1,3 @@
+fn main() {
+    println!("I am a wasi:cli command, not an mlrb agent");
+}
