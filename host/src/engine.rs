@@ -101,7 +101,10 @@ fn describe_compile_error(error: anyhow::Error) -> anyhow::Error {
     let text = format!("{error:#}");
     if text.contains("magic header") || text.contains("unexpected end") {
         anyhow::anyhow!("not a WebAssembly component (bad header): build the agent for wasm32-wasip2")
-    } else if text.contains("expected a component") || text.contains("unknown binary version") {
+    } else if text.contains("expected a component")
+        || text.contains("unknown binary version")
+        || text.contains("wasm module with a component parser")
+    {
         anyhow::anyhow!(
             "a core WebAssembly module, not a component: build for wasm32-wasip2 or wrap it with `wasm-tools component new`"
         )

@@ -95,7 +95,14 @@ fn toml_error(path: &Path, text: &str, error: &toml::de::Error) -> anyhow::Error
             let before = &text[..span.start.min(text.len())];
             let line = before.matches('\n').count() + 1;
             let column = before.rsplit('\n').next().map_or(0, str::len) + 1;
-            format!(" (line {line}, column {column})")
+            // Name the key on that line, which the TOML message often omits.
+            let line_text = text.lines().nth(line - 1).unwrap_or("");
+            match line_text.split_once('=') {
+                Some((key, _)) if !key.trim().is_empty() && !key.trim().starts_with('[') => {
+                    format!(" (line {line}, column {column}, key `{}`)", key.trim())
+                }
+                _ => format!(" (line {line}, column {column})"),
+            }
         })
         .unwrap_or_default();
     anyhow::anyhow!("{}{location}: {}", path.display(), error.message().trim())

@@ -85,7 +85,7 @@ fn a_script_cannot_find_the_hidden_answers_or_host_files() {
     let attack = attack("read_hidden", &[], &[]);
     attack.assert_nothing_escaped();
     let answer = attack.finished.answer();
-    assert!(answer.contains("termination=Exited exit=Some(0)"), "{answer}");
+    assert!(answer.contains("Exited exit=Some(0)"), "{answer}");
     assert!(answer.contains("found: nothing"), "the script found something: {answer}");
     // The environment is the sandbox's own: no host variables, no secrets.
     let env_line = answer.split("env: ").nth(1).unwrap_or("");
@@ -156,7 +156,7 @@ fn a_fork_bomb_in_a_script_is_contained() {
     let attack = attack("script_fork_bomb", &[], &[]);
     assert_eq!(attack.finished.end_reason(), "completed");
     let answer = attack.finished.answer();
-    assert!(answer.contains("termination=TimedOut"), "{answer}");
+    assert!(answer.contains("TimedOut"), "{answer}");
     // The host still answered the agent afterwards.
     assert!(answer.contains("after: Ok("), "{answer}");
     let result = &attack.script_results()[0]["ok"];

@@ -93,13 +93,27 @@ impl ScriptRunner {
         let timeout = asked.min(self.limits.max_timeout).min(left);
 
         let mut mounts = vec![Mount::writable(workspace.root(), GUEST_WORKSPACE)];
-        for path in workspace.read_only().paths() {
-            let host = workspace.root().join(path);
-            // A read-only file a script already moved away is restored by the
-            // episode after the run; bubblewrap cannot mount what is missing.
-            if host.symlink_metadata().is_ok_and(|m| m.is_file()) {
-                mounts.push(Mount::read_only(host, format!("{GUEST_WORKSPACE}/{path}")));
+        // Each folder holding a read-only file is bound onto itself, which
+        // makes it a mount point a script cannot rename away; then the file
+        // itself is bound read-only.
+        let present: Vec<&str> = workspace
+            .read_only()
+            .paths()
+            .filter(|path| workspace.root().join(path).symlink_metadata().is_ok_and(|m| m.is_file()))
+            .collect();
+        let mut folders: Vec<&str> = present
+            .iter()
+            .flat_map(|path| path.match_indices('/').map(move |(i, _)| &path[..i]))
+            .collect();
+        folders.sort_by_key(|f| (f.matches('/').count(), *f));
+        folders.dedup();
+        for folder in folders {
+            if workspace.root().join(folder).symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                mounts.push(Mount::writable(workspace.root().join(folder), format!("{GUEST_WORKSPACE}/{folder}")));
             }
+        }
+        for path in present {
+            mounts.push(Mount::read_only(workspace.root().join(path), format!("{GUEST_WORKSPACE}/{path}")));
         }
         self.runs += 1;
         let mut argv = vec![interpreter.to_string(), format!("{GUEST_WORKSPACE}/{rel}")];

@@ -6,10 +6,11 @@ struct ReadHidden;
 
 const HUNT: &str = r#"
 import os
+marker = b"SEC" + b"RET-"  # assembled so this script does not match itself
 found = []
 for top in ["/", "/tmp", "/root", "/home", "/workspace/..", "/task", "/hidden", "/out"]:
-    for root, dirs, files in os.walk(top):
-        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/usr", "/dev")]
+    for root, dirs, files in os.walk(os.path.realpath(top)):
+        dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(root, d)) not in ("/proc", "/sys", "/usr", "/dev")]
         for f in files:
             path = os.path.join(root, f)
             if "answer" in f or "secret" in f or f in ("eval.py", "prepare.py", "episode.json", "events.jsonl"):
@@ -17,7 +18,7 @@ for top in ["/", "/tmp", "/root", "/home", "/workspace/..", "/task", "/hidden", 
             try:
                 if os.path.getsize(path) < 1_000_000:
                     with open(path, "rb") as fh:
-                        if b"MLRB-SECRET" in fh.read():
+                        if marker in fh.read():
                             found.append("content:" + path)
             except OSError:
                 pass
