@@ -81,6 +81,7 @@ pub struct Session {
     refused_steps: u32,
     budget_hit: bool,
     notes: u32,
+    first_call_at: Option<Instant>,
     /// Read-only files as they were when the workspace was made.
     read_only_baseline: Vec<(String, ManifestEntry)>,
 }
@@ -118,6 +119,7 @@ impl Session {
             refused_steps: 0,
             budget_hit: false,
             notes: 0,
+            first_call_at: None,
             read_only_baseline: Vec::new(),
         }
     }
@@ -128,6 +130,11 @@ impl Session {
 
     pub fn budget_hit(&self) -> bool {
         self.budget_hit
+    }
+
+    /// When the agent first called the host.
+    pub fn first_call_at(&self) -> Option<Instant> {
+        self.first_call_at
     }
 
     pub fn notes(&self) -> u32 {
@@ -189,6 +196,7 @@ impl Session {
     }
 
     fn write_event(&mut self, interface: &str, function: &str, step: Option<u32>, args: Value, result: Value, started: Instant, snapshot: Option<u64>) -> wasmtime::Result<()> {
+        self.first_call_at.get_or_insert(started);
         let event = Event {
             seq: self.trace.next_seq(),
             t_ms: self.trace.elapsed_ms(),

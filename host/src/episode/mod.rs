@@ -27,6 +27,10 @@ use crate::sandbox::Sandbox;
 use crate::task::{self, Task};
 pub use records::{EpisodeRecord, ScoreRecord};
 
+/// How long past the deadline a stuck host call may take before the
+/// episode is abandoned.
+const DEADLINE_GRACE: Duration = Duration::from_secs(5);
+
 /// Limits on the agent itself (its scripts are limited by the task).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct AgentLimits {
@@ -208,16 +212,29 @@ impl Host {
         let mut store = Store::new(self.engine.engine(), state);
         store.limiter(|state| &mut state.memory);
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|_| Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now()))));
+        // Every epoch tick: stop the agent at the deadline, otherwise yield so
+        // other tasks (and the interrupt) get their turn.
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                return Err(wasmtime::Error::new(EndEpisode {
+                    reason: EndReason::Timeout,
+                    detail: format!("the wall-clock budget of {} s ran out", wall.as_secs()),
+                }));
+            }
+            Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
+        });
 
+        let instantiate_started = Instant::now();
         let (reason, detail, answer) = {
             let info: capability::mlrb::agent::types::TaskInfo = task_info.into();
             let run = async {
                 let agent = agent.pre.instantiate_async(&mut store).await?;
                 agent.call_run(&mut store, &info).await
             };
+            // The epoch callback stops wasm at the deadline and every host call
+            // is bounded by it; this outer timeout only catches a stuck host call.
             tokio::select! {
-                finished = tokio::time::timeout(wall, run) => match finished {
+                finished = tokio::time::timeout(wall + DEADLINE_GRACE, run) => match finished {
                     Ok(Ok(Ok(answer))) => (EndReason::Completed, String::new(), Some(answer)),
                     Ok(Ok(Err(message))) => (EndReason::AgentError, message, None),
                     Ok(Err(error)) => {
@@ -239,7 +256,8 @@ impl Host {
         let final_snapshot = session.snapshot_now("final")?;
         let final_manifest = session.snapshots.last().context("no snapshot")?.id;
         session.trace.finish()?;
-        record.finish(reason, &detail, answer.as_deref(), &session, state.memory.peak(), log.dropped(), final_snapshot.unwrap_or(final_manifest));
+        let first_call_ms = session.first_call_at().map(|t| t.saturating_duration_since(instantiate_started).as_secs_f64() * 1000.0);
+        record.finish(reason, &detail, answer.as_deref(), &session, state.memory.peak(), log.dropped(), final_snapshot.unwrap_or(final_manifest), first_call_ms);
         record.write(dir)?;
 
         let score = if reason == EndReason::Interrupted {

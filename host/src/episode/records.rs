@@ -19,6 +19,8 @@ pub struct AgentProvenance {
     pub sha256: String,
     pub size: u64,
     pub compiled_from_cache: bool,
+    /// Reading, compiling or loading from the cache, and type-checking.
+    pub load_ms: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,6 +68,8 @@ pub struct EpisodeEnd {
     pub agent_memory_peak_bytes: usize,
     pub agent_log_dropped_bytes: u64,
     pub final_snapshot: u64,
+    /// From the start of instantiation to the agent's first host call.
+    pub first_call_ms: Option<f64>,
 }
 
 /// `episode.json`: written when the agent starts (`end` is null while it
@@ -114,6 +118,7 @@ impl EpisodeRecord {
                 sha256: agent.sha256.clone(),
                 size: agent.size,
                 compiled_from_cache: agent.from_cache,
+                load_ms: agent.load_ms,
             },
             task: TaskProvenance {
                 name: task.spec.name.clone(),
@@ -157,6 +162,7 @@ impl EpisodeRecord {
         memory_peak: usize,
         log_dropped: u64,
         final_snapshot: u64,
+        first_call_ms: Option<f64>,
     ) {
         self.ended_at = Some(now());
         self.end = Some(EpisodeEnd {
@@ -169,6 +175,7 @@ impl EpisodeRecord {
             agent_memory_peak_bytes: memory_peak,
             agent_log_dropped_bytes: log_dropped,
             final_snapshot,
+            first_call_ms,
         });
     }
 

@@ -1,0 +1,25 @@
+//! Asks for a script timeout far beyond the episode's wall-clock budget.
+use hostile_agents::{run_python, script_report};
+use mlrb_sdk::{Agent, TaskInfo};
+
+struct ScriptPastDeadline;
+
+const SLEEPER: &str = r#"
+import subprocess, time
+subprocess.Popen(["sleep", "2000"])
+time.sleep(2000)
+"#;
+
+impl Agent for ScriptPastDeadline {
+    fn run(_: TaskInfo) -> Result<String, String> {
+        let result = run_python("sleep.py", SLEEPER, Some(100_000));
+        // Spin so that only the deadline can end the episode.
+        let report = script_report("sleep", &result);
+        let mut x = 0u64;
+        loop {
+            x = std::hint::black_box(x.wrapping_add(report.len() as u64));
+        }
+    }
+}
+
+mlrb_sdk::register_agent!(ScriptPastDeadline);
