@@ -10,7 +10,7 @@ use super::exec::{ExecOutcome, ScriptRunner};
 use super::tool_error::{ToolError, ToolResult};
 use super::workspace::Workspace;
 use crate::record::snapshot::{ManifestEntry, SnapshotStore};
-use crate::record::trace::{Event, Trace, clip};
+use crate::record::trace::{Event, Trace, raw};
 
 /// What the agent is told about its task (the host-side twin of the WIT record).
 #[derive(Debug, Clone, Serialize)]
@@ -86,10 +86,22 @@ pub struct Session {
     read_only_baseline: Vec<(String, ManifestEntry)>,
 }
 
+/// How a tool result is recorded: `{"ok": value}` or `{"error": {...}}`.
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Recorded<'a, T> {
+    Ok(&'a T),
+    Error(&'a ToolError),
+}
+
 pub fn result_json<T: Serialize>(result: &ToolResult<T>) -> Value {
+    serde_json::from_str(recorded(result).get()).unwrap_or(Value::Null)
+}
+
+fn recorded<T: Serialize>(result: &ToolResult<T>) -> Box<serde_json::value::RawValue> {
     match result {
-        Ok(value) => json!({ "ok": clip(serde_json::to_value(value).unwrap_or(Value::Null)) }),
-        Err(error) => json!({ "error": error }),
+        Ok(value) => raw(&Recorded::Ok(value)),
+        Err(error) => raw(&Recorded::<T>::Error(error)),
     }
 }
 
@@ -195,7 +207,17 @@ impl Session {
         Ok(Ok(self.steps))
     }
 
-    fn write_event(&mut self, interface: &str, function: &str, step: Option<u32>, args: Value, result: Value, started: Instant, snapshot: Option<u64>) -> wasmtime::Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    fn write_event(
+        &mut self,
+        interface: &str,
+        function: &str,
+        step: Option<u32>,
+        args: &serde_json::value::RawValue,
+        result: &serde_json::value::RawValue,
+        started: Instant,
+        snapshot: Option<u64>,
+    ) -> wasmtime::Result<()> {
         self.first_call_at.get_or_insert(started);
         let event = Event {
             seq: self.trace.next_seq(),
@@ -203,7 +225,7 @@ impl Session {
             interface,
             function,
             step,
-            args: clip(args),
+            args,
             result,
             duration_us: started.elapsed().as_micros() as u64,
             snapshot,
@@ -214,7 +236,7 @@ impl Session {
     /// A call that is not a step (task, usage, validate): recorded only.
     pub fn record_plain(&mut self, interface: &str, function: &str, args: Value, result: Value) {
         let now = Instant::now();
-        if let Err(error) = self.write_event(interface, function, None, args, result, now, None) {
+        if let Err(error) = self.write_event(interface, function, None, &raw(&args), &raw(&result), now, None) {
             tracing::error!(%error, "trace write failed");
         }
     }
@@ -245,8 +267,7 @@ impl Session {
         } else {
             None
         };
-        let result_value = result_json(&result);
-        self.write_event(interface, function, step, args, result_value, started, snapshot)?;
+        self.write_event(interface, function, step, &raw(&args), &recorded(&result), started, snapshot)?;
         Ok(result)
     }
 
@@ -278,8 +299,7 @@ impl Session {
                     .or(snapshot);
             }
         }
-        let result_value = result_json(&result);
-        self.write_event("exec", "execute-script", step, call_args, result_value, started, snapshot)?;
+        self.write_event("exec", "execute-script", step, &raw(&call_args), &recorded(&result), started, snapshot)?;
         Ok(result)
     }
 

@@ -295,7 +295,12 @@ impl Workspace {
             } else {
                 EntryKind::Other
             };
-            let read_only = kind == EntryKind::File && self.is_read_only(&path);
+            // The entry's own path and inode suffice here (no symlink to
+            // resolve for a regular file), and keep listing cheap.
+            let read_only = kind == EntryKind::File && {
+                use cap_std::fs::MetadataExt;
+                self.read_only.matches_path(&path) || self.read_only.matches_inode(meta.dev(), meta.ino())
+            };
             listed.push(DirEntry {
                 path,
                 kind,

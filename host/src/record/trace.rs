@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Strings longer than this are cut in the trace (with their full length
 /// and blake3 recorded), so a 1 MiB read does not make a 1 MiB event.
@@ -25,8 +26,8 @@ pub struct Event<'a> {
     /// The step this call counted as, if it was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<u32>,
-    pub args: Value,
-    pub result: Value,
+    pub args: &'a RawValue,
+    pub result: &'a RawValue,
     pub duration_us: u64,
     /// The snapshot taken after this call, when it changed the workspace.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -66,6 +67,19 @@ impl Trace {
     }
 }
 
+/// `value` as trace JSON: serialised once on the fast path; only output that
+/// may hold an over-long string goes through [`clip`].
+pub fn raw<T: Serialize + ?Sized>(value: &T) -> Box<RawValue> {
+    let text = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+    let text = if text.len() > MAX_TRACE_STRING {
+        let clipped = clip(serde_json::from_str(&text).unwrap_or(Value::Null));
+        serde_json::to_string(&clipped).unwrap_or_else(|_| "null".into())
+    } else {
+        text
+    };
+    RawValue::from_string(text).unwrap_or_else(|_| RawValue::from_string("null".into()).unwrap())
+}
+
 /// Replaces over-long strings anywhere in `value` by their head plus a note.
 pub fn clip(value: Value) -> Value {
     match value {
@@ -89,6 +103,14 @@ pub fn clip(value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_clips_only_what_is_too_long() {
+        assert_eq!(raw(&serde_json::json!({"a": [1, "x"]})).get(), r#"{"a":[1,"x"]}"#);
+        let long = "x".repeat(MAX_TRACE_STRING + 10);
+        let clipped: Value = serde_json::from_str(raw(&serde_json::json!({"ok": long})).get()).unwrap();
+        assert_eq!(clipped["ok"]["bytes"], MAX_TRACE_STRING + 10);
+    }
 
     #[test]
     fn long_strings_are_clipped_with_hash() {

@@ -1,0 +1,1 @@
+//! Probe agents for mlrb's benchmarks (see host/benches/core.rs).
