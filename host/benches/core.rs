@@ -41,7 +41,13 @@ fn task_info() -> TaskInfoRecord {
 }
 
 fn session(dir: &Path, read_only: &[String]) -> Session {
-    let workspace = Workspace::open(&dir.join("ws"), &dir.join("history"), read_only, WorkspaceLimits::default()).unwrap();
+    let workspace = Workspace::open(
+        &dir.join("ws"),
+        &dir.join("history"),
+        read_only,
+        WorkspaceLimits::default(),
+    )
+    .unwrap();
     let sandbox = Arc::new(LocalSandbox::detect().unwrap());
     let limits = ScriptLimits {
         max_timeout: Duration::from_secs(60),
@@ -74,11 +80,19 @@ fn tool_call(c: &mut Criterion) {
         std::fs::write(tmp.path().join(format!("ws/file{i}.py")), "print('hello')\n").unwrap();
     }
     let mut session = session(tmp.path(), &[]);
-    c.bench_function("list-files alone, 10 entries (the file system's share)", |b| b.iter(|| session.workspace.list_files("").unwrap()));
+    c.bench_function("list-files alone, 10 entries (the file system's share)", |b| {
+        b.iter(|| session.workspace.list_files("").unwrap())
+    });
     c.bench_function("tool call: list-files, 10 entries, trace write included", |b| {
         b.iter(|| {
             session
-                .tool_call("workspace", "list-files", serde_json::json!({ "dir": "" }), false, |s| s.workspace.list_files(""))
+                .tool_call(
+                    "workspace",
+                    "list-files",
+                    serde_json::json!({ "dir": "" }),
+                    false,
+                    |s| s.workspace.list_files(""),
+                )
                 .unwrap()
                 .unwrap()
         })
@@ -104,7 +118,10 @@ fn snapshot_with_big_read_only_file(c: &mut Criterion) {
     std::fs::write(ws.join("train.py"), "print(0)\n").unwrap();
     let setup = Instant::now();
     let mut session = session(tmp.path(), &["data/**".to_string()]);
-    println!("first snapshot, hashing and storing the 1 GiB file: {:.0} ms", setup.elapsed().as_secs_f64() * 1000.0);
+    println!(
+        "first snapshot, hashing and storing the 1 GiB file: {:.0} ms",
+        setup.elapsed().as_secs_f64() * 1000.0
+    );
     let mut n = 0u64;
     c.bench_function("snapshot after one small edit, 1 GiB read-only file present", |b| {
         b.iter(|| {
@@ -122,7 +139,12 @@ fn median(values: &mut [f64]) -> f64 {
 
 /// Whole episodes with the probe agents, read back from their records.
 fn agent_level() {
-    let target = std::env::current_exe().unwrap().ancestors().nth(3).unwrap().to_path_buf();
+    let target = std::env::current_exe()
+        .unwrap()
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .to_path_buf();
     let probes = target.join("wasm32-wasip2/release/examples");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let tmp = tempfile::tempdir().unwrap();

@@ -124,7 +124,11 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("MLRB_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},cranelift=warn,wasmtime=warn")));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
 }
 
 async fn dispatch(command: Command) -> Result<ExitCode> {
@@ -144,7 +148,8 @@ fn host() -> Result<Host> {
 fn spinner(message: &str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
     bar.set_message(message.to_string());
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
@@ -156,9 +161,25 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     let host = host()?;
     let bar = spinner("loading the agent");
     let agent = host.load_agent(&args.agent).await?;
-    let agent_name = paths::safe_component(&args.agent.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "agent".into()));
-    let run_name = paths::safe_component(&args.run_name.clone().unwrap_or_else(|| chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string()));
-    let dir = args.out.join(run_name).join(&task.spec.name).join(agent_name).join(args.seed.to_string());
+    let agent_name = paths::safe_component(
+        &args
+            .agent
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "agent".into()),
+    );
+    let run_name = paths::safe_component(
+        &args
+            .run_name
+            .clone()
+            .unwrap_or_else(|| chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string()),
+    );
+    let dir = args
+        .out
+        .join(run_name)
+        .join(&task.spec.name)
+        .join(agent_name)
+        .join(args.seed.to_string());
     let spec = EpisodeSpec {
         agent: args.agent.clone(),
         task,
@@ -171,7 +192,13 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
             ..AgentLimits::default()
         },
     };
-    bar.set_message(format!("{} on {} (seed {}): {}", args.agent.display(), spec.task.spec.name, spec.seed, dir.display()));
+    bar.set_message(format!(
+        "{} on {} (seed {}): {}",
+        args.agent.display(),
+        spec.task.spec.name,
+        spec.seed,
+        dir.display()
+    ));
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = interrupted.clone();
     let interrupt = async move {
@@ -185,12 +212,19 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
     let (record, score) = result?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "episode": record, "score": score, "dir": dir }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "episode": record, "score": score, "dir": dir }))?
+        );
     } else {
         println!("{}", report::episode_table(&record, &score));
         println!("episode: {}", dir.display());
     }
-    Ok(if interrupted.load(std::sync::atomic::Ordering::SeqCst) { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
+    Ok(if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 async fn eval(dir: &Path, json: bool) -> Result<ExitCode> {
@@ -245,10 +279,17 @@ fn tasks_show(name: &str, json: bool) -> Result<ExitCode> {
         println!(
             "metric: {} ({} is better), baseline {}",
             spec.metric.name,
-            if spec.metric.higher_is_better { "higher" } else { "lower" },
+            if spec.metric.higher_is_better {
+                "higher"
+            } else {
+                "lower"
+            },
             spec.metric.baseline.map_or("none declared".into(), |b| b.to_string())
         );
-        println!("budget: {} steps, {} s wall clock", spec.budget.max_steps, spec.budget.wall_seconds);
+        println!(
+            "budget: {} steps, {} s wall clock",
+            spec.budget.max_steps, spec.budget.wall_seconds
+        );
         println!(
             "scripts: {} CPUs, {} MiB, {} processes, {} s per script, network {}",
             spec.resources.cpus,

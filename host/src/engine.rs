@@ -76,8 +76,7 @@ impl AgentEngine {
             .map_err(describe_compile_error)?;
         self.cache.put(sha256, &compiled)?;
         // SAFETY: `compiled` was produced by this engine just now.
-        let component = unsafe { Component::deserialize(&self.engine, &compiled) }
-            .map_err(anyhow::Error::from)?;
+        let component = unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(anyhow::Error::from)?;
         Ok(LoadedComponent {
             component,
             from_cache: false,
@@ -131,8 +130,7 @@ const MAC_LEN: usize = 32;
 
 impl CompileCache {
     pub fn open(dir: &Path, engine: &Engine) -> Result<Self> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating the compile cache {}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating the compile cache {}", dir.display()))?;
         let key = load_or_create_key(&dir.join("cache.key"))?;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
@@ -145,8 +143,7 @@ impl CompileCache {
     }
 
     fn path_for(&self, sha256: &str) -> PathBuf {
-        self.dir
-            .join(format!("{sha256}-{}.cwasm", self.engine_hash))
+        self.dir.join(format!("{sha256}-{}.cwasm", self.engine_hash))
     }
 
     /// The cached component, or `None` when absent or not verifiably ours.

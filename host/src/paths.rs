@@ -21,8 +21,18 @@ pub fn cache_dir() -> PathBuf {
 pub fn safe_component(name: &str) -> String {
     let cleaned: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let trimmed = cleaned.trim_start_matches('.');
-    if trimmed.is_empty() { "_".into() } else { trimmed.to_string() }
+    if trimmed.is_empty() {
+        "_".into()
+    } else {
+        trimmed.to_string()
+    }
 }

@@ -20,7 +20,9 @@ fn percent(value: Option<f64>) -> String {
 /// The table `mlrb run` and `mlrb eval` print for one episode.
 pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
     let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
     let end = record.end.as_ref();
     let agent = std::path::Path::new(&record.agent.path)
         .file_name()
@@ -28,7 +30,13 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
         .unwrap_or_default();
     let rows: Vec<(&str, String)> = vec![
         ("task", format!("{} {}", record.task.name, record.task.version)),
-        ("agent", format!("{agent} ({})", &record.agent.sha256[..12.min(record.agent.sha256.len())])),
+        (
+            "agent",
+            format!(
+                "{agent} ({})",
+                &record.agent.sha256[..12.min(record.agent.sha256.len())]
+            ),
+        ),
         ("seed", record.seed.to_string()),
         (
             "ended",
@@ -36,12 +44,25 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
                 if e.detail.is_empty() {
                     format!("{:?}", e.reason).to_lowercase()
                 } else {
-                    format!("{}: {}", serde_json::to_value(e.reason).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), e.detail)
+                    format!(
+                        "{}: {}",
+                        serde_json::to_value(e.reason)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_default(),
+                        e.detail
+                    )
                 }
             }),
         ),
-        ("steps", end.map_or("—".into(), |e| format!("{} of {}", e.steps, record.limits.max_steps))),
-        ("wall time", end.map_or("—".into(), |e| format!("{:.1} s", e.wall_ms as f64 / 1000.0))),
+        (
+            "steps",
+            end.map_or("—".into(), |e| format!("{} of {}", e.steps, record.limits.max_steps)),
+        ),
+        (
+            "wall time",
+            end.map_or("—".into(), |e| format!("{:.1} s", e.wall_ms as f64 / 1000.0)),
+        ),
         (
             "score",
             match (&score.score, &score.error) {
@@ -59,7 +80,10 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
                 if score.higher_is_better { "higher" } else { "lower" }
             ),
         ),
-        ("success (>10 %)", if score.success { "yes".into() } else { "no".into() }),
+        (
+            "success (>10 %)",
+            if score.success { "yes".into() } else { "no".into() },
+        ),
     ];
     for (key, value) in rows {
         table.add_row(vec![Cell::new(key), Cell::new(value)]);
@@ -70,14 +94,28 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
 /// The table of `mlrb tasks list`.
 pub fn tasks_table(tasks: &[Task]) -> Table {
     let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-    table.set_header(vec!["task", "version", "metric", "baseline", "steps", "wall", "description"]);
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    table.set_header(vec![
+        "task",
+        "version",
+        "metric",
+        "baseline",
+        "steps",
+        "wall",
+        "description",
+    ]);
     for task in tasks {
         let spec = &task.spec;
         table.add_row(vec![
             spec.name.clone(),
             spec.version.clone(),
-            format!("{} ({})", spec.metric.name, if spec.metric.higher_is_better { "↑" } else { "↓" }),
+            format!(
+                "{} ({})",
+                spec.metric.name,
+                if spec.metric.higher_is_better { "↑" } else { "↓" }
+            ),
             number(spec.metric.baseline),
             spec.budget.max_steps.to_string(),
             format!("{} s", spec.budget.wall_seconds),

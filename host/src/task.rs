@@ -52,7 +52,11 @@ pub struct Budget {
 
 impl Default for Budget {
     fn default() -> Self {
-        Self { max_steps: 50, wall_seconds: 1800, llm_tokens: 0 }
+        Self {
+            max_steps: 50,
+            wall_seconds: 1800,
+            llm_tokens: 0,
+        }
     }
 }
 
@@ -69,7 +73,13 @@ pub struct Resources {
 
 impl Default for Resources {
     fn default() -> Self {
-        Self { cpus: 2.0, memory_mb: 2048, pids: 256, network: false, script_timeout_seconds: 600 }
+        Self {
+            cpus: 2.0,
+            memory_mb: 2048,
+            pids: 256,
+            network: false,
+            script_timeout_seconds: 600,
+        }
     }
 }
 
@@ -116,7 +126,10 @@ impl Task {
         let text = std::fs::read_to_string(&toml_path)
             .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", toml_path.display()))?;
         let spec: TaskSpec = toml::from_str(&text).map_err(|e| toml_error(&toml_path, &text, &e))?;
-        let task = Self { root: root.to_path_buf(), spec };
+        let task = Self {
+            root: root.to_path_buf(),
+            spec,
+        };
         task.check()?;
         Ok(task)
     }
@@ -164,10 +177,16 @@ impl Task {
                 .map_err(|e| at("files.read_only", &format!("has an invalid pattern `{pattern}`: {e}")))?;
         }
         if !self.env_dir().is_dir() {
-            bail!("{}: missing: a task needs an env/ folder with the agent's starting files", self.env_dir().display());
+            bail!(
+                "{}: missing: a task needs an env/ folder with the agent's starting files",
+                self.env_dir().display()
+            );
         }
         if !self.eval_script().is_file() {
-            bail!("{}: missing: a task needs a hidden evaluator", self.eval_script().display());
+            bail!(
+                "{}: missing: a task needs a hidden evaluator",
+                self.eval_script().display()
+            );
         }
         Ok(())
     }
@@ -219,7 +238,11 @@ pub fn builtin_tasks_dir() -> PathBuf {
         return PathBuf::from(dir);
     }
     let local = PathBuf::from("tasks");
-    if local.join(".").is_dir() && std::fs::read_dir(&local).map(|mut d| d.any(|e| e.is_ok_and(|e| e.path().join("task.toml").is_file()))).unwrap_or(false) {
+    if local.join(".").is_dir()
+        && std::fs::read_dir(&local)
+            .map(|mut d| d.any(|e| e.is_ok_and(|e| e.path().join("task.toml").is_file())))
+            .unwrap_or(false)
+    {
         return local;
     }
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks")
@@ -238,13 +261,21 @@ pub fn resolve(name_or_path: &str) -> Result<Task> {
     if !name_or_path.contains('/') && builtin.join("task.toml").is_file() {
         return Task::load(&builtin);
     }
-    bail!("no task named `{name_or_path}`: `mlrb tasks list` shows the built-in tasks, or pass the path of a task folder")
+    bail!(
+        "no task named `{name_or_path}`: `mlrb tasks list` shows the built-in tasks, or pass the path of a task folder"
+    )
 }
 
 /// Every loadable task under `dir`, with the error of each one that is not.
 pub fn list(dir: &Path) -> Vec<Result<Task>> {
     let mut roots: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.join("task.toml").is_file()).collect())
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.join("task.toml").is_file())
+                .collect()
+        })
         .unwrap_or_default();
     roots.sort();
     roots.iter().map(|root| Task::load(root)).collect()
@@ -283,7 +314,12 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
     std::fs::create_dir_all(&hidden)?;
     if task.prepare_script().is_file() {
         let command = sandbox::Command {
-            argv: vec!["python3".into(), "/task/scripts/prepare.py".into(), "/out/public".into(), "/out/hidden".into()],
+            argv: vec![
+                "python3".into(),
+                "/task/scripts/prepare.py".into(),
+                "/out/public".into(),
+                "/out/hidden".into(),
+            ],
             cwd: "/task/scripts".into(),
             mounts: vec![
                 Mount::read_only(task.scripts_dir(), "/task/scripts"),
@@ -303,8 +339,16 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
                 task.spec.name,
                 outcome.termination,
                 outcome.exit_code,
-                if last.is_empty() { String::new() } else { format!(": {last}") },
-                if outcome.stderr.text.contains("EOFError") { " (prepare asked for input; prepare steps must run unattended)" } else { "" }
+                if last.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {last}")
+                },
+                if outcome.stderr.text.contains("EOFError") {
+                    " (prepare asked for input; prepare steps must run unattended)"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -350,7 +394,12 @@ pub async fn evaluate(
     log_prefix: Option<PathBuf>,
 ) -> Result<Evaluation> {
     let command = sandbox::Command {
-        argv: vec!["python3".into(), "/task/scripts/eval.py".into(), "/workspace".into(), "/hidden".into()],
+        argv: vec![
+            "python3".into(),
+            "/task/scripts/eval.py".into(),
+            "/workspace".into(),
+            "/hidden".into(),
+        ],
         cwd: "/task/scripts".into(),
         mounts: vec![
             Mount::read_only(task.scripts_dir(), "/task/scripts"),
@@ -364,20 +413,41 @@ pub async fn evaluate(
     };
     let outcome = sandbox.run(command).await?;
     let duration_ms = outcome.duration.as_millis() as u64;
-    let failed = |error: String| Evaluation { score: None, valid: false, error: Some(error), evaluator_failed: true, duration_ms };
+    let failed = |error: String| Evaluation {
+        score: None,
+        valid: false,
+        error: Some(error),
+        evaluator_failed: true,
+        duration_ms,
+    };
     if !outcome.success() {
         let last = outcome.stderr.text.trim().lines().last().unwrap_or("").to_string();
-        return Ok(failed(format!("evaluator failed ({:?}, exit code {:?}): {last}", outcome.termination, outcome.exit_code)));
+        return Ok(failed(format!(
+            "evaluator failed ({:?}, exit code {:?}): {last}",
+            outcome.termination, outcome.exit_code
+        )));
     }
     let Some(line) = outcome.stdout.text.lines().rev().find(|l| !l.trim().is_empty()) else {
-        return Ok(failed("evaluator printed nothing; it must print a JSON line with `score`".into()));
+        return Ok(failed(
+            "evaluator printed nothing; it must print a JSON line with `score`".into(),
+        ));
     };
     let parsed: EvalLine = match serde_json::from_str(line.trim()) {
         Ok(parsed) => parsed,
-        Err(e) => return Ok(failed(format!("evaluator's last line is not JSON with `score` ({e}): {line}"))),
+        Err(e) => {
+            return Ok(failed(format!(
+                "evaluator's last line is not JSON with `score` ({e}): {line}"
+            )));
+        }
     };
     Ok(match parsed.score.filter(|s| s.is_finite()) {
-        Some(score) => Evaluation { score: Some(score), valid: true, error: None, evaluator_failed: false, duration_ms },
+        Some(score) => Evaluation {
+            score: Some(score),
+            valid: true,
+            error: None,
+            evaluator_failed: false,
+            duration_ms,
+        },
         None => Evaluation {
             score: None,
             valid: false,
@@ -394,7 +464,11 @@ pub fn improvement(score: f64, baseline: f64, higher_is_better: bool) -> Option<
     if baseline == 0.0 {
         return None;
     }
-    let delta = if higher_is_better { score - baseline } else { baseline - score };
+    let delta = if higher_is_better {
+        score - baseline
+    } else {
+        baseline - score
+    };
     Some(delta / baseline.abs())
 }
 
@@ -435,7 +509,10 @@ mod tests {
 
         write_task(tmp.path(), &format!("{GOOD}[budget]\nmax_steps = \"many\"\n"));
         let err = Task::load(tmp.path()).unwrap_err().to_string();
-        assert!(err.contains("line 8") && err.contains("max_steps") || err.contains("invalid type"), "{err}");
+        assert!(
+            err.contains("line 8") && err.contains("max_steps") || err.contains("invalid type"),
+            "{err}"
+        );
 
         write_task(tmp.path(), &format!("{GOOD}[budget]\nmax_steps = 0\n"));
         let err = Task::load(tmp.path()).unwrap_err().to_string();
@@ -453,6 +530,9 @@ mod tests {
     #[test]
     fn missing_task_is_one_clear_line() {
         let err = resolve("no-such-task-anywhere").unwrap_err().to_string();
-        assert!(err.contains("no task named") && err.contains("mlrb tasks list"), "{err}");
+        assert!(
+            err.contains("no task named") && err.contains("mlrb tasks list"),
+            "{err}"
+        );
     }
 }

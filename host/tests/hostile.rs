@@ -15,7 +15,12 @@ struct Attack {
 fn attack(agent: &str, extra_env: &[(&str, &str)], extra_args: &[&str]) -> Attack {
     let tmp = tempfile::tempdir().unwrap();
     let task = common::hostile_task(tmp.path(), extra_env);
-    let finished = common::run_episode(&common::agent(agent), task.to_str().unwrap(), &tmp.path().join("runs"), extra_args);
+    let finished = common::run_episode(
+        &common::agent(agent),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        extra_args,
+    );
     Attack { tmp, finished }
 }
 
@@ -33,7 +38,12 @@ impl Attack {
     }
 
     fn script_results(&self) -> Vec<Value> {
-        self.finished.events().into_iter().filter(|e| e["function"] == "execute-script").map(|e| e["result"].clone()).collect()
+        self.finished
+            .events()
+            .into_iter()
+            .filter(|e| e["function"] == "execute-script")
+            .map(|e| e["result"].clone())
+            .collect()
     }
 
     fn episode_dir(&self) -> &Path {
@@ -43,7 +53,10 @@ impl Attack {
 
 /// Errors the trace recorded for workspace calls, by kind.
 fn error_kinds(events: &[Value]) -> Vec<String> {
-    events.iter().filter_map(|e| e["result"]["error"]["kind"].as_str().map(String::from)).collect()
+    events
+        .iter()
+        .filter_map(|e| e["result"]["error"]["kind"].as_str().map(String::from))
+        .collect()
 }
 
 #[test]
@@ -52,11 +65,18 @@ fn path_traversal_with_dot_dot_is_denied() {
     assert_eq!(attack.finished.end_reason(), "completed");
     attack.assert_nothing_escaped();
     let lines = attack.answer_lines();
-    assert!(lines.iter().filter(|l| l.ends_with(": denied")).count() >= 8, "{lines:?}");
+    assert!(
+        lines.iter().filter(|l| l.ends_with(": denied")).count() >= 8,
+        "{lines:?}"
+    );
     assert!(lines.contains(&"inside still works: true".to_string()));
     let runs = attack.tmp.path().join("runs/t/hostile/path_traversal/0");
     assert!(!runs.join("escaped.txt").exists() && !runs.join("escaped.py").exists());
-    assert!(error_kinds(&attack.finished.events()).iter().all(|k| k == "permission-denied"));
+    assert!(
+        error_kinds(&attack.finished.events())
+            .iter()
+            .all(|k| k == "permission-denied")
+    );
 }
 
 #[test]
@@ -74,7 +94,10 @@ fn symlinks_made_by_a_script_cannot_be_followed_out() {
     let attack = attack("symlink_escape", &[], &[]);
     attack.assert_nothing_escaped();
     let lines = attack.answer_lines();
-    assert!(lines[0].contains("planted etc_link") && lines[0].contains("planted up"), "the script must have planted its links: {lines:?}");
+    assert!(
+        lines[0].contains("planted etc_link") && lines[0].contains("planted up"),
+        "the script must have planted its links: {lines:?}"
+    );
     assert!(lines[1..].iter().all(|l| l.ends_with(": denied")), "{lines:?}");
     assert!(!Path::new("/etc/mlrb-escaped").exists());
     assert!(!attack.episode_dir().join("escaped.txt").exists());
@@ -86,11 +109,17 @@ fn a_script_cannot_find_the_hidden_answers_or_host_files() {
     attack.assert_nothing_escaped();
     let answer = attack.finished.answer();
     assert!(answer.contains("Exited exit=Some(0)"), "{answer}");
-    assert!(answer.contains("found: nothing"), "the script found something: {answer}");
+    assert!(
+        answer.contains("found: nothing"),
+        "the script found something: {answer}"
+    );
     // The environment is the sandbox's own: no host variables, no secrets.
     let env_line = answer.split("env: ").nth(1).unwrap_or("");
     for host_only in ["CARGO", "RUSTUP_HOME", "MLRB_CACHE_DIR", "USER", "SSH_AUTH_SOCK"] {
-        assert!(!env_line.contains(&format!("'{host_only}'")), "{host_only} leaked: {env_line}");
+        assert!(
+            !env_line.contains(&format!("'{host_only}'")),
+            "{host_only} leaked: {env_line}"
+        );
     }
 }
 
@@ -102,9 +131,15 @@ fn a_script_cannot_reach_the_network() {
     let attack = attack("network", &[("port.txt", &port)], &[]);
     attack.assert_nothing_escaped();
     let answer = attack.finished.answer();
-    assert!(answer.contains("no 127.0.0.1") && answer.contains("no internet") && answer.contains("no dns"), "{answer}");
+    assert!(
+        answer.contains("no 127.0.0.1") && answer.contains("no internet") && answer.contains("no dns"),
+        "{answer}"
+    );
     assert!(!answer.contains("connected"), "{answer}");
-    assert!(listener.accept().is_err(), "the sandboxed script reached the host's loopback");
+    assert!(
+        listener.accept().is_err(),
+        "the sandboxed script reached the host's loopback"
+    );
 }
 
 #[test]
@@ -117,7 +152,9 @@ fn read_only_files_hold_under_every_spelling_and_from_scripts() {
     for attempt in ["open-w", "open-a", "unlink", "rename", "chmod", "link", "swap-dir"] {
         assert!(!tamper.contains(&format!("{attempt}=ESCAPED")), "{attempt}: {tamper}");
     }
-    let original = std::fs::read_to_string(common::workspace_root().join("tests/fixtures/tasks/hostile/env/data/train.csv")).unwrap();
+    let original =
+        std::fs::read_to_string(common::workspace_root().join("tests/fixtures/tasks/hostile/env/data/train.csv"))
+            .unwrap();
     let after = std::fs::read_to_string(attack.episode_dir().join("workspace/data/train.csv")).unwrap();
     assert_eq!(after, original);
     // The final snapshot holds the original too.
@@ -127,7 +164,10 @@ fn read_only_files_hold_under_every_spelling_and_from_scripts() {
 }
 
 fn latest_manifest(dir: &Path) -> Value {
-    let mut names: Vec<PathBuf> = std::fs::read_dir(dir.join("snapshots/manifests")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir.join("snapshots/manifests"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     names.sort();
     serde_json::from_str(&std::fs::read_to_string(names.last().unwrap()).unwrap()).unwrap()
 }
@@ -147,7 +187,9 @@ fn an_infinite_loop_in_the_agent_ends_at_the_deadline() {
 fn a_memory_bomb_in_the_agent_hits_its_memory_limit() {
     let attack = attack("agent_memory_bomb", &[], &["--agent-memory-mb", "64"]);
     assert_eq!(attack.finished.end_reason(), "memory-limit", "{}", attack.finished.json);
-    let peak = attack.finished.json["episode"]["end"]["agent_memory_peak_bytes"].as_u64().unwrap();
+    let peak = attack.finished.json["episode"]["end"]["agent_memory_peak_bytes"]
+        .as_u64()
+        .unwrap();
     assert!(peak <= 64 << 20, "peak {peak}");
 }
 
@@ -177,9 +219,19 @@ fn a_script_printing_without_end_is_cut_and_stopped() {
     let result = &attack.script_results()[0]["ok"];
     assert_eq!(result["termination"], "killed", "{result}");
     assert_eq!(result["stdout_truncated"], true);
-    let returned: usize = attack.finished.answer().rsplit("returned stdout bytes: ").next().unwrap().trim().parse().unwrap();
+    let returned: usize = attack
+        .finished
+        .answer()
+        .rsplit("returned stdout bytes: ")
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(returned <= 64 << 10, "the agent got {returned} bytes");
-    let logged = std::fs::metadata(attack.episode_dir().join("exec/0001.stdout")).unwrap().len();
+    let logged = std::fs::metadata(attack.episode_dir().join("exec/0001.stdout"))
+        .unwrap()
+        .len();
     assert!(logged <= (8 << 20) + 100, "the log kept {logged} bytes");
 }
 
@@ -191,8 +243,15 @@ fn a_script_past_its_timeout_is_killed_with_its_children() {
     let ms = result["duration_ms"].as_u64().unwrap();
     assert!((2_000..10_000).contains(&ms), "took {ms} ms");
     // No `sleep 1000` survived the sandbox.
-    let survivors = std::process::Command::new("pgrep").args(["-f", "sleep 1000"]).output().unwrap();
-    assert!(survivors.stdout.is_empty(), "left running: {}", String::from_utf8_lossy(&survivors.stdout));
+    let survivors = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 1000"])
+        .output()
+        .unwrap();
+    assert!(
+        survivors.stdout.is_empty(),
+        "left running: {}",
+        String::from_utf8_lossy(&survivors.stdout)
+    );
 }
 
 #[test]
@@ -203,7 +262,9 @@ fn an_agent_printing_gigabytes_is_cut_at_the_log_cap() {
     let log = attack.episode_dir().join("agent.log");
     let size = std::fs::metadata(&log).unwrap().len();
     assert!(size <= (4 << 20) + 200, "agent.log is {size} bytes");
-    let dropped = attack.finished.json["episode"]["end"]["agent_log_dropped_bytes"].as_u64().unwrap();
+    let dropped = attack.finished.json["episode"]["end"]["agent_log_dropped_bytes"]
+        .as_u64()
+        .unwrap();
     assert_eq!(dropped, (2u64 << 30) - (4 << 20));
     let tail = std::fs::read_to_string(&log).unwrap();
     assert!(tail.ends_with("bytes of agent output were dropped at the log cap]\n"));

@@ -69,7 +69,10 @@ impl AgentLog {
         let dropped = state.dropped;
         if let Some(file) = state.file.as_mut() {
             if dropped > 0 {
-                let _ = writeln!(file, "\n[mlrb: {dropped} more bytes of agent output were dropped at the log cap]");
+                let _ = writeln!(
+                    file,
+                    "\n[mlrb: {dropped} more bytes of agent output were dropped at the log cap]"
+                );
             }
             let _ = file.flush();
         }

@@ -49,7 +49,12 @@ pub struct ScriptRunner {
 
 impl ScriptRunner {
     pub fn new(sandbox: Arc<dyn Sandbox>, limits: ScriptLimits, log_dir: PathBuf) -> Self {
-        Self { sandbox, limits, log_dir, runs: 0 }
+        Self {
+            sandbox,
+            limits,
+            log_dir,
+            runs: 0,
+        }
     }
 
     pub fn limits(&self) -> &ScriptLimits {
@@ -77,17 +82,26 @@ impl ScriptRunner {
         match std::fs::metadata(workspace.root().join(&rel)) {
             Ok(meta) if meta.is_file() => {}
             Ok(_) => return Err(ToolError::InvalidArgument(format!("{script} is not a file"))),
-            Err(_) => return Err(ToolError::NotFound(format!("{script}: no such script in the workspace"))),
+            Err(_) => {
+                return Err(ToolError::NotFound(format!(
+                    "{script}: no such script in the workspace"
+                )));
+            }
         }
         if args.len() > self.limits.max_args {
-            return Err(ToolError::InvalidArgument(format!("at most {} arguments", self.limits.max_args)));
+            return Err(ToolError::InvalidArgument(format!(
+                "at most {} arguments",
+                self.limits.max_args
+            )));
         }
         if args.iter().any(|a| a.contains('\0')) {
             return Err(ToolError::InvalidArgument("arguments may not contain NUL bytes".into()));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left < Duration::from_secs(1) {
-            return Err(ToolError::Timeout("the episode's wall-clock deadline has passed".into()));
+            return Err(ToolError::Timeout(
+                "the episode's wall-clock deadline has passed".into(),
+            ));
         }
         let asked = timeout_seconds.map_or(self.limits.max_timeout, |s| Duration::from_secs(s.max(1) as u64));
         let timeout = asked.min(self.limits.max_timeout).min(left);
@@ -99,7 +113,13 @@ impl ScriptRunner {
         let present: Vec<&str> = workspace
             .read_only()
             .paths()
-            .filter(|path| workspace.root().join(path).symlink_metadata().is_ok_and(|m| m.is_file()))
+            .filter(|path| {
+                workspace
+                    .root()
+                    .join(path)
+                    .symlink_metadata()
+                    .is_ok_and(|m| m.is_file())
+            })
             .collect();
         let mut folders: Vec<&str> = present
             .iter()
@@ -108,12 +128,23 @@ impl ScriptRunner {
         folders.sort_by_key(|f| (f.matches('/').count(), *f));
         folders.dedup();
         for folder in folders {
-            if workspace.root().join(folder).symlink_metadata().is_ok_and(|m| m.is_dir()) {
-                mounts.push(Mount::writable(workspace.root().join(folder), format!("{GUEST_WORKSPACE}/{folder}")));
+            if workspace
+                .root()
+                .join(folder)
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir())
+            {
+                mounts.push(Mount::writable(
+                    workspace.root().join(folder),
+                    format!("{GUEST_WORKSPACE}/{folder}"),
+                ));
             }
         }
         for path in present {
-            mounts.push(Mount::read_only(workspace.root().join(path), format!("{GUEST_WORKSPACE}/{path}")));
+            mounts.push(Mount::read_only(
+                workspace.root().join(path),
+                format!("{GUEST_WORKSPACE}/{path}"),
+            ));
         }
         self.runs += 1;
         let mut argv = vec![interpreter.to_string(), format!("{GUEST_WORKSPACE}/{rel}")];

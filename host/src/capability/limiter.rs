@@ -21,7 +21,12 @@ pub struct MemoryLimiter {
 
 impl MemoryLimiter {
     pub fn new(limit: usize) -> Self {
-        Self { limit, in_use: 0, peak: 0, denied: None }
+        Self {
+            limit,
+            in_use: 0,
+            peak: 0,
+            denied: None,
+        }
     }
 
     /// The first growth refused, if any: the cause when the agent then traps.
@@ -40,7 +45,11 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
     fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         let total = self.in_use - current.min(self.in_use) + desired;
         if total > self.limit {
-            self.denied.get_or_insert(MemoryDenial { in_use: self.in_use, requested: desired - current, limit: self.limit });
+            self.denied.get_or_insert(MemoryDenial {
+                in_use: self.in_use,
+                requested: desired - current,
+                limit: self.limit,
+            });
             return Ok(false);
         }
         self.in_use = total;

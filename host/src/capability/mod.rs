@@ -36,7 +36,10 @@ pub struct AgentState {
 
 impl WasiView for AgentState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -102,12 +105,22 @@ impl From<Vec<workspace::DirEntry>> for Entries {
 
 impl wit_workspace::Host for AgentState {
     async fn list_files(&mut self, dir: String) -> HostResult<Vec<wit_workspace::DirEntry>> {
-        let result = self.session.tool_call("workspace", "list-files", serde_json::json!({"dir": dir}), false, |s| s.workspace.list_files(&dir))?;
+        let result =
+            self.session
+                .tool_call("workspace", "list-files", serde_json::json!({"dir": dir}), false, |s| {
+                    s.workspace.list_files(&dir)
+                })?;
         Ok(to_wit::<_, Entries>(result).map(|e| e.0))
     }
 
     async fn read_file(&mut self, path: String) -> HostResult<String> {
-        let result = self.session.tool_call("workspace", "read-file", serde_json::json!({"path": path}), false, |s| s.workspace.read_file(&path))?;
+        let result = self.session.tool_call(
+            "workspace",
+            "read-file",
+            serde_json::json!({"path": path}),
+            false,
+            |s| s.workspace.read_file(&path),
+        )?;
         Ok(to_wit(result))
     }
 
@@ -145,7 +158,11 @@ impl wit_workspace::Host for AgentState {
     }
 
     async fn undo_edit(&mut self, path: String) -> HostResult<String> {
-        let result = self.session.tool_call("workspace", "undo-edit", serde_json::json!({"path": path}), true, |s| s.workspace.undo_edit(&path))?;
+        let result =
+            self.session
+                .tool_call("workspace", "undo-edit", serde_json::json!({"path": path}), true, |s| {
+                    s.workspace.undo_edit(&path)
+                })?;
         Ok(to_wit(result))
     }
 
@@ -182,7 +199,12 @@ impl From<exec::ExecOutcome> for wit_exec::ExecResult {
 }
 
 impl wit_exec::Host for AgentState {
-    async fn execute_script(&mut self, script: String, args: Vec<String>, timeout_seconds: Option<u32>) -> HostResult<wit_exec::ExecResult> {
+    async fn execute_script(
+        &mut self,
+        script: String,
+        args: Vec<String>,
+        timeout_seconds: Option<u32>,
+    ) -> HostResult<wit_exec::ExecResult> {
         let result = self.session.execute_script(script, args, timeout_seconds).await?;
         Ok(to_wit(result))
     }
@@ -197,7 +219,11 @@ impl From<TaskInfoRecord> for wit_types::TaskInfo {
             metric: t.metric,
             higher_is_better: t.higher_is_better,
             baseline: t.baseline,
-            budget: wit_types::Budget { max_steps: t.max_steps, wall_seconds: t.wall_seconds, llm_tokens: t.llm_tokens },
+            budget: wit_types::Budget {
+                max_steps: t.max_steps,
+                wall_seconds: t.wall_seconds,
+                llm_tokens: t.llm_tokens,
+            },
         }
     }
 }
@@ -205,13 +231,23 @@ impl From<TaskInfoRecord> for wit_types::TaskInfo {
 impl wit_episode::Host for AgentState {
     async fn task(&mut self) -> wasmtime::Result<wit_types::TaskInfo> {
         let info = self.session.task_info.clone();
-        self.session.record_plain("episode", "task", serde_json::Value::Null, serde_json::json!({"name": info.name}));
+        self.session.record_plain(
+            "episode",
+            "task",
+            serde_json::Value::Null,
+            serde_json::json!({"name": info.name}),
+        );
         Ok(info.into())
     }
 
     async fn current_usage(&mut self) -> wasmtime::Result<wit_types::Usage> {
         let usage = self.session.usage();
-        self.session.record_plain("episode", "current-usage", serde_json::Value::Null, serde_json::to_value(&usage).unwrap_or_default());
+        self.session.record_plain(
+            "episode",
+            "current-usage",
+            serde_json::Value::Null,
+            serde_json::to_value(&usage).unwrap_or_default(),
+        );
         Ok(wit_types::Usage {
             steps: usage.steps,
             elapsed_ms: usage.elapsed_ms,
@@ -226,8 +262,14 @@ impl wit_episode::Host for AgentState {
     }
 
     async fn validate(&mut self) -> HostResult<wit_episode::ScoreReport> {
-        let result: ToolResult<()> = Err(ToolError::Unavailable("this task does not offer intermediate scoring".into()));
-        self.session.record_plain("episode", "validate", serde_json::Value::Null, session::result_json(&result));
-        Ok(Err(result.unwrap_err().into()))
+        let error = ToolError::Unavailable("this task does not offer intermediate scoring".into());
+        let recorded: ToolResult<()> = Err(error.clone());
+        self.session.record_plain(
+            "episode",
+            "validate",
+            serde_json::Value::Null,
+            session::result_json(&recorded),
+        );
+        Ok(Err(error.into()))
     }
 }

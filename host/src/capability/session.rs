@@ -106,7 +106,10 @@ fn recorded<T: Serialize>(result: &ToolResult<T>) -> Box<serde_json::value::RawV
 }
 
 fn host_fault(what: &str, error: impl std::fmt::Display) -> wasmtime::Error {
-    wasmtime::Error::new(EndEpisode { reason: EndReason::HostError, detail: format!("{what}: {error}") })
+    wasmtime::Error::new(EndEpisode {
+        reason: EndReason::HostError,
+        detail: format!("{what}: {error}"),
+    })
 }
 
 impl Session {
@@ -230,7 +233,9 @@ impl Session {
             duration_us: started.elapsed().as_micros() as u64,
             snapshot,
         };
-        self.trace.write(&event).map_err(|e| host_fault("writing events.jsonl", e))
+        self.trace
+            .write(&event)
+            .map_err(|e| host_fault("writing events.jsonl", e))
     }
 
     /// A call that is not a step (task, usage, validate): recorded only.
@@ -267,7 +272,15 @@ impl Session {
         } else {
             None
         };
-        self.write_event(interface, function, step, &raw(&args), &recorded(&result), started, snapshot)?;
+        self.write_event(
+            interface,
+            function,
+            step,
+            &raw(&args),
+            &recorded(&result),
+            started,
+            snapshot,
+        )?;
         Ok(result)
     }
 
@@ -283,7 +296,10 @@ impl Session {
         let call_args = json!({ "script": script, "args": args, "timeout_seconds": timeout_seconds });
         let (step, result) = match self.begin_step()? {
             Ok(step) => {
-                let result = self.scripts.execute(&self.workspace, &script, &args, timeout_seconds, self.deadline).await;
+                let result = self
+                    .scripts
+                    .execute(&self.workspace, &script, &args, timeout_seconds, self.deadline)
+                    .await;
                 (Some(step), result)
             }
             Err(refused) => (None, Err(refused)),
@@ -291,22 +307,37 @@ impl Session {
         let mut snapshot = None;
         if step.is_some() {
             let label = format!("step {}: execute-script {script}", step.unwrap_or(0));
-            snapshot = self.snapshot_now(&label).map_err(|e| host_fault("snapshot", format!("{e:#}")))?;
-            if self.restore_read_only().map_err(|e| host_fault("restoring read-only files", format!("{e:#}")))? {
+            snapshot = self
+                .snapshot_now(&label)
+                .map_err(|e| host_fault("snapshot", format!("{e:#}")))?;
+            if self
+                .restore_read_only()
+                .map_err(|e| host_fault("restoring read-only files", format!("{e:#}")))?
+            {
                 snapshot = self
                     .snapshot_now(&format!("{label} (read-only files restored)"))
                     .map_err(|e| host_fault("snapshot", format!("{e:#}")))?
                     .or(snapshot);
             }
         }
-        self.write_event("exec", "execute-script", step, &raw(&call_args), &recorded(&result), started, snapshot)?;
+        self.write_event(
+            "exec",
+            "execute-script",
+            step,
+            &raw(&call_args),
+            &recorded(&result),
+            started,
+            snapshot,
+        )?;
         Ok(result)
     }
 
     /// Puts every read-only file back as it was at the start; true if any
     /// had been changed (which the sandbox's read-only mounts should prevent).
     fn restore_read_only(&mut self) -> anyhow::Result<bool> {
-        let Some(current) = self.snapshots.last() else { return Ok(false) };
+        let Some(current) = self.snapshots.last() else {
+            return Ok(false);
+        };
         let changed: Vec<(String, ManifestEntry)> = self
             .read_only_baseline
             .iter()

@@ -31,9 +31,7 @@ impl ToolError {
         let shown = if path.is_empty() { "." } else { path };
         match error.kind() {
             NotFound => Self::NotFound(format!("{shown}: no such file or directory")),
-            PermissionDenied | ReadOnlyFilesystem => {
-                Self::PermissionDenied(format!("{shown}: {error}"))
-            }
+            PermissionDenied | ReadOnlyFilesystem => Self::PermissionDenied(format!("{shown}: {error}")),
             NotADirectory => Self::InvalidArgument(format!("{shown}: a path component is not a directory")),
             IsADirectory => Self::InvalidArgument(format!("{shown}: is a directory")),
             FileTooLarge | StorageFull | QuotaExceeded => Self::TooLarge(format!("{shown}: {error}")),

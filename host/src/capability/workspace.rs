@@ -71,8 +71,7 @@ impl ReadOnlyFiles {
     pub fn scan(root: &Path, patterns: &[String]) -> anyhow::Result<Self> {
         let mut builder = GlobSetBuilder::new();
         for pattern in patterns {
-            let normal = normalize(pattern)
-                .map_err(|e| anyhow::anyhow!("read-only pattern `{pattern}`: {e}"))?;
+            let normal = normalize(pattern).map_err(|e| anyhow::anyhow!("read-only pattern `{pattern}`: {e}"))?;
             let glob = globset::GlobBuilder::new(&normal)
                 .literal_separator(true)
                 .build()
@@ -234,10 +233,10 @@ impl Workspace {
         if self.read_only.matches_path(rel) {
             return true;
         }
-        if let Some(resolved) = self.resolved(rel) {
-            if self.read_only.matches_path(&resolved) {
-                return true;
-            }
+        if let Some(resolved) = self.resolved(rel)
+            && self.read_only.matches_path(&resolved)
+        {
+            return true;
         }
         match self.dir.metadata(fs_path(rel)) {
             Ok(meta) => self.read_only.matches_inode(meta.dev(), meta.ino()),
@@ -338,12 +337,16 @@ impl Workspace {
 
     fn open_regular(&self, path: &str, rel: &str) -> ToolResult<cap_std::fs::File> {
         if rel.is_empty() {
-            return Err(ToolError::InvalidArgument(format!("`{path}` is the workspace root, not a file")));
+            return Err(ToolError::InvalidArgument(format!(
+                "`{path}` is the workspace root, not a file"
+            )));
         }
         let file = self.dir.open(rel).map_err(|e| ToolError::from_io(path, &e))?;
         let meta = file.metadata().map_err(|e| ToolError::from_io(path, &e))?;
         if meta.is_dir() {
-            return Err(ToolError::InvalidArgument(format!("{path} is a directory: use list-files")));
+            return Err(ToolError::InvalidArgument(format!(
+                "{path} is a directory: use list-files"
+            )));
         }
         if !meta.is_file() {
             return Err(ToolError::InvalidArgument(format!("{path} is not a regular file")));
@@ -408,10 +411,7 @@ impl Workspace {
         }
         self.save_prior_version(&dst)?;
         self.create_parents(destination, &dst)?;
-        let mut output = self
-            .dir
-            .create(&dst)
-            .map_err(|e| ToolError::from_io(destination, &e))?;
+        let mut output = self.dir.create(&dst).map_err(|e| ToolError::from_io(destination, &e))?;
         std::io::copy(&mut input, &mut output).map_err(|e| ToolError::from_io(destination, &e))?;
         Ok(())
     }
@@ -423,8 +423,10 @@ impl Workspace {
             Ok(mut file) => {
                 self.saved_versions += 1;
                 let saved = self.history_dir.join(format!("{:06}", self.saved_versions));
-                let mut out = std::fs::File::create(&saved).map_err(|e| ToolError::Io(format!("saving the prior version of {rel}: {e}")))?;
-                std::io::copy(&mut file, &mut out).map_err(|e| ToolError::Io(format!("saving the prior version of {rel}: {e}")))?;
+                let mut out = std::fs::File::create(&saved)
+                    .map_err(|e| ToolError::Io(format!("saving the prior version of {rel}: {e}")))?;
+                std::io::copy(&mut file, &mut out)
+                    .map_err(|e| ToolError::Io(format!("saving the prior version of {rel}: {e}")))?;
                 PriorVersion::Saved(saved)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => PriorVersion::Absent,
@@ -447,7 +449,9 @@ impl Workspace {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(ToolError::from_io(path, &e)),
                 }
-                Ok(format!("{path} did not exist before its last edit; it has been removed"))
+                Ok(format!(
+                    "{path} did not exist before its last edit; it has been removed"
+                ))
             }
             PriorVersion::Saved(saved) => {
                 let mut input = std::fs::File::open(&saved)
@@ -518,9 +522,8 @@ fn text_or_refuse(path: &str, bytes: Vec<u8>) -> ToolResult<String> {
             "{path} is a binary file; only text files can be read"
         )));
     }
-    String::from_utf8(bytes).map_err(|_| {
-        ToolError::InvalidArgument(format!("{path} is not UTF-8 text; only text files can be read"))
-    })
+    String::from_utf8(bytes)
+        .map_err(|_| ToolError::InvalidArgument(format!("{path} is not UTF-8 text; only text files can be read")))
 }
 
 #[cfg(test)]
@@ -547,25 +550,48 @@ mod tests {
         std::fs::write(root.join("data/train.csv"), "a,b\n1,2\n").unwrap();
         std::fs::write(root.join("train.py"), "print('hi')\n").unwrap();
         let patterns: Vec<String> = patterns.iter().map(|s| s.to_string()).collect();
-        let ws = Workspace::open(&root, &tmp.path().join("history"), &patterns, WorkspaceLimits::default()).unwrap();
+        let ws = Workspace::open(
+            &root,
+            &tmp.path().join("history"),
+            &patterns,
+            WorkspaceLimits::default(),
+        )
+        .unwrap();
         (tmp, ws)
     }
 
     #[test]
     fn read_only_holds_under_every_spelling_and_link() {
         let (tmp, mut ws) = workspace(&["data/*.csv"]);
-        for spelling in ["data/train.csv", "./data/train.csv", "x/../data/train.csv", "data//train.csv"] {
+        for spelling in [
+            "data/train.csv",
+            "./data/train.csv",
+            "x/../data/train.csv",
+            "data//train.csv",
+        ] {
             let err = ws.write_file(spelling, "evil").unwrap_err();
             assert!(matches!(err, ToolError::PermissionDenied(_)), "{spelling}: {err:?}");
         }
         std::os::unix::fs::symlink("data/train.csv", tmp.path().join("ws/alias")).unwrap();
         std::fs::hard_link(tmp.path().join("ws/data/train.csv"), tmp.path().join("ws/hard")).unwrap();
         for spelling in ["alias", "hard"] {
-            assert!(matches!(ws.write_file(spelling, "evil"), Err(ToolError::PermissionDenied(_))), "{spelling}");
-            assert!(matches!(ws.append_file(spelling, "evil"), Err(ToolError::PermissionDenied(_))), "{spelling}");
+            assert!(
+                matches!(ws.write_file(spelling, "evil"), Err(ToolError::PermissionDenied(_))),
+                "{spelling}"
+            );
+            assert!(
+                matches!(ws.append_file(spelling, "evil"), Err(ToolError::PermissionDenied(_))),
+                "{spelling}"
+            );
         }
-        assert!(matches!(ws.copy_file("train.py", "data/train.csv"), Err(ToolError::PermissionDenied(_))));
-        assert_eq!(std::fs::read_to_string(tmp.path().join("ws/data/train.csv")).unwrap(), "a,b\n1,2\n");
+        assert!(matches!(
+            ws.copy_file("train.py", "data/train.csv"),
+            Err(ToolError::PermissionDenied(_))
+        ));
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("ws/data/train.csv")).unwrap(),
+            "a,b\n1,2\n"
+        );
         // Reading stays allowed.
         assert_eq!(ws.read_file("./alias").unwrap(), "a,b\n1,2\n");
     }
@@ -575,9 +601,15 @@ mod tests {
         let (tmp, mut ws) = workspace(&[]);
         std::os::unix::fs::symlink("/etc", tmp.path().join("ws/etc")).unwrap();
         std::os::unix::fs::symlink("../history", tmp.path().join("ws/up")).unwrap();
-        assert!(matches!(ws.read_file("etc/passwd"), Err(ToolError::PermissionDenied(_))));
+        assert!(matches!(
+            ws.read_file("etc/passwd"),
+            Err(ToolError::PermissionDenied(_))
+        ));
         assert!(matches!(ws.list_files("etc"), Err(ToolError::PermissionDenied(_))));
-        assert!(matches!(ws.write_file("up/x", "x"), Err(ToolError::PermissionDenied(_))));
+        assert!(matches!(
+            ws.write_file("up/x", "x"),
+            Err(ToolError::PermissionDenied(_))
+        ));
         assert!(!tmp.path().join("history/x").exists());
     }
 
@@ -607,7 +639,10 @@ mod tests {
         std::fs::write(tmp.path().join("ws/blob.bin"), [0u8, 1, 2]).unwrap();
         assert!(matches!(ws.read_file("big.txt"), Err(ToolError::TooLarge(m)) if m.contains("inspect-lines")));
         assert!(matches!(ws.read_file("blob.bin"), Err(ToolError::InvalidArgument(m)) if m.contains("binary")));
-        assert!(matches!(ws.write_file("w.txt", "123456789"), Err(ToolError::TooLarge(_))));
+        assert!(matches!(
+            ws.write_file("w.txt", "123456789"),
+            Err(ToolError::TooLarge(_))
+        ));
         assert!(matches!(ws.read_file("missing.txt"), Err(ToolError::NotFound(_))));
         assert!(matches!(ws.read_file("data"), Err(ToolError::InvalidArgument(_))));
     }
@@ -618,8 +653,17 @@ mod tests {
         std::fs::write(tmp.path().join("ws/f.txt"), "one\ntwo\nthree\n").unwrap();
         assert_eq!(ws.inspect_lines("f.txt", 2, 3).unwrap(), "2: two\n3: three\n");
         assert_eq!(ws.inspect_lines("f.txt", 3, 99).unwrap(), "3: three\n");
-        assert!(matches!(ws.inspect_lines("f.txt", 0, 1), Err(ToolError::InvalidArgument(_))));
-        assert!(matches!(ws.inspect_lines("f.txt", 5, 6), Err(ToolError::InvalidArgument(_))));
-        assert!(matches!(ws.inspect_lines("f.txt", 1, 5000), Err(ToolError::TooLarge(_))));
+        assert!(matches!(
+            ws.inspect_lines("f.txt", 0, 1),
+            Err(ToolError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            ws.inspect_lines("f.txt", 5, 6),
+            Err(ToolError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            ws.inspect_lines("f.txt", 1, 5000),
+            Err(ToolError::TooLarge(_))
+        ));
     }
 }

@@ -46,7 +46,12 @@ pub struct AgentLimits {
 
 impl Default for AgentLimits {
     fn default() -> Self {
-        Self { memory_bytes: 1 << 30, max_steps: None, wall_seconds: None, log_bytes: 4 << 20 }
+        Self {
+            memory_bytes: 1 << 30,
+            max_steps: None,
+            wall_seconds: None,
+            log_bytes: 4 << 20,
+        }
     }
 }
 
@@ -83,7 +88,12 @@ impl Host {
     pub fn new(cache_dir: &Path, sandbox: Arc<dyn Sandbox>) -> Result<Self> {
         let engine = AgentEngine::new(cache_dir)?;
         let linker = capability::linker(engine.engine())?;
-        Ok(Self { engine, linker, sandbox, cache_dir: cache_dir.to_path_buf() })
+        Ok(Self {
+            engine,
+            linker,
+            sandbox,
+            cache_dir: cache_dir.to_path_buf(),
+        })
     }
 
     pub fn sandbox(&self) -> &Arc<dyn Sandbox> {
@@ -97,7 +107,8 @@ impl Host {
     /// Reads, compiles (or loads from the cache) and type-checks an agent.
     pub async fn load_agent(&self, path: &Path) -> Result<LoadedAgent> {
         let started = Instant::now();
-        let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))?;
+        let bytes =
+            std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))?;
         let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
         let size = bytes.len() as u64;
         let loaded = self
@@ -141,7 +152,10 @@ impl Host {
     ) -> Result<(EpisodeRecord, ScoreRecord)> {
         let dir = &spec.dir;
         if dir.join("episode.json").exists() {
-            bail!("{}: already holds an episode; choose another --run-name or --out", dir.display());
+            bail!(
+                "{}: already holds an episode; choose another --run-name or --out",
+                dir.display()
+            );
         }
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let task = &spec.task;
@@ -149,7 +163,12 @@ impl Host {
 
         let workspace_dir = dir.join("workspace");
         workspace_setup::populate(task, &prepared, &workspace_dir)?;
-        let workspace = Workspace::open(&workspace_dir, &dir.join("history"), &task.spec.files.read_only, WorkspaceLimits::default())?;
+        let workspace = Workspace::open(
+            &workspace_dir,
+            &dir.join("history"),
+            &task.spec.files.read_only,
+            WorkspaceLimits::default(),
+        )?;
 
         let max_steps = spec.limits.max_steps.unwrap_or(task.spec.budget.max_steps);
         let wall = Duration::from_secs(spec.limits.wall_seconds.unwrap_or(task.spec.budget.wall_seconds));
@@ -190,7 +209,16 @@ impl Host {
         );
         session.initial_snapshot()?;
 
-        let mut record = EpisodeRecord::new(spec, agent, task, &prepared, &self.sandbox.describe(), max_steps, wall, &script_limits);
+        let mut record = EpisodeRecord::new(
+            spec,
+            agent,
+            task,
+            &prepared,
+            &self.sandbox.describe(),
+            max_steps,
+            wall,
+            &script_limits,
+        );
         record.write(dir)?;
 
         let log = AgentLog::create(&dir.join("agent.log"), spec.limits.log_bytes)?;
@@ -208,7 +236,12 @@ impl Host {
                 .allow_ip_name_lookup(false);
             builder.build()
         };
-        let state = AgentState { wasi, table: ResourceTable::new(), memory: MemoryLimiter::new(spec.limits.memory_bytes), session };
+        let state = AgentState {
+            wasi,
+            table: ResourceTable::new(),
+            memory: MemoryLimiter::new(spec.limits.memory_bytes),
+            session,
+        };
         let mut store = Store::new(self.engine.engine(), state);
         store.limiter(|state| &mut state.memory);
         store.set_epoch_deadline(1);
@@ -247,7 +280,11 @@ impl Host {
             }
         };
         // A step budget that ran out counts even if the agent then returned.
-        let reason = if reason == EndReason::Completed && store.data().session.budget_hit() { EndReason::StepBudget } else { reason };
+        let reason = if reason == EndReason::Completed && store.data().session.budget_hit() {
+            EndReason::StepBudget
+        } else {
+            reason
+        };
         tracing::info!(?reason, %detail, "agent finished");
         log.close();
 
@@ -256,12 +293,27 @@ impl Host {
         let final_snapshot = session.snapshot_now("final")?;
         let final_manifest = session.snapshots.last().context("no snapshot")?.id;
         session.trace.finish()?;
-        let first_call_ms = session.first_call_at().map(|t| t.saturating_duration_since(instantiate_started).as_secs_f64() * 1000.0);
-        record.finish(reason, &detail, answer.as_deref(), &session, state.memory.peak(), log.dropped(), final_snapshot.unwrap_or(final_manifest), first_call_ms);
+        let first_call_ms = session
+            .first_call_at()
+            .map(|t| t.saturating_duration_since(instantiate_started).as_secs_f64() * 1000.0);
+        record.finish(
+            reason,
+            &detail,
+            answer.as_deref(),
+            &session,
+            state.memory.peak(),
+            log.dropped(),
+            final_snapshot.unwrap_or(final_manifest),
+            first_call_ms,
+        );
         record.write(dir)?;
 
         let score = if reason == EndReason::Interrupted {
-            ScoreRecord::not_evaluated(task, &record, "interrupted before evaluation: run `mlrb eval <episode-dir>` to score it")
+            ScoreRecord::not_evaluated(
+                task,
+                &record,
+                "interrupted before evaluation: run `mlrb eval <episode-dir>` to score it",
+            )
         } else {
             self.evaluate(task, dir, &record).await?
         };
@@ -278,7 +330,14 @@ impl Host {
         let scratch = tempfile::Builder::new().prefix(".eval-").tempdir_in(dir)?;
         let final_workspace = scratch.path().join("workspace");
         snapshot::materialize(&snapshots, &manifest, &final_workspace)?;
-        let evaluation = task::evaluate(task, self.sandbox.as_ref(), &final_workspace, &prepared.hidden(), Some(dir.join("eval"))).await?;
+        let evaluation = task::evaluate(
+            task,
+            self.sandbox.as_ref(),
+            &final_workspace,
+            &prepared.hidden(),
+            Some(dir.join("eval")),
+        )
+        .await?;
         Ok(ScoreRecord::from_evaluation(task, record, manifest.id, evaluation))
     }
 }
@@ -295,7 +354,16 @@ fn classify_trap(error: &wasmtime::Error, memory_denied: bool) -> (EndReason, St
     }
     let text = format!("{error:#}");
     if memory_denied {
-        return (EndReason::MemoryLimit, format!("the agent ran out of its memory limit: {}", first_line(&text)));
+        return (
+            EndReason::MemoryLimit,
+            format!("the agent ran out of its memory limit: {}", first_line(&text)),
+        );
     }
-    (EndReason::Trap, format!("the agent trapped: {}", text.lines().take(3).collect::<Vec<_>>().join(" | ")))
+    (
+        EndReason::Trap,
+        format!(
+            "the agent trapped: {}",
+            text.lines().take(3).collect::<Vec<_>>().join(" | ")
+        ),
+    )
 }

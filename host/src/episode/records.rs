@@ -124,7 +124,11 @@ impl EpisodeRecord {
                 name: task.spec.name.clone(),
                 version: task.spec.version.clone(),
                 root: task.root.display().to_string(),
-                prepare_key: prepared.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                prepare_key: prepared
+                    .dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
                 metric: task.spec.metric.name.clone(),
                 higher_is_better: task.spec.metric.higher_is_better,
                 baseline: task.spec.metric.baseline,

@@ -36,13 +36,15 @@ fn copy_tree(from: &Path, to: &Path, link: &dyn Fn(&str) -> bool) -> Result<()> 
         if file_type.is_dir() {
             fs::create_dir_all(&target)?;
         } else if target.symlink_metadata().is_ok() {
-            bail!("{}: the prepared data and env/ both provide `{rel_text}`", from.display());
+            bail!(
+                "{}: the prepared data and env/ both provide `{rel_text}`",
+                from.display()
+            );
         } else if file_type.is_symlink() {
             std::os::unix::fs::symlink(fs::read_link(entry.path())?, &target)?;
-        } else if file_type.is_file() {
-            if !(link(&rel_text) && fs::hard_link(entry.path(), &target).is_ok()) {
-                fs::copy(entry.path(), &target).with_context(|| format!("copying {} into the workspace", entry.path().display()))?;
-            }
+        } else if file_type.is_file() && !(link(&rel_text) && fs::hard_link(entry.path(), &target).is_ok()) {
+            fs::copy(entry.path(), &target)
+                .with_context(|| format!("copying {} into the workspace", entry.path().display()))?;
         }
     }
     Ok(())

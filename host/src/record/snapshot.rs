@@ -78,7 +78,13 @@ impl SnapshotStore {
         let manifests = dir.join("manifests");
         fs::create_dir_all(&objects)?;
         fs::create_dir_all(&manifests)?;
-        Ok(Self { objects, manifests, known: HashMap::new(), next_id: 0, last: None })
+        Ok(Self {
+            objects,
+            manifests,
+            known: HashMap::new(),
+            next_id: 0,
+            last: None,
+        })
     }
 
     pub fn objects_dir(&self) -> &Path {
@@ -91,10 +97,19 @@ impl SnapshotStore {
 
     /// Records the current state of `root`. Returns `None` when nothing
     /// changed since the last snapshot (no new manifest is written).
-    pub fn snapshot(&mut self, root: &Path, label: &str, read_only: &dyn Fn(&str) -> bool) -> Result<Option<&Manifest>> {
+    pub fn snapshot(
+        &mut self,
+        root: &Path,
+        label: &str,
+        read_only: &dyn Fn(&str) -> bool,
+    ) -> Result<Option<&Manifest>> {
         let mut entries = BTreeMap::new();
         let mut seen = HashMap::with_capacity(self.known.len());
-        for entry in walkdir::WalkDir::new(root).follow_links(false).min_depth(1).sort_by_file_name() {
+        for entry in walkdir::WalkDir::new(root)
+            .follow_links(false)
+            .min_depth(1)
+            .sort_by_file_name()
+        {
             let entry = entry.with_context(|| format!("walking {}", root.display()))?;
             let rel = entry.path().strip_prefix(root)?.to_string_lossy().into_owned();
             let file_type = entry.file_type();
@@ -112,7 +127,11 @@ impl SnapshotStore {
                 };
                 entries.insert(
                     rel.clone(),
-                    ManifestEntry::File { hash: hash.clone(), size: key.size, executable: meta.permissions().mode() & 0o111 != 0 },
+                    ManifestEntry::File {
+                        hash: hash.clone(),
+                        size: key.size,
+                        executable: meta.permissions().mode() & 0o111 != 0,
+                    },
                 );
                 seen.insert(rel, (key, hash));
             }
@@ -122,7 +141,11 @@ impl SnapshotStore {
         if self.last.as_ref().is_some_and(|m| m.entries == entries) {
             return Ok(None);
         }
-        let manifest = Manifest { id: self.next_id, label: label.to_string(), entries };
+        let manifest = Manifest {
+            id: self.next_id,
+            label: label.to_string(),
+            entries,
+        };
         self.next_id += 1;
         let path = self.manifests.join(format!("{:06}.json", manifest.id));
         let mut file = fs::File::create(&path)?;
@@ -136,7 +159,9 @@ impl SnapshotStore {
     /// Read-only files are hard-linked (they cannot change); others copied.
     fn store_object(&self, path: &Path, read_only: bool) -> Result<String> {
         let mut hasher = blake3::Hasher::new();
-        hasher.update_mmap(path).with_context(|| format!("hashing {}", path.display()))?;
+        hasher
+            .update_mmap(path)
+            .with_context(|| format!("hashing {}", path.display()))?;
         let hash = hasher.finalize().to_hex().to_string();
         let object = self.objects.join(&hash);
         if !object.exists() {
@@ -160,9 +185,11 @@ pub fn latest_manifest(dir: &Path) -> Result<Manifest> {
         .filter_map(|e| e.ok().map(|e| e.file_name()))
         .collect();
     names.sort();
-    let last = names.last().with_context(|| format!("{}: no snapshot manifest", manifests.display()))?;
+    let last = names
+        .last()
+        .with_context(|| format!("{}: no snapshot manifest", manifests.display()))?;
     let text = fs::read_to_string(manifests.join(last))?;
-    Ok(serde_json::from_str(&text).with_context(|| format!("{}: malformed manifest", manifests.join(last).display()))?)
+    serde_json::from_str(&text).with_context(|| format!("{}: malformed manifest", manifests.join(last).display()))
 }
 
 /// Rebuilds the files of `manifest` under `dest` (which must not exist).

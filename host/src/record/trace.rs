@@ -42,7 +42,11 @@ pub struct Trace {
 
 impl Trace {
     pub fn create(path: &Path, started: Instant) -> std::io::Result<Self> {
-        Ok(Self { out: BufWriter::new(File::create(path)?), seq: 0, started })
+        Ok(Self {
+            out: BufWriter::new(File::create(path)?),
+            seq: 0,
+            started,
+        })
     }
 
     pub fn next_seq(&mut self) -> u64 {

@@ -68,7 +68,11 @@ impl Cgroup {
         }
         let dir = parent.join(format!("mlrb-{name}"));
         std::fs::create_dir(&dir).ok()?;
-        let group = Self { version: Version::V2, dirs: vec![dir.clone()], memory_dir: dir.clone() };
+        let group = Self {
+            version: Version::V2,
+            dirs: vec![dir.clone()],
+            memory_dir: dir.clone(),
+        };
         write(&dir.join("memory.max"), &memory_bytes.to_string()).ok()?;
         let _ = write(&dir.join("memory.swap.max"), "0");
         write(&dir.join("pids.max"), &max_processes.to_string()).ok()?;
@@ -79,16 +83,20 @@ impl Cgroup {
     fn create_v1(name: &str, memory_bytes: u64, max_processes: u32, cpus: f64) -> Option<Self> {
         let own = own_cgroups();
         let controller_dir = |controller: &str| -> Option<PathBuf> {
-            let (_, path) = own
-                .iter()
-                .find(|(c, _)| c.split(',').any(|c| c == controller))?;
-            let base = Path::new("/sys/fs/cgroup").join(controller).join(path.trim_start_matches('/'));
+            let (_, path) = own.iter().find(|(c, _)| c.split(',').any(|c| c == controller))?;
+            let base = Path::new("/sys/fs/cgroup")
+                .join(controller)
+                .join(path.trim_start_matches('/'));
             base.is_dir().then_some(base)
         };
         let memory = controller_dir("memory")?.join(format!("mlrb-{name}"));
         let pids = controller_dir("pids")?.join(format!("mlrb-{name}"));
         std::fs::create_dir(&memory).ok()?;
-        let mut group = Self { version: Version::V1, dirs: vec![memory.clone()], memory_dir: memory.clone() };
+        let mut group = Self {
+            version: Version::V1,
+            dirs: vec![memory.clone()],
+            memory_dir: memory.clone(),
+        };
         std::fs::create_dir(&pids).ok()?;
         group.dirs.push(pids.clone());
         write(&memory.join("memory.limit_in_bytes"), &memory_bytes.to_string()).ok()?;
@@ -96,17 +104,17 @@ impl Cgroup {
         write(&pids.join("pids.max"), &max_processes.to_string()).ok()?;
         // Optional controllers: a CPU quota, and a freezer that stops a
         // fork bomb from outpacing the kill loop.
-        if let Some(cpu) = controller_dir("cpu").map(|d| d.join(format!("mlrb-{name}"))) {
-            if std::fs::create_dir(&cpu).is_ok() {
-                group.dirs.push(cpu.clone());
-                let _ = write(&cpu.join("cpu.cfs_period_us"), "100000");
-                let _ = write(&cpu.join("cpu.cfs_quota_us"), &((cpus * 100_000.0) as u64).to_string());
-            }
+        if let Some(cpu) = controller_dir("cpu").map(|d| d.join(format!("mlrb-{name}")))
+            && std::fs::create_dir(&cpu).is_ok()
+        {
+            group.dirs.push(cpu.clone());
+            let _ = write(&cpu.join("cpu.cfs_period_us"), "100000");
+            let _ = write(&cpu.join("cpu.cfs_quota_us"), &((cpus * 100_000.0) as u64).to_string());
         }
-        if let Some(freezer) = controller_dir("freezer").map(|d| d.join(format!("mlrb-{name}"))) {
-            if std::fs::create_dir(&freezer).is_ok() {
-                group.dirs.push(freezer);
-            }
+        if let Some(freezer) = controller_dir("freezer").map(|d| d.join(format!("mlrb-{name}")))
+            && std::fs::create_dir(&freezer).is_ok()
+        {
+            group.dirs.push(freezer);
         }
         Some(group)
     }
@@ -151,14 +159,24 @@ impl Cgroup {
             Version::V1 => "memory.max_usage_in_bytes",
             Version::V2 => "memory.peak",
         };
-        std::fs::read_to_string(self.memory_dir.join(file)).ok()?.trim().parse().ok()
+        std::fs::read_to_string(self.memory_dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     fn pids(&self) -> Vec<i32> {
         let mut pids: Vec<i32> = self
             .dirs
             .iter()
-            .flat_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect::<Vec<_>>())
+            .flat_map(|d| {
+                std::fs::read_to_string(d.join("cgroup.procs"))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect::<Vec<_>>()
+            })
             .collect();
         pids.sort_unstable();
         pids.dedup();

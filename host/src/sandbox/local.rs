@@ -68,7 +68,15 @@ impl LocalSandbox {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_else(|| "bubblewrap".into());
         let probe = std::process::Command::new(&bwrap)
-            .args(["--unshare-all", "--unshare-user", "--die-with-parent", "--ro-bind", "/", "/", "true"])
+            .args([
+                "--unshare-all",
+                "--unshare-user",
+                "--die-with-parent",
+                "--ro-bind",
+                "/",
+                "/",
+                "true",
+            ])
             .stdin(Stdio::null())
             .output()
             .context("running bubblewrap")?;
@@ -86,7 +94,12 @@ impl LocalSandbox {
                  and out-of-memory is recognised from the script's own error"
             );
         }
-        Ok(Self { bwrap, version, cgroups, counter: AtomicU64::new(0) })
+        Ok(Self {
+            bwrap,
+            version,
+            cgroups,
+            counter: AtomicU64::new(0),
+        })
     }
 
     pub fn cgroup_version(&self) -> Option<cgroup::Version> {
@@ -98,7 +111,13 @@ impl LocalSandbox {
 pub fn bwrap_args(command: &Command) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
-    push(&["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]);
+    push(&[
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+    ]);
     if command.network {
         push(&["--share-net"]);
     }
@@ -111,9 +130,7 @@ pub fn bwrap_args(command: &Command) -> Vec<OsString> {
                 target.into_os_string(),
                 OsString::from(top),
             ]),
-            Err(_) if Path::new(top).is_dir() => {
-                args.extend(["--ro-bind", top, top].map(OsString::from))
-            }
+            Err(_) if Path::new(top).is_dir() => args.extend(["--ro-bind", top, top].map(OsString::from)),
             Err(_) => {}
         }
     }
@@ -162,7 +179,10 @@ pub fn bwrap_args(command: &Command) -> Vec<OsString> {
 
 /// Applied in the child between fork and exec: join the control group,
 /// no core dumps, rlimits where there is no control group.
-fn child_setup(join: &[OwnedFd], rlimit_fallback: Option<(u64, u32)>) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+fn child_setup(
+    join: &[OwnedFd],
+    rlimit_fallback: Option<(u64, u32)>,
+) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
     let fds: Vec<i32> = join.iter().map(|fd| fd.as_raw_fd()).collect();
     move || {
         for fd in &fds {
@@ -172,7 +192,10 @@ fn child_setup(join: &[OwnedFd], rlimit_fallback: Option<(u64, u32)>) -> impl Fn
             }
         }
         let set = |resource, value: u64| {
-            let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
+            let limit = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
             // SAFETY: setrlimit(2) is async-signal-safe.
             unsafe { libc::setrlimit(resource, &limit) };
         };
@@ -224,7 +247,11 @@ impl Sandbox for LocalSandbox {
 
     async fn run(&self, command: Command) -> Result<Outcome> {
         let limits = command.limits.clone();
-        let name = format!("{}-{}", std::process::id(), self.counter.fetch_add(1, Ordering::Relaxed));
+        let name = format!(
+            "{}-{}",
+            std::process::id(),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
         let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus);
         let join = match &group {
             Some(group) => group.join_handles().context("opening the control group")?,
@@ -252,14 +279,22 @@ impl Sandbox for LocalSandbox {
         let flooded = Arc::new(tokio::sync::Notify::new());
         let stdout = tokio::spawn(drain(
             child.stdout.take().context("child stdout")?,
-            HeadTail::new(limits.output_cap, log_file(&command.log_prefix, "stdout"), limits.log_cap),
+            HeadTail::new(
+                limits.output_cap,
+                log_file(&command.log_prefix, "stdout"),
+                limits.log_cap,
+            ),
             total.clone(),
             limits.output_kill_bytes,
             flooded.clone(),
         ));
         let stderr = tokio::spawn(drain(
             child.stderr.take().context("child stderr")?,
-            HeadTail::new(limits.output_cap, log_file(&command.log_prefix, "stderr"), limits.log_cap),
+            HeadTail::new(
+                limits.output_cap,
+                log_file(&command.log_prefix, "stderr"),
+                limits.log_cap,
+            ),
             total.clone(),
             limits.output_kill_bytes,
             flooded.clone(),
@@ -292,8 +327,14 @@ impl Sandbox for LocalSandbox {
         // Whatever outlived the sandbox's init (nothing should) goes now.
         kill_tree(&group);
         let grace = std::time::Duration::from_secs(5);
-        let stdout = tokio::time::timeout(grace, stdout).await.context("stdout did not close")??.finish();
-        let stderr = tokio::time::timeout(grace, stderr).await.context("stderr did not close")??.finish();
+        let stdout = tokio::time::timeout(grace, stdout)
+            .await
+            .context("stdout did not close")??
+            .finish();
+        let stderr = tokio::time::timeout(grace, stderr)
+            .await
+            .context("stderr did not close")??
+            .finish();
 
         use std::os::unix::process::ExitStatusExt;
         let mut exit_code = status.code();
@@ -313,12 +354,23 @@ impl Sandbox for LocalSandbox {
                 Termination::OutOfMemory,
                 Some(format!("out of memory: the limit is {} MiB", limits.memory_bytes >> 20)),
             ),
-            None if signal.is_some() => (Termination::Killed, Some(format!("killed by signal {}", signal.unwrap_or(0)))),
+            None if signal.is_some() => (
+                Termination::Killed,
+                Some(format!("killed by signal {}", signal.unwrap_or(0))),
+            ),
             None => (Termination::Exited, None),
         };
         if termination != Termination::Exited {
             exit_code = exit_code.filter(|_| false);
         }
-        Ok(Outcome { exit_code, signal, termination, note, duration, stdout, stderr })
+        Ok(Outcome {
+            exit_code,
+            signal,
+            termination,
+            note,
+            duration,
+            stdout,
+            stderr,
+        })
     }
 }

@@ -22,10 +22,18 @@ pub struct Mount {
 
 impl Mount {
     pub fn read_only(host: impl Into<PathBuf>, guest: impl Into<PathBuf>) -> Self {
-        Self { host: host.into(), guest: guest.into(), writable: false }
+        Self {
+            host: host.into(),
+            guest: guest.into(),
+            writable: false,
+        }
     }
     pub fn writable(host: impl Into<PathBuf>, guest: impl Into<PathBuf>) -> Self {
-        Self { host: host.into(), guest: guest.into(), writable: true }
+        Self {
+            host: host.into(),
+            guest: guest.into(),
+            writable: true,
+        }
     }
 }
 

@@ -69,16 +69,14 @@ impl HeadTail {
     pub fn finish(mut self) -> CapturedOutput {
         let kept = (self.head.len() + self.tail.len()) as u64;
         let truncated = self.total > kept;
-        if let Some((file, written)) = self.log.as_mut() {
-            if self.total > *written {
-                let _ = writeln!(file, "\n[mlrb: {} more bytes not logged]", self.total - *written);
-            }
+        if let Some((file, written)) = self.log.as_mut()
+            && self.total > *written
+        {
+            let _ = writeln!(file, "\n[mlrb: {} more bytes not logged]", self.total - *written);
         }
         let mut bytes = std::mem::take(&mut self.head);
         if truncated {
-            bytes.extend_from_slice(
-                format!("\n[... {} bytes cut by mlrb ...]\n", self.total - kept).as_bytes(),
-            );
+            bytes.extend_from_slice(format!("\n[... {} bytes cut by mlrb ...]\n", self.total - kept).as_bytes());
         }
         bytes.extend(self.tail.iter());
         CapturedOutput {

@@ -25,7 +25,11 @@ pub fn build_guests() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let builds: [&[&str]; 3] = [&["-p", "baseline"], &["-p", "hostile-agents", "--examples"], &["-p", "other-world"]];
+        let builds: [&[&str]; 3] = [
+            &["-p", "baseline"],
+            &["-p", "hostile-agents", "--examples"],
+            &["-p", "other-world"],
+        ];
         for selection in builds {
             let status = Command::new(&cargo)
                 .current_dir(workspace_root())
@@ -43,7 +47,11 @@ pub fn build_guests() {
 pub fn agent(name: &str) -> PathBuf {
     build_guests();
     let release = target_dir().join("wasm32-wasip2/release");
-    let path = if name == "baseline" || name == "other-world" { release.join(format!("{name}.wasm")) } else { release.join("examples").join(format!("{name}.wasm")) };
+    let path = if name == "baseline" || name == "other-world" {
+        release.join(format!("{name}.wasm"))
+    } else {
+        release.join("examples").join(format!("{name}.wasm"))
+    };
     assert!(path.is_file(), "{} was not built", path.display());
     path
 }
@@ -54,7 +62,10 @@ pub fn cache_dir() -> PathBuf {
 
 pub fn mlrb() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_mlrb"));
-    command.env("MLRB_CACHE_DIR", cache_dir()).env("MLRB_TASKS_DIR", workspace_root().join("tasks")).env_remove("MLRB_LOG");
+    command
+        .env("MLRB_CACHE_DIR", cache_dir())
+        .env("MLRB_TASKS_DIR", workspace_root().join("tasks"))
+        .env_remove("MLRB_LOG");
     command
 }
 
@@ -87,7 +98,11 @@ pub fn run_episode(agent_path: &Path, task: &str, out: &Path, extra: &[&str]) ->
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "mlrb run failed: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "mlrb run failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
     let dir = PathBuf::from(json["dir"].as_str().unwrap());
     Finished { output, json, dir }
@@ -138,7 +153,11 @@ pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
         .into_iter()
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_file())
-        .filter(|e| std::fs::read(e.path()).map(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes())).unwrap_or(false))
+        .filter(|e| {
+            std::fs::read(e.path())
+                .map(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+                .unwrap_or(false)
+        })
         .map(|e| e.path().to_path_buf())
         .collect()
 }

@@ -31,6 +31,7 @@
 //! `target/wasm32-wasip2/release/` is the component `mlrb run --agent` takes.
 
 #[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",

@@ -10,8 +10,14 @@ impl Agent for AbsolutePaths {
             outcome("read /etc/passwd", &workspace::read("/etc/passwd")),
             outcome("read //etc/hostname", &workspace::read("//etc/hostname")),
             outcome("list /", &workspace::list("/")),
-            outcome("write /tmp/mlrb-escaped.txt", &workspace::write("/tmp/mlrb-escaped.txt", "out")),
-            outcome("copy /etc/passwd stolen.txt", &workspace::copy("/etc/passwd", "stolen.txt")),
+            outcome(
+                "write /tmp/mlrb-escaped.txt",
+                &workspace::write("/tmp/mlrb-escaped.txt", "out"),
+            ),
+            outcome(
+                "copy /etc/passwd stolen.txt",
+                &workspace::copy("/etc/passwd", "stolen.txt"),
+            ),
         ];
         Ok(report.join("\n"))
     }

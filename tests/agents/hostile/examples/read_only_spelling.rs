@@ -30,12 +30,24 @@ print(" ".join(attempts))
 
 impl Agent for ReadOnlySpelling {
     fn run(_: TaskInfo) -> Result<String, String> {
-        let mut report: Vec<String> = ["data/train.csv", "./data/train.csv", "x/../data/train.csv", "data//train.csv", "data/./train.csv"]
-            .iter()
-            .map(|p| outcome(&format!("write {p}"), &workspace::write(p, "tampered")))
-            .collect();
-        report.push(outcome("append ./data/train.csv", &workspace::append("./data/train.csv", "tampered")));
-        report.push(outcome("copy over data/train.csv", &workspace::copy("train.py", "data/../data/train.csv")));
+        let mut report: Vec<String> = [
+            "data/train.csv",
+            "./data/train.csv",
+            "x/../data/train.csv",
+            "data//train.csv",
+            "data/./train.csv",
+        ]
+        .iter()
+        .map(|p| outcome(&format!("write {p}"), &workspace::write(p, "tampered")))
+        .collect();
+        report.push(outcome(
+            "append ./data/train.csv",
+            &workspace::append("./data/train.csv", "tampered"),
+        ));
+        report.push(outcome(
+            "copy over data/train.csv",
+            &workspace::copy("train.py", "data/../data/train.csv"),
+        ));
         report.push(script_report("tamper", &run_python("tamper.py", TAMPER, Some(30))));
         Ok(report.join("\n"))
     }

@@ -15,7 +15,10 @@ impl Agent for ScriptOutputFlood {
     fn run(_: TaskInfo) -> Result<String, String> {
         let result = run_python("flood.py", FLOOD, Some(60));
         let size = result.as_ref().map(|r| r.stdout.len()).unwrap_or(0);
-        Ok(format!("{}\nreturned stdout bytes: {size}", script_report("flood", &result).chars().take(300).collect::<String>()))
+        Ok(format!(
+            "{}\nreturned stdout bytes: {size}",
+            script_report("flood", &result).chars().take(300).collect::<String>()
+        ))
     }
 }
 

@@ -25,8 +25,14 @@ impl Agent for SymlinkEscape {
             outcome("list etc_link", &workspace::list("etc_link")),
             outcome("read up/episode.json", &workspace::read("up/episode.json")),
             outcome("write up/escaped.txt", &workspace::write("up/escaped.txt", "out")),
-            outcome("write etc_link/mlrb-escaped", &workspace::write("etc_link/mlrb-escaped", "out")),
-            outcome("read root_link/etc/hostname", &workspace::read("root_link/etc/hostname")),
+            outcome(
+                "write etc_link/mlrb-escaped",
+                &workspace::write("etc_link/mlrb-escaped", "out"),
+            ),
+            outcome(
+                "read root_link/etc/hostname",
+                &workspace::read("root_link/etc/hostname"),
+            ),
         ];
         Ok(report.join("\n"))
     }

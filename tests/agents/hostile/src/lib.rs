@@ -31,7 +31,12 @@ pub fn script_report(attempt: &str, result: &Result<ExecResult, ToolError>) -> S
             r.termination,
             r.exit_code,
             r.stdout_truncated,
-            r.stdout.trim().replace('\n', " | ").chars().take(2000).collect::<String>()
+            r.stdout
+                .trim()
+                .replace('\n', " | ")
+                .chars()
+                .take(2000)
+                .collect::<String>()
         ),
         Err(e) => format!("{attempt}: error {}: {}", e.kind(), e.message()),
     }

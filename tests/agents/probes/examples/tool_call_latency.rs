@@ -16,7 +16,12 @@ impl Agent for ToolCallLatency {
             times.push(started.elapsed().as_nanos() as u64);
         }
         times.sort_unstable();
-        Ok(format!("calls={} median_ns={} p90_ns={}", times.len(), times[times.len() / 2], times[times.len() * 9 / 10]))
+        Ok(format!(
+            "calls={} median_ns={} p90_ns={}",
+            times.len(),
+            times[times.len() / 2],
+            times[times.len() * 9 / 10]
+        ))
     }
 }
 
