@@ -161,7 +161,7 @@ fn agent_level() {
         for seed in 0..30 {
             let agent = host.load_agent(&agent_path).await.unwrap();
             assert!(agent.from_cache);
-            let spec = EpisodeSpec { agent: agent_path.clone(), task: task.clone(), seed, dir: tmp.path().join(format!("start/{seed}")), limits: AgentLimits::default() };
+            let spec = EpisodeSpec { agent: agent_path.clone(), task: task.clone(), seed, dir: tmp.path().join(format!("start/{seed}")), limits: AgentLimits::default(), progress: None };
             let (record, _) = host.run_episode(&agent, &spec, std::future::pending()).await.unwrap();
             load.push(agent.load_ms);
             first_call.push(record.end.unwrap().first_call_ms.unwrap());
@@ -178,6 +178,7 @@ fn agent_level() {
             seed: 0,
             dir: tmp.path().join("latency"),
             limits: AgentLimits { max_steps: Some(20_000), ..AgentLimits::default() },
+            progress: None,
         };
         let (record, _) = host.run_episode(&agent, &spec, std::future::pending()).await.unwrap();
         let answer = record.end.unwrap().answer.unwrap_or_default();

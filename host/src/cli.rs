@@ -19,7 +19,12 @@ use crate::{paths, report, task};
 /// Start with `mlrb tasks list`, then
 /// `mlrb run --agent target/wasm32-wasip2/release/baseline.wasm --task digits`.
 #[derive(Parser, Debug)]
-#[command(name = "mlrb", version, propagate_version = true)]
+#[command(
+    name = "mlrb",
+    version,
+    propagate_version = true,
+    after_help = "Examples:\n  mlrb tasks list\n  mlrb tasks show digits\n  mlrb run --agent baseline.wasm --task digits --seed 1\n  mlrb run --agent my_agent.wasm --task ./my-task --wall-seconds 600 --json\n  mlrb eval runs/<run>/digits/baseline/1"
+)]
 pub struct Cli {
     /// More log output (-v: progress of the host, -vv: every detail).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -180,6 +185,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         .join(&task.spec.name)
         .join(agent_name)
         .join(args.seed.to_string());
+    let steps = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let spec = EpisodeSpec {
         agent: args.agent.clone(),
         task,
@@ -191,14 +197,25 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
             wall_seconds: args.wall_seconds,
             ..AgentLimits::default()
         },
+        progress: Some(steps.clone()),
     };
-    bar.set_message(format!(
-        "{} on {} (seed {}): {}",
+    let max_steps = args.max_steps.unwrap_or(spec.task.spec.budget.max_steps);
+    let label = format!(
+        "{} on {} (seed {})",
         args.agent.display(),
         spec.task.spec.name,
-        spec.seed,
-        dir.display()
-    ));
+        spec.seed
+    );
+    let ticker = {
+        let bar = bar.clone();
+        tokio::spawn(async move {
+            loop {
+                let step = steps.load(std::sync::atomic::Ordering::Relaxed);
+                bar.set_message(format!("{label}: step {step} of {max_steps}"));
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        })
+    };
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = interrupted.clone();
     let interrupt = async move {
@@ -209,6 +226,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         }
     };
     let result = host.run_episode(&agent, &spec, interrupt).await;
+    ticker.abort();
     bar.finish_and_clear();
     let (record, score) = result?;
     if args.json {

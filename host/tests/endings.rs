@@ -49,15 +49,7 @@ fn the_deadline_caps_a_script_and_ends_the_episode() {
     assert_eq!(exec["result"]["ok"]["termination"], "timed-out", "{exec}");
     let ms = exec["result"]["ok"]["duration_ms"].as_u64().unwrap();
     assert!(ms < 4_500, "the script ran {ms} ms in a 4 s episode");
-    let survivors = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 2000"])
-        .output()
-        .unwrap();
-    assert!(
-        survivors.stdout.is_empty(),
-        "left running: {}",
-        String::from_utf8_lossy(&survivors.stdout)
-    );
+    common::assert_no_process("sleep 2000");
 }
 
 #[test]

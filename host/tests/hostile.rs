@@ -243,15 +243,7 @@ fn a_script_past_its_timeout_is_killed_with_its_children() {
     let ms = result["duration_ms"].as_u64().unwrap();
     assert!((2_000..10_000).contains(&ms), "took {ms} ms");
     // No `sleep 1000` survived the sandbox.
-    let survivors = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 1000"])
-        .output()
-        .unwrap();
-    assert!(
-        survivors.stdout.is_empty(),
-        "left running: {}",
-        String::from_utf8_lossy(&survivors.stdout)
-    );
+    common::assert_no_process("sleep 1000");
 }
 
 #[test]
@@ -279,4 +271,16 @@ fn an_agent_that_ignores_its_step_budget_is_stopped() {
     let refused = error_kinds(&events).iter().filter(|k| *k == "budget-exhausted").count();
     assert!((1..=5).contains(&refused), "{refused} refused calls recorded");
     assert_eq!(events.iter().filter(|e| e["step"].is_u64()).count(), 7);
+}
+
+#[test]
+fn the_agent_itself_has_no_files_sockets_or_environment() {
+    let attack = attack("agent_ambient", &[], &[]);
+    assert_eq!(attack.finished.end_reason(), "completed");
+    attack.assert_nothing_escaped();
+    let lines = attack.answer_lines();
+    assert_eq!(lines.iter().filter(|l| l.contains(": refused")).count(), 7, "{lines:?}");
+    assert!(lines.contains(&"env vars: 0".to_string()), "{lines:?}");
+    assert!(lines.contains(&"args: 0".to_string()), "{lines:?}");
+    assert!(!Path::new("/tmp/mlrb-agent-escaped").exists());
 }

@@ -2,119 +2,103 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-fn fails_with(args: &[&str], out: &Path, expected: &[&str]) {
-    let output = common::mlrb().args(args).arg("--out").arg(out).output().unwrap();
+/// `mlrb run --agent <agent> --task <task>` must fail with one line holding
+/// every `expected` piece, and start no episode.
+fn run_fails(agent: &Path, task: &str, expected: &[&str]) {
+    let out = tempfile::tempdir().unwrap();
+    let output = common::mlrb()
+        .args(["run", "--agent"])
+        .arg(agent)
+        .args(["--task", task, "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{args:?} succeeded");
+    assert!(!output.status.success(), "{agent:?} on {task} succeeded");
     assert_eq!(stderr.trim().lines().count(), 1, "not one line: {stderr}");
     for needle in expected {
-        assert!(stderr.contains(needle), "{args:?}: `{needle}` not in: {stderr}");
+        assert!(stderr.contains(needle), "`{needle}` not in: {stderr}");
     }
-    assert!(
-        !out.exists()
-            || walkdir::WalkDir::new(out)
-                .into_iter()
-                .filter_map(|e| e.ok())
-                .all(|e| e.file_name() != "episode.json"),
-        "an episode was started"
-    );
+    let started = walkdir::WalkDir::new(out.path())
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name() == "episode.json");
+    assert!(!started, "an episode was started");
+}
+
+/// A file of `content` named `name` in a fresh temp dir.
+fn file(name: &str, content: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(name);
+    std::fs::write(&path, content).unwrap();
+    (tmp, path)
+}
+
+/// The hostile fixture task with its task.toml passed through `edit`.
+fn task_with(edit: impl Fn(String) -> String) -> (tempfile::TempDir, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = common::hostile_task(tmp.path(), &[]);
+    let text = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    std::fs::write(task.join("task.toml"), edit(text)).unwrap();
+    (tmp, task.to_string_lossy().into_owned())
 }
 
 #[test]
 fn a_file_that_is_not_wasm() {
-    let tmp = tempfile::tempdir().unwrap();
-    let fake = tmp.path().join("agent.wasm");
-    std::fs::write(&fake, "#!/bin/sh\necho hi\n").unwrap();
-    fails_with(
-        &["run", "--agent", fake.to_str().unwrap(), "--task", "digits"],
-        &tmp.path().join("runs"),
-        &["agent.wasm", "not a WebAssembly component"],
-    );
+    let (_tmp, fake) = file("agent.wasm", b"#!/bin/sh\necho hi\n");
+    run_fails(&fake, "digits", &["agent.wasm", "not a WebAssembly component"]);
 }
 
 #[test]
 fn a_core_module_instead_of_a_component() {
-    let tmp = tempfile::tempdir().unwrap();
-    let module = tmp.path().join("core.wasm");
-    std::fs::write(&module, b"\0asm\x01\0\0\0").unwrap();
-    fails_with(
-        &["run", "--agent", module.to_str().unwrap(), "--task", "digits"],
-        &tmp.path().join("runs"),
-        &["core.wasm", "core WebAssembly module"],
-    );
+    let (_tmp, module) = file("core.wasm", b"\0asm\x01\0\0\0");
+    run_fails(&module, "digits", &["core.wasm", "core WebAssembly module"]);
 }
 
 #[test]
 fn a_component_for_a_different_world() {
-    let tmp = tempfile::tempdir().unwrap();
-    let agent = common::agent("other-world");
-    fails_with(
-        &["run", "--agent", agent.to_str().unwrap(), "--task", "digits"],
-        &tmp.path().join("runs"),
+    run_fails(
+        &common::agent("other-world"),
+        "digits",
         &["other-world.wasm", "mlrb:agent@0.1.0"],
     );
 }
 
 #[test]
 fn a_missing_agent_file() {
-    let tmp = tempfile::tempdir().unwrap();
-    fails_with(
-        &["run", "--agent", "/nonexistent/agent.wasm", "--task", "digits"],
-        &tmp.path().join("runs"),
+    run_fails(
+        Path::new("/nonexistent/agent.wasm"),
+        "digits",
         &["/nonexistent/agent.wasm", "cannot read"],
     );
 }
 
 #[test]
 fn a_malformed_task_toml() {
-    let tmp = tempfile::tempdir().unwrap();
-    let task = common::hostile_task(tmp.path(), &[]);
-    std::fs::write(task.join("task.toml"), "name = \"x\"\nversion = 1\n").unwrap();
-    let agent = common::agent("baseline");
-    fails_with(
-        &[
-            "run",
-            "--agent",
-            agent.to_str().unwrap(),
-            "--task",
-            task.to_str().unwrap(),
-        ],
-        &tmp.path().join("runs"),
-        &["task.toml", "line 2", "version"],
-    );
+    let (_tmp, task) = task_with(|_| "name = \"x\"\nversion = 1\n".into());
+    run_fails(&common::agent("baseline"), &task, &["task.toml", "line 2", "version"]);
 }
 
 #[test]
 fn a_task_toml_with_a_bad_value() {
-    let tmp = tempfile::tempdir().unwrap();
-    let task = common::hostile_task(tmp.path(), &[]);
-    let text = std::fs::read_to_string(task.join("task.toml"))
-        .unwrap()
-        .replace("memory_mb = 256", "memory_mb = 1");
-    std::fs::write(task.join("task.toml"), text).unwrap();
-    let agent = common::agent("baseline");
-    fails_with(
-        &[
-            "run",
-            "--agent",
-            agent.to_str().unwrap(),
-            "--task",
-            task.to_str().unwrap(),
-        ],
-        &tmp.path().join("runs"),
-        &["task.toml", "resources.memory_mb"],
-    );
+    let (_tmp, task) = task_with(|text| text.replace("memory_mb = 256", "memory_mb = 1"));
+    run_fails(&common::agent("baseline"), &task, &["task.toml", "resources.memory_mb"]);
+}
+
+#[test]
+fn a_task_without_an_evaluator() {
+    let (tmp, task) = task_with(|text| text);
+    std::fs::remove_file(tmp.path().join("hostile-task/scripts/eval.py")).unwrap();
+    run_fails(&common::agent("baseline"), &task, &["scripts/eval.py", "missing"]);
 }
 
 #[test]
 fn a_missing_task() {
-    let tmp = tempfile::tempdir().unwrap();
-    let agent = common::agent("baseline");
-    fails_with(
-        &["run", "--agent", agent.to_str().unwrap(), "--task", "no-such-task"],
-        &tmp.path().join("runs"),
+    run_fails(
+        &common::agent("baseline"),
+        "no-such-task",
         &["no task named `no-such-task`", "mlrb tasks list"],
     );
 }

@@ -1,6 +1,8 @@
 //! The state one episode's tool calls share: the workspace, the script
 //! runner, the step budget, the trace and the snapshot store.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -82,6 +84,8 @@ pub struct Session {
     budget_hit: bool,
     notes: u32,
     first_call_at: Option<Instant>,
+    /// Mirrors `steps` for a progress display in another task.
+    progress: Option<Arc<AtomicU32>>,
     /// Read-only files as they were when the workspace was made.
     read_only_baseline: Vec<(String, ManifestEntry)>,
 }
@@ -135,6 +139,7 @@ impl Session {
             budget_hit: false,
             notes: 0,
             first_call_at: None,
+            progress: None,
             read_only_baseline: Vec::new(),
         }
     }
@@ -145,6 +150,11 @@ impl Session {
 
     pub fn budget_hit(&self) -> bool {
         self.budget_hit
+    }
+
+    /// Publishes the step count to `counter` as it changes.
+    pub fn report_progress(&mut self, counter: Arc<AtomicU32>) {
+        self.progress = Some(counter);
     }
 
     /// When the agent first called the host.
@@ -207,6 +217,9 @@ impl Session {
             ))));
         }
         self.steps += 1;
+        if let Some(progress) = &self.progress {
+            progress.store(self.steps, Ordering::Relaxed);
+        }
         Ok(Ok(self.steps))
     }
 

@@ -64,6 +64,8 @@ pub struct EpisodeSpec {
     /// `runs/<run-name>/<task>/<agent>/<seed>/`; must not hold an episode yet.
     pub dir: PathBuf,
     pub limits: AgentLimits,
+    /// Receives the step count as the episode goes, for a progress display.
+    pub progress: Option<Arc<std::sync::atomic::AtomicU32>>,
 }
 
 /// An agent component read from disk, compiled and checked against the world.
@@ -157,9 +159,9 @@ impl Host {
                 dir.display()
             );
         }
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let task = &spec.task;
         let prepared = task::prepare(task, self.sandbox.as_ref(), &self.cache_dir).await?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
 
         let workspace_dir = dir.join("workspace");
         workspace_setup::populate(task, &prepared, &workspace_dir)?;
@@ -208,6 +210,9 @@ impl Host {
             deadline,
         );
         session.initial_snapshot()?;
+        if let Some(progress) = &spec.progress {
+            session.report_progress(progress.clone());
+        }
 
         let mut record = EpisodeRecord::new(
             spec,

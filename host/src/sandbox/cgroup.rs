@@ -45,7 +45,7 @@ fn write(path: &Path, value: &str) -> std::io::Result<()> {
 impl Cgroup {
     /// Which cgroup version this host lets mlrb use, if any.
     pub fn available() -> Option<Version> {
-        let probe = Self::create("probe", 64 << 20, 16, 1.0)?;
+        let probe = Self::create(&format!("probe-{}", std::process::id()), 64 << 20, 16, 1.0)?;
         Some(probe.version)
     }
 

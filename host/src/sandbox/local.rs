@@ -275,29 +275,29 @@ impl Sandbox for LocalSandbox {
         drop(join);
         let pid = child.id().map(|p| p as i32);
 
+        // Both streams count towards one output total; past the limit the
+        // command is stopped.
         let total = Arc::new(AtomicU64::new(0));
         let flooded = Arc::new(tokio::sync::Notify::new());
+        let capture = |stream: &str| {
+            let sink = HeadTail::new(limits.output_cap, log_file(&command.log_prefix, stream), limits.log_cap);
+            (sink, total.clone(), flooded.clone())
+        };
+        let (sink, count, flood) = capture("stdout");
         let stdout = tokio::spawn(drain(
             child.stdout.take().context("child stdout")?,
-            HeadTail::new(
-                limits.output_cap,
-                log_file(&command.log_prefix, "stdout"),
-                limits.log_cap,
-            ),
-            total.clone(),
+            sink,
+            count,
             limits.output_kill_bytes,
-            flooded.clone(),
+            flood,
         ));
+        let (sink, count, flood) = capture("stderr");
         let stderr = tokio::spawn(drain(
             child.stderr.take().context("child stderr")?,
-            HeadTail::new(
-                limits.output_cap,
-                log_file(&command.log_prefix, "stderr"),
-                limits.log_cap,
-            ),
-            total.clone(),
+            sink,
+            count,
             limits.output_kill_bytes,
-            flooded.clone(),
+            flood,
         ));
 
         let kill_tree = |group: &Option<Cgroup>| {
@@ -361,7 +361,7 @@ impl Sandbox for LocalSandbox {
             None => (Termination::Exited, None),
         };
         if termination != Termination::Exited {
-            exit_code = exit_code.filter(|_| false);
+            exit_code = None;
         }
         Ok(Outcome {
             exit_code,

@@ -161,3 +161,14 @@ pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
         .map(|e| e.path().to_path_buf())
         .collect()
 }
+
+/// Fails if any process whose command line contains `pattern` is running:
+/// what a sandbox left behind.
+pub fn assert_no_process(pattern: &str) {
+    let survivors = Command::new("pgrep").args(["-f", pattern]).output().unwrap();
+    assert!(
+        survivors.stdout.is_empty(),
+        "left running: {}",
+        String::from_utf8_lossy(&survivors.stdout)
+    );
+}

@@ -1,18 +1,12 @@
 //! Asks for a script timeout far beyond the episode's wall-clock budget.
-use hostile_agents::{run_python, script_report};
+use hostile_agents::{run_python, script_report, sleeper};
 use mlrb_sdk::{Agent, TaskInfo};
 
 struct ScriptPastDeadline;
 
-const SLEEPER: &str = r#"
-import subprocess, time
-subprocess.Popen(["sleep", "2000"])
-time.sleep(2000)
-"#;
-
 impl Agent for ScriptPastDeadline {
     fn run(_: TaskInfo) -> Result<String, String> {
-        let result = run_python("sleep.py", SLEEPER, Some(100_000));
+        let result = run_python("sleep.py", &sleeper(2000), Some(100_000));
         // Spin so that only the deadline can end the episode.
         let report = script_report("sleep", &result);
         let mut x = 0u64;

@@ -41,3 +41,9 @@ pub fn script_report(attempt: &str, result: &Result<ExecResult, ToolError>) -> S
         Err(e) => format!("{attempt}: error {}: {}", e.kind(), e.message()),
     }
 }
+
+/// A Python script that sleeps `seconds`, with a `sleep` child of its own:
+/// what must be gone, tree and all, once its timeout passes.
+pub fn sleeper(seconds: u32) -> String {
+    format!("import subprocess, time\nsubprocess.Popen([\"sleep\", \"{seconds}\"])\ntime.sleep({seconds})\n")
+}
