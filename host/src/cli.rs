@@ -162,6 +162,9 @@ fn spinner(message: &str) -> indicatif::ProgressBar {
 }
 
 async fn run(args: RunArgs) -> Result<ExitCode> {
+    // Listen for Ctrl-C from the start: one pressed while the task is
+    // prepared ends the episode as soon as the agent starts, with records.
+    let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
     let task = task::resolve(&args.task)?;
     let host = host()?;
     let bar = spinner("loading the agent");
@@ -219,10 +222,12 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = interrupted.clone();
     let interrupt = async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            flag.store(true, std::sync::atomic::Ordering::SeqCst);
-        } else {
-            std::future::pending::<()>().await;
+        match sigint {
+            Some(mut sigint) => {
+                sigint.recv().await;
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            None => std::future::pending::<()>().await,
         }
     };
     let result = host.run_episode(&agent, &spec, interrupt).await;

@@ -279,26 +279,18 @@ impl Sandbox for LocalSandbox {
         // command is stopped.
         let total = Arc::new(AtomicU64::new(0));
         let flooded = Arc::new(tokio::sync::Notify::new());
-        let capture = |stream: &str| {
-            let sink = HeadTail::new(limits.output_cap, log_file(&command.log_prefix, stream), limits.log_cap);
-            (sink, total.clone(), flooded.clone())
+        let capture = |stream: Box<dyn tokio::io::AsyncRead + Unpin + Send>, name: &str| {
+            let sink = HeadTail::new(limits.output_cap, log_file(&command.log_prefix, name), limits.log_cap);
+            tokio::spawn(drain(
+                stream,
+                sink,
+                total.clone(),
+                limits.output_kill_bytes,
+                flooded.clone(),
+            ))
         };
-        let (sink, count, flood) = capture("stdout");
-        let stdout = tokio::spawn(drain(
-            child.stdout.take().context("child stdout")?,
-            sink,
-            count,
-            limits.output_kill_bytes,
-            flood,
-        ));
-        let (sink, count, flood) = capture("stderr");
-        let stderr = tokio::spawn(drain(
-            child.stderr.take().context("child stderr")?,
-            sink,
-            count,
-            limits.output_kill_bytes,
-            flood,
-        ));
+        let stdout = capture(Box::new(child.stdout.take().context("child stdout")?), "stdout");
+        let stderr = capture(Box::new(child.stderr.take().context("child stderr")?), "stderr");
 
         let kill_tree = |group: &Option<Cgroup>| {
             if let Some(pid) = pid {
