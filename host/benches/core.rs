@@ -14,12 +14,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
-use mlrb::capability::exec::{ScriptLimits, ScriptRunner};
+use mlrb::capability::exec::{ScriptLimits, ScriptRunner, episode_setup};
 use mlrb::capability::workspace::{Workspace, WorkspaceLimits};
 use mlrb::capability::{Session, TaskInfoRecord};
 use mlrb::episode::{AgentLimits, EpisodeSpec, Host};
 use mlrb::record::snapshot::SnapshotStore;
 use mlrb::record::trace::Trace;
+use mlrb::sandbox::Sandbox;
 use mlrb::sandbox::local::LocalSandbox;
 
 fn root() -> PathBuf {
@@ -48,7 +49,6 @@ fn session(dir: &Path, read_only: &[String]) -> Session {
         WorkspaceLimits::default(),
     )
     .unwrap();
-    let sandbox = Arc::new(LocalSandbox::detect().unwrap());
     let limits = ScriptLimits {
         max_timeout: Duration::from_secs(60),
         memory_bytes: 1 << 30,
@@ -60,9 +60,15 @@ fn session(dir: &Path, read_only: &[String]) -> Session {
         max_args: 16,
     };
     let started = Instant::now();
+    let sandbox = LocalSandbox::detect().unwrap();
+    let setup = episode_setup("bench", &workspace, &limits);
+    let episode_sandbox = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(sandbox.open_episode(setup))
+        .unwrap();
     let mut session = Session::new(
         workspace,
-        ScriptRunner::new(sandbox, limits, dir.join("exec")),
+        ScriptRunner::new(episode_sandbox, limits, dir.join("exec")),
         Trace::create(&dir.join("events.jsonl"), started).unwrap(),
         SnapshotStore::create(&dir.join("snapshots")).unwrap(),
         task_info(),

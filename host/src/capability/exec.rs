@@ -3,14 +3,13 @@
 //! read-only over it, and nothing else of the host.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::tool_error::{ToolError, ToolResult};
 use super::workspace::{Workspace, normalize};
-use crate::sandbox::{self, Mount, Sandbox, Termination};
+use crate::sandbox::{self, EpisodeSandbox, EpisodeSetup, Mount, Termination};
 
 /// Where the workspace appears inside the sandbox.
 pub const GUEST_WORKSPACE: &str = "/workspace";
@@ -41,14 +40,14 @@ pub struct ExecOutcome {
 }
 
 pub struct ScriptRunner {
-    sandbox: Arc<dyn Sandbox>,
+    sandbox: Box<dyn EpisodeSandbox>,
     limits: ScriptLimits,
     log_dir: PathBuf,
     runs: u64,
 }
 
 impl ScriptRunner {
-    pub fn new(sandbox: Arc<dyn Sandbox>, limits: ScriptLimits, log_dir: PathBuf) -> Self {
+    pub fn new(sandbox: Box<dyn EpisodeSandbox>, limits: ScriptLimits, log_dir: PathBuf) -> Self {
         Self {
             sandbox,
             limits,
@@ -59,6 +58,11 @@ impl ScriptRunner {
 
     pub fn limits(&self) -> &ScriptLimits {
         &self.limits
+    }
+
+    /// Closes the episode's sandbox (containers are removed).
+    pub async fn close(&self) -> anyhow::Result<()> {
+        self.sandbox.close().await
     }
 
     pub async fn execute(
@@ -106,69 +110,19 @@ impl ScriptRunner {
         let asked = timeout_seconds.map_or(self.limits.max_timeout, |s| Duration::from_secs(s.max(1) as u64));
         let timeout = asked.min(self.limits.max_timeout).min(left);
 
-        let mut mounts = vec![Mount::writable(workspace.root(), GUEST_WORKSPACE)];
-        // Each folder holding a read-only file is bound onto itself, which
-        // makes it a mount point a script cannot rename away; then the file
-        // itself is bound read-only.
-        let present: Vec<&str> = workspace
-            .read_only()
-            .paths()
-            .filter(|path| {
-                workspace
-                    .root()
-                    .join(path)
-                    .symlink_metadata()
-                    .is_ok_and(|m| m.is_file())
-            })
-            .collect();
-        let mut folders: Vec<&str> = present
-            .iter()
-            .flat_map(|path| path.match_indices('/').map(move |(i, _)| &path[..i]))
-            .collect();
-        folders.sort_by_key(|f| (f.matches('/').count(), *f));
-        folders.dedup();
-        for folder in folders {
-            if workspace
-                .root()
-                .join(folder)
-                .symlink_metadata()
-                .is_ok_and(|m| m.is_dir())
-            {
-                mounts.push(Mount::writable(
-                    workspace.root().join(folder),
-                    format!("{GUEST_WORKSPACE}/{folder}"),
-                ));
-            }
-        }
-        for path in present {
-            mounts.push(Mount::read_only(
-                workspace.root().join(path),
-                format!("{GUEST_WORKSPACE}/{path}"),
-            ));
-        }
         self.runs += 1;
         let mut argv = vec![interpreter.to_string(), format!("{GUEST_WORKSPACE}/{rel}")];
         argv.extend(args.iter().cloned());
-        let command = sandbox::Command {
+        let exec = sandbox::Exec {
             argv,
-            cwd: GUEST_WORKSPACE.into(),
-            mounts,
-            env: vec![],
-            network: self.limits.network,
-            limits: sandbox::Limits {
-                timeout,
-                memory_bytes: self.limits.memory_bytes,
-                max_processes: self.limits.max_processes,
-                cpus: self.limits.cpus,
-                output_cap: self.limits.output_cap,
-                output_kill_bytes: self.limits.output_kill_bytes,
-                ..sandbox::Limits::default()
-            },
+            timeout,
+            output_cap: self.limits.output_cap,
+            output_kill_bytes: self.limits.output_kill_bytes,
             log_prefix: Some(self.log_dir.join(format!("{:04}", self.runs))),
         };
         let outcome = self
             .sandbox
-            .run(command)
+            .exec(exec)
             .await
             .map_err(|e| ToolError::Unavailable(format!("the sandbox could not run {script}: {e:#}")))?;
         let mut stderr = outcome.stderr.text;
@@ -184,5 +138,45 @@ impl ScriptRunner {
             duration_ms: outcome.duration.as_millis() as u64,
             termination: outcome.termination,
         })
+    }
+}
+
+/// The sandbox setup of an episode's scripts: the workspace read-write,
+/// and each read-only file of the task mounted read-only over it. Each
+/// folder holding a read-only file is bound onto itself first, which makes
+/// it a mount point a script cannot rename away.
+pub fn episode_setup(name: &str, workspace: &Workspace, limits: &ScriptLimits) -> EpisodeSetup {
+    let root = workspace.root();
+    let mut mounts = vec![Mount::writable(root, GUEST_WORKSPACE)];
+    let present: Vec<&str> = workspace
+        .read_only()
+        .paths()
+        .filter(|path| root.join(path).symlink_metadata().is_ok_and(|m| m.is_file()))
+        .collect();
+    let mut folders: Vec<&str> = present
+        .iter()
+        .flat_map(|path| path.match_indices('/').map(move |(i, _)| &path[..i]))
+        .collect();
+    folders.sort_by_key(|f| (f.matches('/').count(), *f));
+    folders.dedup();
+    for folder in folders {
+        if root.join(folder).symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            mounts.push(Mount::writable(
+                root.join(folder),
+                format!("{GUEST_WORKSPACE}/{folder}"),
+            ));
+        }
+    }
+    for path in present {
+        mounts.push(Mount::read_only(root.join(path), format!("{GUEST_WORKSPACE}/{path}")));
+    }
+    EpisodeSetup {
+        name: name.to_string(),
+        mounts,
+        cwd: GUEST_WORKSPACE.into(),
+        network: limits.network,
+        memory_bytes: limits.memory_bytes,
+        max_processes: limits.max_processes,
+        cpus: limits.cpus,
     }
 }

@@ -15,7 +15,7 @@ use wasmtime::{Store, UpdateDeadline};
 use wasmtime_wasi::WasiCtx;
 
 use crate::capability::agent_log::AgentLog;
-use crate::capability::exec::{ScriptLimits, ScriptRunner};
+use crate::capability::exec::{ScriptLimits, ScriptRunner, episode_setup};
 use crate::capability::limiter::MemoryLimiter;
 use crate::capability::session::EndReason;
 use crate::capability::workspace::{Workspace, WorkspaceLimits};
@@ -200,9 +200,11 @@ impl Host {
             wall_seconds: wall.as_secs(),
             llm_tokens: task.spec.budget.llm_tokens,
         };
+        let setup = episode_setup(&dir.display().to_string(), &workspace, &script_limits);
+        let episode_sandbox = self.sandbox.open_episode(setup).await?;
         let mut session = Session::new(
             workspace,
-            ScriptRunner::new(self.sandbox.clone(), script_limits.clone(), exec_dir),
+            ScriptRunner::new(episode_sandbox, script_limits.clone(), exec_dir),
             Trace::create(&dir.join("events.jsonl"), started)?,
             SnapshotStore::create(&dir.join("snapshots"))?,
             task_info.clone(),
@@ -295,6 +297,9 @@ impl Host {
 
         let state = store.into_data();
         let mut session = state.session;
+        if let Err(error) = session.scripts.close().await {
+            tracing::warn!(error = %format!("{error:#}"), "closing the episode's sandbox");
+        }
         let final_snapshot = session.snapshot_now("final")?;
         let final_manifest = session.snapshots.last().context("no snapshot")?.id;
         session.trace.finish()?;

@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 
 use super::cgroup::{self, Cgroup};
 use super::output::HeadTail;
-use super::{Command, Outcome, Sandbox, Termination};
+use super::{Command, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Sandbox, Termination};
 
 /// Files of the host system a script needs to start a dynamically linked
 /// program; deliberately not the whole of `/etc`.
@@ -39,11 +39,30 @@ const SYSTEM_FILES: &[&str] = &[
 /// libraries, never secrets.
 const PASSED_ENV: &[&str] = &["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"];
 
+#[derive(Clone)]
 pub struct LocalSandbox {
     bwrap: PathBuf,
     version: String,
     cgroups: Option<cgroup::Version>,
-    counter: AtomicU64,
+    counter: Arc<AtomicU64>,
+}
+
+/// An episode under bubblewrap: every script gets a fresh sandbox with the
+/// episode's mounts and limits.
+struct LocalEpisode {
+    sandbox: LocalSandbox,
+    setup: EpisodeSetup,
+}
+
+#[async_trait::async_trait]
+impl EpisodeSandbox for LocalEpisode {
+    async fn exec(&self, exec: Exec) -> Result<Outcome> {
+        self.sandbox.run(self.setup.command(exec)).await
+    }
+
+    async fn close(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The error a user sees when bubblewrap is missing.
@@ -98,7 +117,7 @@ impl LocalSandbox {
             bwrap,
             version,
             cgroups,
-            counter: AtomicU64::new(0),
+            counter: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -243,6 +262,13 @@ impl Sandbox for LocalSandbox {
             None => "rlimits",
         };
         format!("local ({}, {cgroups})", self.version)
+    }
+
+    async fn open_episode(&self, setup: EpisodeSetup) -> Result<Box<dyn EpisodeSandbox>> {
+        Ok(Box::new(LocalEpisode {
+            sandbox: self.clone(),
+            setup,
+        }))
     }
 
     async fn run(&self, command: Command) -> Result<Outcome> {

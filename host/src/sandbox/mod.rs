@@ -107,10 +107,68 @@ impl Outcome {
     }
 }
 
-/// Runs commands in isolation. Implemented by the bubblewrap sandbox here.
+/// What every script of one episode runs with: fixed when the episode's
+/// sandbox opens.
+#[derive(Debug, Clone)]
+pub struct EpisodeSetup {
+    /// Names the episode's sandbox (labels, logs).
+    pub name: String,
+    pub mounts: Vec<Mount>,
+    pub cwd: PathBuf,
+    pub network: bool,
+    pub memory_bytes: u64,
+    pub max_processes: u32,
+    pub cpus: f64,
+}
+
+/// One script run inside an episode's sandbox.
+#[derive(Debug, Clone)]
+pub struct Exec {
+    pub argv: Vec<String>,
+    pub timeout: Duration,
+    pub output_cap: usize,
+    pub output_kill_bytes: u64,
+    pub log_prefix: Option<PathBuf>,
+}
+
+impl EpisodeSetup {
+    /// The one-shot command that runs `exec` with this setup.
+    pub fn command(&self, exec: Exec) -> Command {
+        Command {
+            argv: exec.argv,
+            cwd: self.cwd.clone(),
+            mounts: self.mounts.clone(),
+            env: vec![],
+            network: self.network,
+            limits: Limits {
+                timeout: exec.timeout,
+                memory_bytes: self.memory_bytes,
+                max_processes: self.max_processes,
+                cpus: self.cpus,
+                output_cap: exec.output_cap,
+                output_kill_bytes: exec.output_kill_bytes,
+                ..Limits::default()
+            },
+            log_prefix: exec.log_prefix,
+        }
+    }
+}
+
+/// Runs commands in isolation: bubblewrap locally, or Docker containers.
 #[async_trait::async_trait]
 pub trait Sandbox: Send + Sync {
     /// A short name for provenance records, e.g. "local (bubblewrap 0.8.0)".
     fn describe(&self) -> String;
+    /// Runs one command in a fresh sandbox (a task's prepare and evaluate steps).
     async fn run(&self, command: Command) -> anyhow::Result<Outcome>;
+    /// Opens the sandbox an episode's scripts run in, one after another.
+    async fn open_episode(&self, setup: EpisodeSetup) -> anyhow::Result<Box<dyn EpisodeSandbox>>;
+}
+
+/// The sandbox of one episode. `close` must be called on every path; a
+/// host that dies before it leaves what `mlrb gc` removes.
+#[async_trait::async_trait]
+pub trait EpisodeSandbox: Send + Sync {
+    async fn exec(&self, exec: Exec) -> anyhow::Result<Outcome>;
+    async fn close(&self) -> anyhow::Result<()>;
 }
