@@ -8,6 +8,8 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use crate::episode::{AgentLimits, EpisodeRecord, EpisodeSpec, Host};
+use crate::sandbox::docker::DockerSandbox;
+use crate::sandbox::image::{self, ImageRecipe};
 use crate::sandbox::local::LocalSandbox;
 use crate::{paths, report, task};
 
@@ -42,6 +44,8 @@ enum Command {
     Eval {
         /// An episode directory (runs/<run>/<task>/<agent>/<seed>).
         episode_dir: PathBuf,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
         /// Print score.json instead of a table.
         #[arg(long)]
         json: bool,
@@ -49,6 +53,43 @@ enum Command {
     /// List and inspect tasks.
     #[command(subcommand)]
     Tasks(TasksCommand),
+    /// The container image scripts run in with `--sandbox docker`.
+    #[command(subcommand)]
+    Image(ImageCommand),
+    /// Remove containers left behind by an mlrb host that was killed.
+    Gc {
+        /// Remove every mlrb container, also those of hosts still running.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ImageCommand {
+    /// Build the task runtime image (Debian with Python and the scientific
+    /// stack) from a debootstrap root filesystem; a no-op when it exists.
+    Build {
+        /// Include PyTorch (Debian's CPU build).
+        #[arg(long)]
+        with_torch: bool,
+    },
+}
+
+/// Where the agent's scripts, prepare and evaluation run.
+#[derive(Args, Debug, Clone)]
+struct SandboxArgs {
+    /// `local`: bubblewrap on this machine; `docker`: containers of the local Docker engine.
+    #[arg(long, value_enum, default_value = "local")]
+    sandbox: SandboxKind,
+    /// The image for `--sandbox docker` [default: the task's, else the one `mlrb image build` makes].
+    #[arg(long)]
+    image: Option<String>,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum SandboxKind {
+    Local,
+    Docker,
 }
 
 #[derive(Args, Debug)]
@@ -80,6 +121,8 @@ struct RunArgs {
     /// Print the episode and score records as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -139,15 +182,46 @@ fn init_logging(verbose: u8) {
 async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => run(args).await,
-        Command::Eval { episode_dir, json } => eval(&episode_dir, json).await,
+        Command::Eval { episode_dir, sandbox, json } => eval(&episode_dir, &sandbox, json).await,
         Command::Tasks(TasksCommand::List { json }) => tasks_list(json),
         Command::Tasks(TasksCommand::Show { task, json }) => tasks_show(&task, json),
+        Command::Image(ImageCommand::Build { with_torch }) => image_build(with_torch).await,
+        Command::Gc { all } => gc(all).await,
     }
 }
 
-fn host() -> Result<Host> {
-    let sandbox = Arc::new(LocalSandbox::detect()?);
+async fn host(args: &SandboxArgs, task: &task::Task) -> Result<Host> {
+    let sandbox: Arc<dyn crate::sandbox::Sandbox> = match args.sandbox {
+        SandboxKind::Local => Arc::new(LocalSandbox::detect()?),
+        SandboxKind::Docker => {
+            let image = args
+                .image
+                .clone()
+                .or_else(|| task.spec.resources.image.clone())
+                .unwrap_or_else(|| ImageRecipe::standard(false).tag());
+            Arc::new(DockerSandbox::connect(&image, Vec::new()).await?)
+        }
+    };
     Host::new(&paths::cache_dir(), sandbox)
+}
+
+async fn image_build(with_torch: bool) -> Result<ExitCode> {
+    let recipe = ImageRecipe::standard(with_torch);
+    let bar = spinner("building the image");
+    let built = image::build(&recipe, &paths::cache_dir().join("image-build"), &|step| bar.set_message(step.to_string())).await;
+    bar.finish_and_clear();
+    let (tag, new) = built?;
+    println!("{tag} {}", if new { "built" } else { "is up to date" });
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn gc(all: bool) -> Result<ExitCode> {
+    let removed = crate::sandbox::docker::gc(all).await?;
+    for name in &removed {
+        println!("removed {name}");
+    }
+    println!("{} container(s) removed", removed.len());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn spinner(message: &str) -> indicatif::ProgressBar {
@@ -166,7 +240,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     // prepared ends the episode as soon as the agent starts, with records.
     let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
     let task = task::resolve(&args.task)?;
-    let host = host()?;
+    let host = host(&args.sandbox, &task).await?;
     let bar = spinner("loading the agent");
     let agent = host.load_agent(&args.agent).await?;
     let agent_name = paths::safe_component(
@@ -250,7 +324,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     })
 }
 
-async fn eval(dir: &Path, json: bool) -> Result<ExitCode> {
+async fn eval(dir: &Path, sandbox: &SandboxArgs, json: bool) -> Result<ExitCode> {
     let record = EpisodeRecord::read(dir)?;
     let task = task::Task::load(Path::new(&record.task.root))
         .or_else(|_| task::resolve(&record.task.name))
@@ -258,7 +332,7 @@ async fn eval(dir: &Path, json: bool) -> Result<ExitCode> {
     if task.spec.version != record.task.version {
         tracing::warn!(episode = %record.task.version, now = %task.spec.version, "the task's version changed since this episode ran");
     }
-    let host = host()?;
+    let host = host(sandbox, &task).await?;
     let bar = spinner("evaluating the final snapshot");
     let score = host.evaluate(&task, dir, &record).await;
     bar.finish_and_clear();

@@ -69,6 +69,8 @@ pub struct Resources {
     pub network: bool,
     /// The longest a single script may run.
     pub script_timeout_seconds: u64,
+    /// The container image for `--sandbox docker` (default: `mlrb image build`'s).
+    pub image: Option<String>,
 }
 
 impl Default for Resources {
@@ -79,6 +81,7 @@ impl Default for Resources {
             pids: 256,
             network: false,
             script_timeout_seconds: 600,
+            image: None,
         }
     }
 }
@@ -126,10 +129,10 @@ impl Task {
         let text = std::fs::read_to_string(&toml_path)
             .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", toml_path.display()))?;
         let spec: TaskSpec = toml::from_str(&text).map_err(|e| toml_error(&toml_path, &text, &e))?;
-        let task = Self {
-            root: root.to_path_buf(),
-            spec,
-        };
+        // Absolute, so provenance records and container mounts do not
+        // depend on the working directory.
+        let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+        let task = Self { root, spec };
         task.check()?;
         Ok(task)
     }

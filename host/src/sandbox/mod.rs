@@ -2,6 +2,8 @@
 //! prepare and evaluate steps. `local` is bubblewrap, the embedded default.
 
 pub mod cgroup;
+pub mod docker;
+pub mod image;
 pub mod local;
 pub mod output;
 

@@ -1,0 +1,401 @@
+//! The Docker sandbox, through bollard: one container per episode, each
+//! script an exec in it; prepare and evaluation in fresh containers of
+//! their own. Containers carry labels naming the episode and the host
+//! process, so `mlrb gc` can find what a killed host left behind.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig, Mount as DockerMount, MountType};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, EventsOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+
+use super::output::HeadTail;
+use super::{Command, EpisodeSandbox, EpisodeSetup, Exec, Mount, Outcome, Sandbox, Termination};
+
+/// Label on everything mlrb creates.
+pub const LABEL_MANAGED: &str = "mlrb.managed";
+/// The episode (or task step) a container serves.
+pub const LABEL_EPISODE: &str = "mlrb.episode";
+/// The pid of the host process that made it: gone means the container is stale.
+pub const LABEL_HOST_PID: &str = "mlrb.host-pid";
+
+/// The uid:gid scripts run as: a plain user, never root.
+const SANDBOX_USER: &str = "1000:1000";
+
+#[derive(Clone)]
+pub struct DockerSandbox {
+    docker: Docker,
+    image: String,
+    version: String,
+    /// GPU device ids handed to this sandbox's containers.
+    gpus: Vec<String>,
+    counter: Arc<AtomicU64>,
+}
+
+/// One line for a daemon that cannot be reached.
+fn unreachable(error: impl std::fmt::Display) -> anyhow::Error {
+    anyhow!(
+        "the Docker daemon cannot be reached ({error}): start it (e.g. `systemctl start docker`), set DOCKER_HOST, or use --sandbox local"
+    )
+}
+
+/// Connects to the local daemon and checks that it answers.
+pub async fn connect() -> Result<(Docker, String)> {
+    let docker = Docker::connect_with_local_defaults().map_err(unreachable)?;
+    let version = tokio::time::timeout(Duration::from_secs(10), docker.version())
+        .await
+        .map_err(|_| unreachable("no answer within 10 s"))?
+        .map_err(unreachable)?;
+    Ok((docker, version.version.unwrap_or_default()))
+}
+
+impl DockerSandbox {
+    /// Connects and checks that `image` exists (built by `mlrb image build`).
+    pub async fn connect(image: &str, gpus: Vec<String>) -> Result<Self> {
+        let (docker, version) = connect().await?;
+        docker
+            .inspect_image(image)
+            .await
+            .map_err(|_| anyhow!("the Docker image {image} is not built here: build it with `mlrb image build`"))?;
+        Ok(Self { docker, image: image.to_string(), version, gpus, counter: Arc::new(AtomicU64::new(0)) })
+    }
+
+    /// The container configuration of an episode or task step.
+    pub fn container_body(&self, setup: &EpisodeSetup, role: &str) -> ContainerCreateBody {
+        container_body(&self.image, setup, role, &self.gpus)
+    }
+
+    async fn open(&self, setup: &EpisodeSetup, role: &str) -> Result<DockerEpisode> {
+        prepare_mount_sources(&setup.mounts)?;
+        let name = format!("mlrb-{}-{}", std::process::id(), self.counter.fetch_add(1, Ordering::Relaxed));
+        let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        let created = self
+            .docker
+            .create_container(Some(options), self.container_body(setup, role))
+            .await
+            .with_context(|| format!("creating container {name}"))?;
+        let episode = DockerEpisode {
+            docker: self.docker.clone(),
+            id: created.id,
+            setup: setup.clone(),
+            closed: AtomicBool::new(false),
+        };
+        // From here the container is removed on every path (close or drop).
+        self.docker.start_container(&episode.id, None).await.with_context(|| format!("starting container {name}"))?;
+        Ok(episode)
+    }
+}
+
+/// Bind sources must be readable by the sandbox user; a root host hands the
+/// writable ones (the workspace) to that user.
+fn prepare_mount_sources(mounts: &[Mount]) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    for mount in mounts.iter().filter(|m| m.writable) {
+        for entry in walkdir::WalkDir::new(&mount.host).follow_links(false) {
+            let entry = entry?;
+            std::os::unix::fs::lchown(entry.path(), Some(1000), Some(1000))
+                .with_context(|| format!("handing {} to the sandbox user", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// What a container is made of: mounts, limits, no network unless granted,
+/// read-only root, private /tmp, a plain user, no capabilities, labels.
+pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str, gpus: &[String]) -> ContainerCreateBody {
+    let mounts = setup
+        .mounts
+        .iter()
+        .map(|m| DockerMount {
+            target: Some(m.guest.to_string_lossy().into_owned()),
+            source: Some(std::path::absolute(&m.host).unwrap_or_else(|_| m.host.clone()).to_string_lossy().into_owned()),
+            typ: Some(MountType::BIND),
+            read_only: Some(!m.writable),
+            ..Default::default()
+        })
+        .collect();
+    let labels = HashMap::from([
+        (LABEL_MANAGED.to_string(), "1".to_string()),
+        (LABEL_EPISODE.to_string(), setup.name.clone()),
+        (LABEL_HOST_PID.to_string(), std::process::id().to_string()),
+        ("mlrb.role".to_string(), role.to_string()),
+    ]);
+    let threads = (setup.cpus.ceil() as u32).max(1).to_string();
+    let env = vec![
+        "PATH=/usr/local/bin:/usr/bin:/bin".to_string(),
+        "HOME=/tmp".to_string(),
+        "TMPDIR=/tmp".to_string(),
+        "LANG=C.UTF-8".to_string(),
+        "PYTHONDONTWRITEBYTECODE=1".to_string(),
+        "PYTHONUNBUFFERED=1".to_string(),
+        "MPLCONFIGDIR=/tmp".to_string(),
+        format!("OMP_NUM_THREADS={threads}"),
+        format!("OPENBLAS_NUM_THREADS={threads}"),
+        format!("MKL_NUM_THREADS={threads}"),
+    ];
+    let device_requests = (!gpus.is_empty()).then(|| {
+        vec![DeviceRequest {
+            driver: Some("nvidia".into()),
+            device_ids: Some(gpus.to_vec()),
+            capabilities: Some(vec![vec!["gpu".into()]]),
+            ..Default::default()
+        }]
+    });
+    ContainerCreateBody {
+        image: Some(image.to_string()),
+        cmd: Some(vec!["sleep".into(), "infinity".into()]),
+        user: Some(SANDBOX_USER.into()),
+        working_dir: Some(setup.cwd.to_string_lossy().into_owned()),
+        env: Some(env),
+        labels: Some(labels),
+        network_disabled: Some(!setup.network),
+        host_config: Some(HostConfig {
+            mounts: Some(mounts),
+            readonly_rootfs: Some(true),
+            tmpfs: Some(HashMap::from([("/tmp".to_string(), "rw,nosuid,nodev,size=1g,mode=1777".to_string())])),
+            network_mode: Some(if setup.network { "bridge" } else { "none" }.into()),
+            memory: Some(setup.memory_bytes as i64),
+            memory_swap: Some(setup.memory_bytes as i64),
+            pids_limit: Some(setup.max_processes as i64),
+            nano_cpus: Some((setup.cpus * 1e9) as i64),
+            cap_drop: Some(vec!["ALL".into()]),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            init: Some(true),
+            device_requests,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The container of one episode (or of one prepare/evaluate step).
+pub struct DockerEpisode {
+    docker: Docker,
+    id: String,
+    setup: EpisodeSetup,
+    closed: AtomicBool,
+}
+
+impl DockerEpisode {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Kills every process of the sandbox user but the container's init.
+    async fn kill_all(&self) {
+        let kill = CreateExecOptions {
+            cmd: Some(vec!["kill".to_string(), "-KILL".to_string(), "-1".to_string()]),
+            user: Some(SANDBOX_USER.to_string()),
+            ..Default::default()
+        };
+        if let Ok(exec) = self.docker.create_exec(&self.id, kill).await {
+            let _ = self.docker.start_exec(&exec.id, None).await;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl EpisodeSandbox for DockerEpisode {
+    async fn exec(&self, exec: Exec) -> Result<Outcome> {
+        // The daemon reports an OOM kill as an event of the container.
+        let filters = HashMap::from([
+            ("container".to_string(), vec![self.id.clone()]),
+            ("event".to_string(), vec!["oom".to_string()]),
+        ]);
+        let mut events = self.docker.events(Some(EventsOptionsBuilder::default().filters(&filters).build()));
+        let oom = Arc::new(AtomicBool::new(false));
+        let oom_flag = oom.clone();
+        let watcher = tokio::spawn(async move {
+            while let Some(Ok(_)) = events.next().await {
+                oom_flag.store(true, Ordering::SeqCst);
+            }
+        });
+
+        let options = CreateExecOptions {
+            cmd: Some(exec.argv.clone()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            user: Some(SANDBOX_USER.to_string()),
+            working_dir: Some(self.setup.cwd.to_string_lossy().into_owned()),
+            ..Default::default()
+        };
+        let created = self.docker.create_exec(&self.id, options).await.context("creating an exec")?;
+        let started = Instant::now();
+        let StartExecResults::Attached { mut output, .. } =
+            self.docker.start_exec(&created.id, None).await.context("starting an exec")?
+        else {
+            bail!("the daemon started the exec detached");
+        };
+        let log = |stream: &str| {
+            exec.log_prefix.as_ref().and_then(|p| std::fs::File::create(p.with_extension(stream)).ok())
+        };
+        let mut stdout = HeadTail::new(exec.output_cap, log("stdout"), super::Limits::default().log_cap);
+        let mut stderr = HeadTail::new(exec.output_cap, log("stderr"), super::Limits::default().log_cap);
+        let mut ended_by_host: Option<(Termination, String)> = None;
+        let drained = tokio::time::timeout(exec.timeout, async {
+            while let Some(chunk) = output.next().await {
+                match chunk {
+                    Ok(LogOutput::StdOut { message }) => stdout.push(&message),
+                    Ok(LogOutput::StdErr { message }) => stderr.push(&message),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+                if stdout.total() + stderr.total() > exec.output_kill_bytes {
+                    return Some((
+                        Termination::Killed,
+                        format!("killed: printed more than {} bytes", exec.output_kill_bytes),
+                    ));
+                }
+            }
+            None
+        })
+        .await;
+        match drained {
+            Ok(Some(flood)) => ended_by_host = Some(flood),
+            Ok(None) => {}
+            Err(_) => {
+                ended_by_host =
+                    Some((Termination::TimedOut, format!("timed out after {:.0} s", exec.timeout.as_secs_f64())))
+            }
+        }
+        if ended_by_host.is_some() {
+            self.kill_all().await;
+        }
+        drop(output);
+        let duration = started.elapsed();
+        let mut exit_code = None;
+        for _ in 0..100 {
+            let inspected = self.docker.inspect_exec(&created.id).await.context("inspecting an exec")?;
+            if inspected.running != Some(true) {
+                exit_code = inspected.exit_code.map(|c| c as i32);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // An OOM event may trail the exit by a moment.
+        if ended_by_host.is_none() && exit_code == Some(137) {
+            for _ in 0..25 {
+                if oom.load(Ordering::SeqCst) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        watcher.abort();
+        let mut signal = None;
+        if let Some(code) = exit_code.filter(|c| (129..=128 + 64).contains(c)) {
+            signal = Some(code - 128);
+        }
+        let (termination, note) = match ended_by_host {
+            Some((termination, note)) => (termination, Some(note)),
+            None if oom.load(Ordering::SeqCst) => (
+                Termination::OutOfMemory,
+                Some(format!("out of memory: the limit is {} MiB", self.setup.memory_bytes >> 20)),
+            ),
+            None if signal.is_some() => {
+                (Termination::Killed, Some(format!("killed by signal {}", signal.unwrap_or_default())))
+            }
+            None => (Termination::Exited, None),
+        };
+        if termination != Termination::Exited {
+            exit_code = None;
+        }
+        Ok(Outcome { exit_code, signal, termination, note, duration, stdout: stdout.finish(), stderr: stderr.finish() })
+    }
+
+    async fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+        self.docker.remove_container(&self.id, Some(options)).await.with_context(|| format!("removing container {}", self.id))
+    }
+}
+
+impl Drop for DockerEpisode {
+    /// A path that skipped `close` (a panic) still removes the container.
+    fn drop(&mut self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let docker = self.docker.clone();
+        let id = self.id.clone();
+        let _ = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+            let _ = runtime.block_on(docker.remove_container(&id, Some(options)));
+        })
+        .join();
+    }
+}
+
+#[async_trait::async_trait]
+impl Sandbox for DockerSandbox {
+    fn describe(&self) -> String {
+        format!("docker (engine {}, image {})", self.version, self.image)
+    }
+
+    async fn run(&self, command: Command) -> Result<Outcome> {
+        let setup = EpisodeSetup {
+            name: format!("task-step-{}", std::process::id()),
+            mounts: command.mounts.clone(),
+            cwd: command.cwd.clone(),
+            network: command.network,
+            memory_bytes: command.limits.memory_bytes,
+            max_processes: command.limits.max_processes,
+            cpus: command.limits.cpus,
+        };
+        let container = self.open(&setup, "task-step").await?;
+        let outcome = container
+            .exec(Exec {
+                argv: command.argv,
+                timeout: command.limits.timeout,
+                output_cap: command.limits.output_cap,
+                output_kill_bytes: command.limits.output_kill_bytes,
+                log_prefix: command.log_prefix,
+            })
+            .await;
+        container.close().await?;
+        outcome
+    }
+
+    async fn open_episode(&self, setup: EpisodeSetup) -> Result<Box<dyn EpisodeSandbox>> {
+        Ok(Box::new(self.open(&setup, "episode").await?))
+    }
+}
+
+/// Removes the containers mlrb made whose host process is gone (all of
+/// them with `all`). Returns the names removed.
+pub async fn gc(all: bool) -> Result<Vec<String>> {
+    let (docker, _) = connect().await?;
+    let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_MANAGED}=1")])]);
+    let options = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
+    let containers = docker.list_containers(Some(options)).await.map_err(unreachable)?;
+    let mut removed = Vec::new();
+    for container in containers {
+        let labels = container.labels.unwrap_or_default();
+        let owner: Option<i32> = labels.get(LABEL_HOST_PID).and_then(|p| p.parse().ok());
+        // SAFETY: kill(pid, 0) only checks that the process exists.
+        let owner_alive = owner.is_some_and(|pid| pid != std::process::id() as i32 && unsafe { libc::kill(pid, 0) } == 0);
+        if owner_alive && !all {
+            continue;
+        }
+        let Some(id) = container.id else { continue };
+        let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+        docker.remove_container(&id, Some(options)).await.with_context(|| format!("removing container {id}"))?;
+        removed.push(container.names.and_then(|n| n.first().cloned()).unwrap_or(id));
+    }
+    Ok(removed)
+}
