@@ -182,7 +182,11 @@ fn init_logging(verbose: u8) {
 async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => run(args).await,
-        Command::Eval { episode_dir, sandbox, json } => eval(&episode_dir, &sandbox, json).await,
+        Command::Eval {
+            episode_dir,
+            sandbox,
+            json,
+        } => eval(&episode_dir, &sandbox, json).await,
         Command::Tasks(TasksCommand::List { json }) => tasks_list(json),
         Command::Tasks(TasksCommand::Show { task, json }) => tasks_show(&task, json),
         Command::Image(ImageCommand::Build { with_torch }) => image_build(with_torch).await,
@@ -208,7 +212,10 @@ async fn host(args: &SandboxArgs, task: &task::Task) -> Result<Host> {
 async fn image_build(with_torch: bool) -> Result<ExitCode> {
     let recipe = ImageRecipe::standard(with_torch);
     let bar = spinner("building the image");
-    let built = image::build(&recipe, &paths::cache_dir().join("image-build"), &|step| bar.set_message(step.to_string())).await;
+    let built = image::build(&recipe, &paths::cache_dir().join("image-build"), &|step| {
+        bar.set_message(step.to_string())
+    })
+    .await;
     bar.finish_and_clear();
     let (tag, new) = built?;
     println!("{tag} {}", if new { "built" } else { "is up to date" });

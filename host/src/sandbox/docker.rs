@@ -66,7 +66,13 @@ impl DockerSandbox {
             .inspect_image(image)
             .await
             .map_err(|_| anyhow!("the Docker image {image} is not built here: build it with `mlrb image build`"))?;
-        Ok(Self { docker, image: image.to_string(), version, gpus, counter: Arc::new(AtomicU64::new(0)) })
+        Ok(Self {
+            docker,
+            image: image.to_string(),
+            version,
+            gpus,
+            counter: Arc::new(AtomicU64::new(0)),
+        })
     }
 
     /// The container configuration of an episode or task step.
@@ -76,7 +82,11 @@ impl DockerSandbox {
 
     async fn open(&self, setup: &EpisodeSetup, role: &str) -> Result<DockerEpisode> {
         prepare_mount_sources(&setup.mounts)?;
-        let name = format!("mlrb-{}-{}", std::process::id(), self.counter.fetch_add(1, Ordering::Relaxed));
+        let name = format!(
+            "mlrb-{}-{}",
+            std::process::id(),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
         let created = self
             .docker
@@ -90,7 +100,10 @@ impl DockerSandbox {
             closed: AtomicBool::new(false),
         };
         // From here the container is removed on every path (close or drop).
-        self.docker.start_container(&episode.id, None).await.with_context(|| format!("starting container {name}"))?;
+        self.docker
+            .start_container(&episode.id, None)
+            .await
+            .with_context(|| format!("starting container {name}"))?;
         Ok(episode)
     }
 }
@@ -120,7 +133,12 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str, gpus: &[Str
         .iter()
         .map(|m| DockerMount {
             target: Some(m.guest.to_string_lossy().into_owned()),
-            source: Some(std::path::absolute(&m.host).unwrap_or_else(|_| m.host.clone()).to_string_lossy().into_owned()),
+            source: Some(
+                std::path::absolute(&m.host)
+                    .unwrap_or_else(|_| m.host.clone())
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
             typ: Some(MountType::BIND),
             read_only: Some(!m.writable),
             ..Default::default()
@@ -164,7 +182,10 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str, gpus: &[Str
         host_config: Some(HostConfig {
             mounts: Some(mounts),
             readonly_rootfs: Some(true),
-            tmpfs: Some(HashMap::from([("/tmp".to_string(), "rw,nosuid,nodev,size=1g,mode=1777".to_string())])),
+            tmpfs: Some(HashMap::from([(
+                "/tmp".to_string(),
+                "rw,nosuid,nodev,size=1g,mode=1777".to_string(),
+            )])),
             network_mode: Some(if setup.network { "bridge" } else { "none" }.into()),
             memory: Some(setup.memory_bytes as i64),
             memory_swap: Some(setup.memory_bytes as i64),
@@ -214,7 +235,9 @@ impl EpisodeSandbox for DockerEpisode {
             ("container".to_string(), vec![self.id.clone()]),
             ("event".to_string(), vec!["oom".to_string()]),
         ]);
-        let mut events = self.docker.events(Some(EventsOptionsBuilder::default().filters(&filters).build()));
+        let mut events = self
+            .docker
+            .events(Some(EventsOptionsBuilder::default().filters(&filters).build()));
         let oom = Arc::new(AtomicBool::new(false));
         let oom_flag = oom.clone();
         let watcher = tokio::spawn(async move {
@@ -231,15 +254,24 @@ impl EpisodeSandbox for DockerEpisode {
             working_dir: Some(self.setup.cwd.to_string_lossy().into_owned()),
             ..Default::default()
         };
-        let created = self.docker.create_exec(&self.id, options).await.context("creating an exec")?;
+        let created = self
+            .docker
+            .create_exec(&self.id, options)
+            .await
+            .context("creating an exec")?;
         let started = Instant::now();
-        let StartExecResults::Attached { mut output, .. } =
-            self.docker.start_exec(&created.id, None).await.context("starting an exec")?
+        let StartExecResults::Attached { mut output, .. } = self
+            .docker
+            .start_exec(&created.id, None)
+            .await
+            .context("starting an exec")?
         else {
             bail!("the daemon started the exec detached");
         };
         let log = |stream: &str| {
-            exec.log_prefix.as_ref().and_then(|p| std::fs::File::create(p.with_extension(stream)).ok())
+            exec.log_prefix
+                .as_ref()
+                .and_then(|p| std::fs::File::create(p.with_extension(stream)).ok())
         };
         let mut stdout = HeadTail::new(exec.output_cap, log("stdout"), super::Limits::default().log_cap);
         let mut stderr = HeadTail::new(exec.output_cap, log("stderr"), super::Limits::default().log_cap);
@@ -266,8 +298,10 @@ impl EpisodeSandbox for DockerEpisode {
             Ok(Some(flood)) => ended_by_host = Some(flood),
             Ok(None) => {}
             Err(_) => {
-                ended_by_host =
-                    Some((Termination::TimedOut, format!("timed out after {:.0} s", exec.timeout.as_secs_f64())))
+                ended_by_host = Some((
+                    Termination::TimedOut,
+                    format!("timed out after {:.0} s", exec.timeout.as_secs_f64()),
+                ))
             }
         }
         if ended_by_host.is_some() {
@@ -277,7 +311,11 @@ impl EpisodeSandbox for DockerEpisode {
         let duration = started.elapsed();
         let mut exit_code = None;
         for _ in 0..100 {
-            let inspected = self.docker.inspect_exec(&created.id).await.context("inspecting an exec")?;
+            let inspected = self
+                .docker
+                .inspect_exec(&created.id)
+                .await
+                .context("inspecting an exec")?;
             if inspected.running != Some(true) {
                 exit_code = inspected.exit_code.map(|c| c as i32);
                 break;
@@ -302,17 +340,29 @@ impl EpisodeSandbox for DockerEpisode {
             Some((termination, note)) => (termination, Some(note)),
             None if oom.load(Ordering::SeqCst) => (
                 Termination::OutOfMemory,
-                Some(format!("out of memory: the limit is {} MiB", self.setup.memory_bytes >> 20)),
+                Some(format!(
+                    "out of memory: the limit is {} MiB",
+                    self.setup.memory_bytes >> 20
+                )),
             ),
-            None if signal.is_some() => {
-                (Termination::Killed, Some(format!("killed by signal {}", signal.unwrap_or_default())))
-            }
+            None if signal.is_some() => (
+                Termination::Killed,
+                Some(format!("killed by signal {}", signal.unwrap_or_default())),
+            ),
             None => (Termination::Exited, None),
         };
         if termination != Termination::Exited {
             exit_code = None;
         }
-        Ok(Outcome { exit_code, signal, termination, note, duration, stdout: stdout.finish(), stderr: stderr.finish() })
+        Ok(Outcome {
+            exit_code,
+            signal,
+            termination,
+            note,
+            duration,
+            stdout: stdout.finish(),
+            stderr: stderr.finish(),
+        })
     }
 
     async fn close(&self) -> Result<()> {
@@ -320,7 +370,10 @@ impl EpisodeSandbox for DockerEpisode {
             return Ok(());
         }
         let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
-        self.docker.remove_container(&self.id, Some(options)).await.with_context(|| format!("removing container {}", self.id))
+        self.docker
+            .remove_container(&self.id, Some(options))
+            .await
+            .with_context(|| format!("removing container {}", self.id))
     }
 }
 
@@ -333,7 +386,9 @@ impl Drop for DockerEpisode {
         let docker = self.docker.clone();
         let id = self.id.clone();
         let _ = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
             let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
             let _ = runtime.block_on(docker.remove_container(&id, Some(options)));
         })
@@ -381,20 +436,27 @@ impl Sandbox for DockerSandbox {
 pub async fn gc(all: bool) -> Result<Vec<String>> {
     let (docker, _) = connect().await?;
     let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_MANAGED}=1")])]);
-    let options = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
     let containers = docker.list_containers(Some(options)).await.map_err(unreachable)?;
     let mut removed = Vec::new();
     for container in containers {
         let labels = container.labels.unwrap_or_default();
         let owner: Option<i32> = labels.get(LABEL_HOST_PID).and_then(|p| p.parse().ok());
         // SAFETY: kill(pid, 0) only checks that the process exists.
-        let owner_alive = owner.is_some_and(|pid| pid != std::process::id() as i32 && unsafe { libc::kill(pid, 0) } == 0);
+        let owner_alive =
+            owner.is_some_and(|pid| pid != std::process::id() as i32 && unsafe { libc::kill(pid, 0) } == 0);
         if owner_alive && !all {
             continue;
         }
         let Some(id) = container.id else { continue };
         let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
-        docker.remove_container(&id, Some(options)).await.with_context(|| format!("removing container {id}"))?;
+        docker
+            .remove_container(&id, Some(options))
+            .await
+            .with_context(|| format!("removing container {id}"))?;
         removed.push(container.names.and_then(|n| n.first().cloned()).unwrap_or(id));
     }
     Ok(removed)

@@ -27,14 +27,25 @@ impl ImageRecipe {
     /// Debian bookworm with Python 3 and numpy, scipy, scikit-learn,
     /// pandas; with `torch`, PyTorch (CPU build from Debian) as well.
     pub fn standard(torch: bool) -> Self {
-        let mut packages: Vec<String> =
-            ["python3", "python3-numpy", "python3-scipy", "python3-sklearn", "python3-pandas", "procps"]
-                .map(String::from)
-                .to_vec();
+        let mut packages: Vec<String> = [
+            "python3",
+            "python3-numpy",
+            "python3-scipy",
+            "python3-sklearn",
+            "python3-pandas",
+            "procps",
+        ]
+        .map(String::from)
+        .to_vec();
         if torch {
             packages.push("python3-torch".into());
         }
-        Self { suite: "bookworm".into(), variant: "minbase".into(), packages, revision: 1 }
+        Self {
+            suite: "bookworm".into(),
+            variant: "minbase".into(),
+            packages,
+            revision: 1,
+        }
     }
 
     /// `mlrb-runtime:<hash of the recipe>`.
@@ -68,7 +79,11 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
     std::fs::create_dir_all(work_dir)?;
     let scratch = tempfile::Builder::new().prefix("rootfs-").tempdir_in(work_dir)?;
     let rootfs = scratch.path().join("rootfs");
-    progress(&format!("debootstrap {} ({} packages)", recipe.suite, recipe.packages.len()));
+    progress(&format!(
+        "debootstrap {} ({} packages)",
+        recipe.suite,
+        recipe.packages.len()
+    ));
     let output = tokio::process::Command::new(debootstrap)
         .arg(format!("--variant={}", recipe.variant))
         .arg(format!("--include={}", recipe.packages.join(",")))
@@ -81,8 +96,16 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
         .context("running debootstrap")?;
     if !output.status.success() {
         let text = String::from_utf8_lossy(&output.stdout);
-        let last = text.lines().rev().find(|l| l.starts_with("E:") || l.starts_with("W:")).unwrap_or("");
-        bail!("debootstrap failed ({}): {last} (log: {}/rootfs/debootstrap/debootstrap.log)", output.status, scratch.path().display());
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("E:") || l.starts_with("W:"))
+            .unwrap_or("");
+        bail!(
+            "debootstrap failed ({}): {last} (log: {}/rootfs/debootstrap/debootstrap.log)",
+            output.status,
+            scratch.path().display()
+        );
     }
     for cache in ["var/cache/apt/archives", "var/lib/apt/lists"] {
         let dir = rootfs.join(cache);
@@ -96,7 +119,13 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
     }
     progress(&format!("importing the root filesystem as {tag}"));
     let mut tar = tokio::process::Command::new("tar")
-        .args(["--numeric-owner", "--exclude=./dev/*", "--exclude=./proc/*", "--exclude=./sys/*", "-C"])
+        .args([
+            "--numeric-owner",
+            "--exclude=./dev/*",
+            "--exclude=./proc/*",
+            "--exclude=./sys/*",
+            "-C",
+        ])
         .arg(&rootfs)
         .args(["-cf", "-", "."])
         .stdout(Stdio::piped())
@@ -105,7 +134,11 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
         .context("running tar")?;
     let stream = tokio_util::io::ReaderStream::new(tar.stdout.take().context("tar output")?);
     let (repository, version) = tag.split_once(':').unwrap_or((&tag, "latest"));
-    let options = CreateImageOptionsBuilder::default().from_src("-").repo(repository).tag(version).build();
+    let options = CreateImageOptionsBuilder::default()
+        .from_src("-")
+        .repo(repository)
+        .tag(version)
+        .build();
     let mut import = docker.create_image(Some(options), Some(bollard::body_try_stream(stream)), None);
     while let Some(step) = import.next().await {
         step.context("importing the image")?;
@@ -114,7 +147,10 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
     if !status.success() {
         bail!("tar of the root filesystem failed: {status}");
     }
-    docker.inspect_image(&tag).await.context("the imported image is missing")?;
+    docker
+        .inspect_image(&tag)
+        .await
+        .context("the imported image is missing")?;
     Ok((tag, true))
 }
 

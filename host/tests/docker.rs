@@ -1,0 +1,262 @@
+//! The Docker sandbox against the real engine: the same scores as the local
+//! sandbox, scripts contained, and no container left behind however the
+//! host ends. Without an engine these tests fail under CI=true and are
+//! skipped (visibly) elsewhere.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Builds the runtime image once (a no-op when it exists); false when there
+/// is no engine and this is not CI.
+fn docker_ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| {
+        let output = common::mlrb().args(["image", "build"]).output().unwrap();
+        if output.status.success() {
+            return true;
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        if stderr.contains("cannot be reached") && !ci {
+            eprintln!("SKIPPED: no Docker engine here ({})", stderr.trim());
+            return false;
+        }
+        panic!("mlrb image build failed: {stderr}");
+    })
+}
+
+/// Names of the containers mlrb made for episodes under `dir`.
+fn containers_for(dir: &Path) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (docker, _) = mlrb::sandbox::docker::connect().await.unwrap();
+        let filters = HashMap::from([(
+            "label".to_string(),
+            vec![format!("{}=1", mlrb::sandbox::docker::LABEL_MANAGED)],
+        )]);
+        let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        docker
+            .list_containers(Some(options))
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|c| {
+                c.labels
+                    .as_ref()
+                    .and_then(|l| l.get(mlrb::sandbox::docker::LABEL_EPISODE))
+                    .is_some_and(|e| e.starts_with(&*dir.to_string_lossy()))
+            })
+            .map(|c| c.names.unwrap_or_default().join(","))
+            .collect()
+    })
+}
+
+fn score(finished: &common::Finished) -> serde_json::Value {
+    finished.json["score"]["score"].clone()
+}
+
+#[test]
+fn the_baseline_scores_the_same_in_docker_as_locally() {
+    if !docker_ready() {
+        return;
+    }
+    for task in ["digits", "house-prices"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let local = common::run_episode(&common::agent("baseline"), task, &tmp.path().join("local"), &[]);
+        let docker = common::run_episode(
+            &common::agent("baseline"),
+            task,
+            &tmp.path().join("docker"),
+            &["--sandbox", "docker"],
+        );
+        assert_eq!(docker.end_reason(), "completed");
+        assert!(score(&docker).is_number(), "{}", docker.json);
+        assert_eq!(score(&docker), score(&local), "{task}: docker and local disagree");
+        assert!(
+            docker.json["episode"]["host"]["sandbox"]
+                .as_str()
+                .unwrap()
+                .starts_with("docker")
+        );
+        assert!(containers_for(tmp.path()).is_empty());
+    }
+}
+
+/// Runs a hostile agent in Docker and returns its answer and script results.
+fn attack(agent: &str, extra_env: &[(&str, &str)]) -> (tempfile::TempDir, String, Vec<serde_json::Value>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = common::hostile_task(tmp.path(), extra_env);
+    let finished = common::run_episode(
+        &common::agent(agent),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        &["--sandbox", "docker"],
+    );
+    let results = finished
+        .events()
+        .into_iter()
+        .filter(|e| e["function"] == "execute-script")
+        .map(|e| e["result"]["ok"].clone())
+        .collect();
+    assert!(
+        common::files_containing(tmp.path(), &common::hidden_token()).is_empty(),
+        "the hidden answer leaked"
+    );
+    assert!(containers_for(tmp.path()).is_empty(), "a container was left");
+    (tmp, finished.answer(), results)
+}
+
+#[test]
+fn scripts_in_a_container_see_no_network_no_host_files_no_answers() {
+    if !docker_ready() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let (_tmp, answer, _) = attack("network", &[("port.txt", &port)]);
+    assert!(
+        answer.contains("no 127.0.0.1") && answer.contains("no internet") && answer.contains("no dns"),
+        "{answer}"
+    );
+    assert!(listener.accept().is_err());
+
+    let (_tmp, answer, _) = attack("read_hidden", &[]);
+    assert!(answer.contains("found: nothing"), "{answer}");
+
+    let (tmp, answer, _) = attack("read_only_spelling", &[]);
+    assert!(!answer.contains("ESCAPED"), "{answer}");
+    let original =
+        std::fs::read(common::workspace_root().join("tests/fixtures/tasks/hostile/env/data/train.csv")).unwrap();
+    assert_eq!(
+        std::fs::read(
+            tmp.path()
+                .join("runs/t/hostile/read_only_spelling/0/workspace/data/train.csv")
+        )
+        .unwrap(),
+        original
+    );
+}
+
+#[test]
+fn a_memory_bomb_in_a_container_ends_out_of_memory() {
+    if !docker_ready() {
+        return;
+    }
+    let (_tmp, _, results) = attack("script_memory_bomb", &[]);
+    assert_eq!(results[0]["termination"], "out-of-memory", "{}", results[0]);
+}
+
+#[test]
+fn a_sleeping_script_in_a_container_ends_at_its_timeout() {
+    if !docker_ready() {
+        return;
+    }
+    let (_tmp, _, results) = attack("script_timeout", &[]);
+    assert_eq!(results[0]["termination"], "timed-out", "{}", results[0]);
+    let ms = results[0]["duration_ms"].as_u64().unwrap();
+    assert!((2_000..10_000).contains(&ms), "{ms} ms");
+}
+
+#[test]
+fn a_fork_bomb_in_a_container_is_contained() {
+    if !docker_ready() {
+        return;
+    }
+    let (_tmp, answer, results) = attack("script_fork_bomb", &[]);
+    assert_eq!(results[0]["termination"], "timed-out", "{}", results[0]);
+    assert!(answer.contains("after: Ok("), "{answer}");
+}
+
+fn start_looping_agent(out: &Path, task: &Path) -> std::process::Child {
+    common::mlrb()
+        .args(["run", "--sandbox", "docker", "--run-name", "t", "--agent"])
+        .arg(common::agent("infinite_loop"))
+        .args(["--task", task.to_str().unwrap(), "--out"])
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the episode's container exists.
+fn wait_for_container(dir: &Path) {
+    let started = Instant::now();
+    while containers_for(dir).is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(60), "no container appeared");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn no_container_is_left_after_ctrl_c_or_after_gc_of_a_killed_host() {
+    if !docker_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let task = common::hostile_task(tmp.path(), &[]);
+
+    // Ctrl-C: the host removes its container itself.
+    let out = tmp.path().join("interrupted");
+    let mut child = start_looping_agent(&out, &task);
+    wait_for_container(&out);
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert!(
+        containers_for(&out).is_empty(),
+        "left after Ctrl-C: {:?}",
+        containers_for(&out)
+    );
+
+    // SIGKILL: the container outlives the host until `mlrb gc`.
+    let out = tmp.path().join("killed");
+    let mut child = start_looping_agent(&out, &task);
+    wait_for_container(&out);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !containers_for(&out).is_empty(),
+        "expected the killed host's container to remain"
+    );
+    let gc = common::mlrb().arg("gc").output().unwrap();
+    assert!(gc.status.success(), "{}", String::from_utf8_lossy(&gc.stderr));
+    assert!(String::from_utf8_lossy(&gc.stdout).contains("removed"));
+    assert!(
+        containers_for(&out).is_empty(),
+        "left after gc: {:?}",
+        containers_for(&out)
+    );
+}
+
+#[test]
+fn an_unreachable_daemon_is_one_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = common::mlrb()
+        .env("DOCKER_HOST", format!("unix://{}/no-docker.sock", tmp.path().display()))
+        .args(["run", "--sandbox", "docker", "--agent"])
+        .arg(common::agent("baseline"))
+        .args(["--task", "digits", "--out"])
+        .arg(tmp.path().join("runs"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("Docker daemon cannot be reached") && stderr.contains("--sandbox local"),
+        "{stderr}"
+    );
+}
