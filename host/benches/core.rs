@@ -61,7 +61,7 @@ fn session(dir: &Path, read_only: &[String]) -> Session {
     };
     let started = Instant::now();
     let sandbox = LocalSandbox::detect().unwrap();
-    let setup = episode_setup("bench", &workspace, &limits);
+    let setup = episode_setup("bench", &workspace, &limits, Vec::new());
     let episode_sandbox = tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(sandbox.open_episode(setup))

@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::episode::{AgentLimits, EpisodeRecord, EpisodeSpec, Host};
 use crate::sandbox::docker::DockerSandbox;
+use crate::sandbox::gpu::GpuPool;
 use crate::sandbox::image::{self, ImageRecipe};
 use crate::sandbox::local::LocalSandbox;
 use crate::{paths, report, task};
@@ -84,6 +85,9 @@ struct SandboxArgs {
     /// The image for `--sandbox docker` [default: the task's, else the one `mlrb image build` makes].
     #[arg(long)]
     image: Option<String>,
+    /// GPUs this host may hand to episodes, by device id (e.g. 0,1); with --sandbox docker.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    gpus: Vec<String>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,10 +207,10 @@ async fn host(args: &SandboxArgs, task: &task::Task) -> Result<Host> {
                 .clone()
                 .or_else(|| task.spec.resources.image.clone())
                 .unwrap_or_else(|| ImageRecipe::standard(false).tag());
-            Arc::new(DockerSandbox::connect(&image, Vec::new()).await?)
+            Arc::new(DockerSandbox::connect(&image).await?)
         }
     };
-    Host::new(&paths::cache_dir(), sandbox)
+    Ok(Host::new(&paths::cache_dir(), sandbox)?.with_gpus(GpuPool::new(&args.gpus)?))
 }
 
 async fn image_build(with_torch: bool) -> Result<ExitCode> {

@@ -71,6 +71,8 @@ pub struct Resources {
     pub script_timeout_seconds: u64,
     /// The container image for `--sandbox docker` (default: `mlrb image build`'s).
     pub image: Option<String>,
+    /// GPUs each episode needs, served from the host's `--gpus` pool.
+    pub gpus: u32,
 }
 
 impl Default for Resources {
@@ -82,6 +84,7 @@ impl Default for Resources {
             network: false,
             script_timeout_seconds: 600,
             image: None,
+            gpus: 0,
         }
     }
 }

@@ -260,3 +260,31 @@ fn an_unreachable_daemon_is_one_clear_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_gpu_task_without_a_gpu_pool_is_refused_before_anything_starts() {
+    if !docker_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let task = common::hostile_task(tmp.path(), &[]);
+    let text = std::fs::read_to_string(task.join("task.toml"))
+        .unwrap()
+        .replace("pids = 64", "pids = 64\ngpus = 2");
+    std::fs::write(task.join("task.toml"), text).unwrap();
+    let output = common::mlrb()
+        .args(["run", "--sandbox", "docker", "--gpus", "0", "--agent"])
+        .arg(common::agent("baseline"))
+        .args(["--task", task.to_str().unwrap(), "--out"])
+        .arg(tmp.path().join("runs"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("needs 2 GPU(s)") && stderr.contains("--gpus 0"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("runs").exists());
+    assert!(containers_for(tmp.path()).is_empty());
+}

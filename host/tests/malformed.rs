@@ -125,3 +125,13 @@ fn tasks_list_and_show() {
         "{text}"
     );
 }
+
+#[test]
+fn a_gpu_task_on_a_host_without_gpus_is_refused_before_anything_starts() {
+    let (_tmp, task) = task_with(|text| text.replace("pids = 64", "pids = 64\ngpus = 1"));
+    run_fails(
+        &common::agent("baseline"),
+        &task,
+        &["needs 1 GPU(s)", "--sandbox docker", "nothing was started"],
+    );
+}

@@ -145,7 +145,7 @@ impl ScriptRunner {
 /// and each read-only file of the task mounted read-only over it. Each
 /// folder holding a read-only file is bound onto itself first, which makes
 /// it a mount point a script cannot rename away.
-pub fn episode_setup(name: &str, workspace: &Workspace, limits: &ScriptLimits) -> EpisodeSetup {
+pub fn episode_setup(name: &str, workspace: &Workspace, limits: &ScriptLimits, gpus: Vec<String>) -> EpisodeSetup {
     let root = workspace.root();
     let mut mounts = vec![Mount::writable(root, GUEST_WORKSPACE)];
     let present: Vec<&str> = workspace
@@ -178,5 +178,6 @@ pub fn episode_setup(name: &str, workspace: &Workspace, limits: &ScriptLimits) -
         memory_bytes: limits.memory_bytes,
         max_processes: limits.max_processes,
         cpus: limits.cpus,
+        gpus,
     }
 }

@@ -24,6 +24,7 @@ use crate::engine::AgentEngine;
 use crate::record::snapshot::{self, SnapshotStore};
 use crate::record::trace::Trace;
 use crate::sandbox::Sandbox;
+use crate::sandbox::gpu::{GpuLease, GpuPool};
 use crate::task::{self, Task};
 pub use records::{EpisodeRecord, ScoreRecord};
 
@@ -84,6 +85,7 @@ pub struct Host {
     linker: wasmtime::component::Linker<AgentState>,
     sandbox: Arc<dyn Sandbox>,
     cache_dir: PathBuf,
+    gpus: GpuPool,
 }
 
 impl Host {
@@ -95,7 +97,32 @@ impl Host {
             linker,
             sandbox,
             cache_dir: cache_dir.to_path_buf(),
+            gpus: GpuPool::default(),
         })
+    }
+
+    /// Gives this host GPUs to hand out to episodes.
+    pub fn with_gpus(mut self, gpus: GpuPool) -> Self {
+        self.gpus = gpus;
+        self
+    }
+
+    /// Holds the GPUs a task needs, or refuses before anything starts.
+    fn lease_gpus(&self, task: &Task) -> Result<Option<GpuLease>> {
+        let needed = task.spec.resources.gpus;
+        if needed == 0 {
+            return Ok(None);
+        }
+        if !self.sandbox.supports_gpus() {
+            bail!(
+                "task {} needs {needed} GPU(s), which only --sandbox docker provides: nothing was started",
+                task.spec.name
+            );
+        }
+        self.gpus
+            .acquire(needed)
+            .map(Some)
+            .with_context(|| format!("task {}", task.spec.name))
     }
 
     pub fn sandbox(&self) -> &Arc<dyn Sandbox> {
@@ -160,6 +187,7 @@ impl Host {
             );
         }
         let task = &spec.task;
+        let gpus = self.lease_gpus(task)?;
         let prepared = task::prepare(task, self.sandbox.as_ref(), &self.cache_dir).await?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
 
@@ -200,7 +228,8 @@ impl Host {
             wall_seconds: wall.as_secs(),
             llm_tokens: task.spec.budget.llm_tokens,
         };
-        let setup = episode_setup(&dir.display().to_string(), &workspace, &script_limits);
+        let devices = gpus.as_ref().map(|lease| lease.devices().to_vec()).unwrap_or_default();
+        let setup = episode_setup(&dir.display().to_string(), &workspace, &script_limits, devices);
         let episode_sandbox = self.sandbox.open_episode(setup).await?;
         let mut session = Session::new(
             workspace,

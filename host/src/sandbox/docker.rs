@@ -36,8 +36,6 @@ pub struct DockerSandbox {
     docker: Docker,
     image: String,
     version: String,
-    /// GPU device ids handed to this sandbox's containers.
-    gpus: Vec<String>,
     counter: Arc<AtomicU64>,
 }
 
@@ -60,7 +58,7 @@ pub async fn connect() -> Result<(Docker, String)> {
 
 impl DockerSandbox {
     /// Connects and checks that `image` exists (built by `mlrb image build`).
-    pub async fn connect(image: &str, gpus: Vec<String>) -> Result<Self> {
+    pub async fn connect(image: &str) -> Result<Self> {
         let (docker, version) = connect().await?;
         docker
             .inspect_image(image)
@@ -70,14 +68,13 @@ impl DockerSandbox {
             docker,
             image: image.to_string(),
             version,
-            gpus,
             counter: Arc::new(AtomicU64::new(0)),
         })
     }
 
     /// The container configuration of an episode or task step.
     pub fn container_body(&self, setup: &EpisodeSetup, role: &str) -> ContainerCreateBody {
-        container_body(&self.image, setup, role, &self.gpus)
+        container_body(&self.image, setup, role)
     }
 
     async fn open(&self, setup: &EpisodeSetup, role: &str) -> Result<DockerEpisode> {
@@ -127,7 +124,7 @@ fn prepare_mount_sources(mounts: &[Mount]) -> Result<()> {
 
 /// What a container is made of: mounts, limits, no network unless granted,
 /// read-only root, private /tmp, a plain user, no capabilities, labels.
-pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str, gpus: &[String]) -> ContainerCreateBody {
+pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> ContainerCreateBody {
     let mounts = setup
         .mounts
         .iter()
@@ -163,10 +160,12 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str, gpus: &[Str
         format!("OPENBLAS_NUM_THREADS={threads}"),
         format!("MKL_NUM_THREADS={threads}"),
     ];
-    let device_requests = (!gpus.is_empty()).then(|| {
+    // Specific devices, never a count: the pool has made sure no other
+    // episode holds them.
+    let device_requests = (!setup.gpus.is_empty()).then(|| {
         vec![DeviceRequest {
             driver: Some("nvidia".into()),
-            device_ids: Some(gpus.to_vec()),
+            device_ids: Some(setup.gpus.clone()),
             capabilities: Some(vec![vec!["gpu".into()]]),
             ..Default::default()
         }]
@@ -402,6 +401,10 @@ impl Sandbox for DockerSandbox {
         format!("docker (engine {}, image {})", self.version, self.image)
     }
 
+    fn supports_gpus(&self) -> bool {
+        true
+    }
+
     async fn run(&self, command: Command) -> Result<Outcome> {
         let setup = EpisodeSetup {
             name: format!("task-step-{}", std::process::id()),
@@ -411,6 +414,7 @@ impl Sandbox for DockerSandbox {
             memory_bytes: command.limits.memory_bytes,
             max_processes: command.limits.max_processes,
             cpus: command.limits.cpus,
+            gpus: Vec::new(),
         };
         let container = self.open(&setup, "task-step").await?;
         let outcome = container
@@ -460,4 +464,66 @@ pub async fn gc(all: bool) -> Result<Vec<String>> {
         removed.push(container.names.and_then(|n| n.first().cloned()).unwrap_or(id));
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_container_configuration_is_locked_down_and_names_its_gpus() {
+        let setup = EpisodeSetup {
+            name: "/runs/r/digits/baseline/0".into(),
+            mounts: vec![
+                Mount::writable("/runs/ws", "/workspace"),
+                Mount::read_only("/runs/ws/data/train.csv", "/workspace/data/train.csv"),
+            ],
+            cwd: "/workspace".into(),
+            network: false,
+            memory_bytes: 2 << 30,
+            max_processes: 256,
+            cpus: 1.5,
+            gpus: vec!["1".into(), "3".into()],
+        };
+        let body = container_body("mlrb-runtime:abc", &setup, "episode");
+        assert_eq!(body.image.as_deref(), Some("mlrb-runtime:abc"));
+        assert_eq!(body.user.as_deref(), Some("1000:1000"));
+        assert_eq!(body.network_disabled, Some(true));
+        let labels = body.labels.unwrap();
+        assert_eq!(labels[LABEL_MANAGED], "1");
+        assert_eq!(labels[LABEL_EPISODE], "/runs/r/digits/baseline/0");
+        assert_eq!(labels[LABEL_HOST_PID], std::process::id().to_string());
+        let host = body.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(host.readonly_rootfs, Some(true));
+        assert_eq!(host.memory, Some(2 << 30));
+        assert_eq!(host.memory_swap, Some(2 << 30));
+        assert_eq!(host.pids_limit, Some(256));
+        assert_eq!(host.nano_cpus, Some(1_500_000_000));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert!(host.tmpfs.unwrap().contains_key("/tmp"));
+        let mounts = host.mounts.unwrap();
+        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts[0].read_only, Some(false));
+        assert_eq!(mounts[1].read_only, Some(true));
+        assert_eq!(mounts[1].target.as_deref(), Some("/workspace/data/train.csv"));
+        let requests = host.device_requests.unwrap();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].device_ids, Some(vec!["1".to_string(), "3".to_string()]));
+        assert_eq!(requests[0].count, None, "specific devices, never a count");
+        assert_eq!(requests[0].capabilities, Some(vec![vec!["gpu".to_string()]]));
+
+        let without = container_body(
+            "i",
+            &EpisodeSetup {
+                gpus: vec![],
+                network: true,
+                ..setup
+            },
+            "episode",
+        );
+        let host = without.host_config.unwrap();
+        assert!(host.device_requests.is_none());
+        assert_eq!(host.network_mode.as_deref(), Some("bridge"));
+    }
 }

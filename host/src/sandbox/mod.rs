@@ -3,6 +3,7 @@
 
 pub mod cgroup;
 pub mod docker;
+pub mod gpu;
 pub mod image;
 pub mod local;
 pub mod output;
@@ -121,6 +122,8 @@ pub struct EpisodeSetup {
     pub memory_bytes: u64,
     pub max_processes: u32,
     pub cpus: f64,
+    /// Device ids of the GPUs this episode holds (see `gpu::GpuPool`).
+    pub gpus: Vec<String>,
 }
 
 /// One script run inside an episode's sandbox.
@@ -163,6 +166,10 @@ pub trait Sandbox: Send + Sync {
     fn describe(&self) -> String;
     /// Runs one command in a fresh sandbox (a task's prepare and evaluate steps).
     async fn run(&self, command: Command) -> anyhow::Result<Outcome>;
+    /// Whether episodes can be given GPUs.
+    fn supports_gpus(&self) -> bool {
+        false
+    }
     /// Opens the sandbox an episode's scripts run in, one after another.
     async fn open_episode(&self, setup: EpisodeSetup) -> anyhow::Result<Box<dyn EpisodeSandbox>>;
 }
