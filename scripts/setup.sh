@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what mlrb needs on a fresh Debian/Ubuntu machine (idempotent):
+# debootstrap to build the Docker sandbox's image without a registry,
 # bubblewrap for the sandbox, Debian's Python with the scientific stack the
 # built-in tasks use, and the Rust target agents are compiled for.
 set -euo pipefail
 
-packages=(bubblewrap python3 python3-numpy python3-scipy python3-sklearn python3-pandas)
+packages=(bubblewrap debootstrap tar python3 python3-numpy python3-scipy python3-sklearn python3-pandas)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
