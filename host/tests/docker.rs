@@ -288,3 +288,26 @@ fn a_gpu_task_without_a_gpu_pool_is_refused_before_anything_starts() {
     assert!(!tmp.path().join("runs").exists());
     assert!(containers_for(tmp.path()).is_empty());
 }
+
+#[test]
+fn an_unchanged_recipe_is_not_rebuilt_and_a_missing_image_names_the_command() {
+    if !docker_ready() {
+        return;
+    }
+    let again = common::mlrb().args(["image", "build"]).output().unwrap();
+    assert!(again.status.success());
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(stdout.contains("mlrb-runtime:") && stdout.contains("is up to date"), "{stdout}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let output = common::mlrb()
+        .args(["run", "--sandbox", "docker", "--image", "mlrb-runtime:no-such-recipe", "--agent"])
+        .arg(common::agent("baseline"))
+        .args(["--task", "digits", "--out"])
+        .arg(tmp.path().join("runs"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("mlrb-runtime:no-such-recipe") && stderr.contains("mlrb image build"), "{stderr}");
+}
