@@ -297,11 +297,21 @@ fn an_unchanged_recipe_is_not_rebuilt_and_a_missing_image_names_the_command() {
     let again = common::mlrb().args(["image", "build"]).output().unwrap();
     assert!(again.status.success());
     let stdout = String::from_utf8_lossy(&again.stdout);
-    assert!(stdout.contains("mlrb-runtime:") && stdout.contains("is up to date"), "{stdout}");
+    assert!(
+        stdout.contains("mlrb-runtime:") && stdout.contains("is up to date"),
+        "{stdout}"
+    );
 
     let tmp = tempfile::tempdir().unwrap();
     let output = common::mlrb()
-        .args(["run", "--sandbox", "docker", "--image", "mlrb-runtime:no-such-recipe", "--agent"])
+        .args([
+            "run",
+            "--sandbox",
+            "docker",
+            "--image",
+            "mlrb-runtime:no-such-recipe",
+            "--agent",
+        ])
         .arg(common::agent("baseline"))
         .args(["--task", "digits", "--out"])
         .arg(tmp.path().join("runs"))
@@ -309,5 +319,37 @@ fn an_unchanged_recipe_is_not_rebuilt_and_a_missing_image_names_the_command() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("mlrb-runtime:no-such-recipe") && stderr.contains("mlrb image build"), "{stderr}");
+    assert!(
+        stderr.contains("mlrb-runtime:no-such-recipe") && stderr.contains("mlrb image build"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_trap_or_the_deadline_in_docker_leaves_no_container() {
+    if !docker_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let task = common::hostile_task(tmp.path(), &[]);
+    let trapped = common::run_episode(
+        &common::agent("agent_panics"),
+        task.to_str().unwrap(),
+        tmp.path(),
+        &["--sandbox", "docker"],
+    );
+    assert_eq!(trapped.end_reason(), "trap");
+    let timed_out = common::run_episode(
+        &common::agent("script_past_deadline"),
+        task.to_str().unwrap(),
+        tmp.path(),
+        &["--sandbox", "docker", "--wall-seconds", "4"],
+    );
+    assert_eq!(timed_out.end_reason(), "timeout");
+    assert!(
+        containers_for(tmp.path()).is_empty(),
+        "{:?}",
+        containers_for(tmp.path())
+    );
+    common::assert_no_process("sleep 2000");
 }
