@@ -179,15 +179,16 @@ fn a_fork_bomb_in_a_container_is_contained() {
 }
 
 fn start_looping_agent(out: &Path, task: &Path) -> std::process::Child {
-    common::mlrb()
-        .args(["run", "--sandbox", "docker", "--run-name", "t", "--agent"])
-        .arg(common::agent("infinite_loop"))
-        .args(["--task", task.to_str().unwrap(), "--out"])
-        .arg(out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
+    common::run_command(
+        &common::agent("infinite_loop"),
+        task.to_str().unwrap(),
+        out,
+        &["--sandbox", "docker"],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap()
 }
 
 /// Waits until the episode's container exists.
@@ -244,14 +245,15 @@ fn no_container_is_left_after_ctrl_c_or_after_gc_of_a_killed_host() {
 #[test]
 fn an_unreachable_daemon_is_one_clear_error() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = common::mlrb()
-        .env("DOCKER_HOST", format!("unix://{}/no-docker.sock", tmp.path().display()))
-        .args(["run", "--sandbox", "docker", "--agent"])
-        .arg(common::agent("baseline"))
-        .args(["--task", "digits", "--out"])
-        .arg(tmp.path().join("runs"))
-        .output()
-        .unwrap();
+    let output = common::run_command(
+        &common::agent("baseline"),
+        "digits",
+        &tmp.path().join("runs"),
+        &["--sandbox", "docker"],
+    )
+    .env("DOCKER_HOST", format!("unix://{}/no-docker.sock", tmp.path().display()))
+    .output()
+    .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
@@ -272,13 +274,14 @@ fn a_gpu_task_without_a_gpu_pool_is_refused_before_anything_starts() {
         .unwrap()
         .replace("pids = 64", "pids = 64\ngpus = 2");
     std::fs::write(task.join("task.toml"), text).unwrap();
-    let output = common::mlrb()
-        .args(["run", "--sandbox", "docker", "--gpus", "0", "--agent"])
-        .arg(common::agent("baseline"))
-        .args(["--task", task.to_str().unwrap(), "--out"])
-        .arg(tmp.path().join("runs"))
-        .output()
-        .unwrap();
+    let output = common::run_command(
+        &common::agent("baseline"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        &["--sandbox", "docker", "--gpus", "0"],
+    )
+    .output()
+    .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -57,11 +57,7 @@ fn ctrl_c_ends_the_episode_with_its_records() {
     let tmp = tempfile::tempdir().unwrap();
     let task = common::hostile_task(tmp.path(), &[]);
     let out = tmp.path().join("runs");
-    let mut child = common::mlrb()
-        .args(["run", "--run-name", "t", "--agent"])
-        .arg(common::agent("infinite_loop"))
-        .args(["--task", task.to_str().unwrap(), "--out"])
-        .arg(&out)
+    let mut child = common::run_command(&common::agent("infinite_loop"), task.to_str().unwrap(), &out, &[])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -102,12 +98,8 @@ fn ctrl_c_ends_the_episode_with_its_records() {
 #[test]
 fn without_bubblewrap_nothing_runs_and_the_error_says_how_to_install_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let output = common::mlrb()
+    let output = common::run_command(&common::agent("baseline"), "digits", &tmp.path().join("runs"), &[])
         .env("PATH", tmp.path())
-        .args(["run", "--agent"])
-        .arg(common::agent("baseline"))
-        .args(["--task", "digits", "--out"])
-        .arg(tmp.path().join("runs"))
         .output()
         .unwrap();
     assert!(!output.status.success());

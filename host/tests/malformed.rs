@@ -8,13 +8,7 @@ use std::path::{Path, PathBuf};
 /// every `expected` piece, and start no episode.
 fn run_fails(agent: &Path, task: &str, expected: &[&str]) {
     let out = tempfile::tempdir().unwrap();
-    let output = common::mlrb()
-        .args(["run", "--agent"])
-        .arg(agent)
-        .args(["--task", task, "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
+    let output = common::run_command(agent, task, out.path(), &[]).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{agent:?} on {task} succeeded");
     assert_eq!(stderr.trim().lines().count(), 1, "not one line: {stderr}");

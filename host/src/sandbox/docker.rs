@@ -19,7 +19,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use super::output::HeadTail;
-use super::{Command, EpisodeSandbox, EpisodeSetup, Exec, Mount, Outcome, Sandbox, Termination};
+use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Mount, Outcome, Sandbox, Termination};
 
 /// Label on everything mlrb creates.
 pub const LABEL_MANAGED: &str = "mlrb.managed";
@@ -331,37 +331,14 @@ impl EpisodeSandbox for DockerEpisode {
             }
         }
         watcher.abort();
-        let mut signal = None;
-        if let Some(code) = exit_code.filter(|c| (129..=128 + 64).contains(c)) {
-            signal = Some(code - 128);
-        }
-        let (termination, note) = match ended_by_host {
-            Some((termination, note)) => (termination, Some(note)),
-            None if oom.load(Ordering::SeqCst) => (
-                Termination::OutOfMemory,
-                Some(format!(
-                    "out of memory: the limit is {} MiB",
-                    self.setup.memory_bytes >> 20
-                )),
-            ),
-            None if signal.is_some() => (
-                Termination::Killed,
-                Some(format!("killed by signal {}", signal.unwrap_or_default())),
-            ),
-            None => (Termination::Exited, None),
-        };
-        if termination != Termination::Exited {
-            exit_code = None;
-        }
-        Ok(Outcome {
+        let ending = Ending {
             exit_code,
-            signal,
-            termination,
-            note,
-            duration,
-            stdout: stdout.finish(),
-            stderr: stderr.finish(),
-        })
+            signal: None,
+            ended_by_host,
+            out_of_memory: oom.load(Ordering::SeqCst),
+            memory_bytes: self.setup.memory_bytes,
+        };
+        Ok(Outcome::from_ending(ending, duration, stdout.finish(), stderr.finish()))
     }
 
     async fn close(&self) -> Result<()> {

@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 
 use super::cgroup::{self, Cgroup};
 use super::output::HeadTail;
-use super::{Command, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Sandbox, Termination};
+use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Sandbox, Termination};
 
 /// Files of the host system a script needs to start a dynamically linked
 /// program; deliberately not the whole of `/etc`.
@@ -355,40 +355,17 @@ impl Sandbox for LocalSandbox {
             .finish();
 
         use std::os::unix::process::ExitStatusExt;
-        let mut exit_code = status.code();
-        let mut signal = status.signal();
-        // bubblewrap reports a child killed by signal N as exit code 128 + N.
-        if let Some(code) = exit_code.filter(|c| (129..=128 + 64).contains(c)) {
-            signal = Some(code - 128);
-            exit_code = None;
-        }
-        let oom = match &group {
+        let out_of_memory = match &group {
             Some(group) => group.oom_killed(),
             None => stderr.text.contains("MemoryError") || stderr.text.contains("Cannot allocate memory"),
         };
-        let (termination, note) = match ended_by_host {
-            Some((termination, note)) => (termination, Some(note)),
-            None if oom => (
-                Termination::OutOfMemory,
-                Some(format!("out of memory: the limit is {} MiB", limits.memory_bytes >> 20)),
-            ),
-            None if signal.is_some() => (
-                Termination::Killed,
-                Some(format!("killed by signal {}", signal.unwrap_or(0))),
-            ),
-            None => (Termination::Exited, None),
+        let ending = Ending {
+            exit_code: status.code(),
+            signal: status.signal(),
+            ended_by_host,
+            out_of_memory,
+            memory_bytes: limits.memory_bytes,
         };
-        if termination != Termination::Exited {
-            exit_code = None;
-        }
-        Ok(Outcome {
-            exit_code,
-            signal,
-            termination,
-            note,
-            duration,
-            stdout,
-            stderr,
-        })
+        Ok(Outcome::from_ending(ending, duration, stdout, stderr))
     }
 }

@@ -104,7 +104,55 @@ pub struct Outcome {
     pub stderr: CapturedOutput,
 }
 
+/// How a command ended, as the sandbox observed it.
+pub struct Ending {
+    /// The exit status the sandbox reported (bubblewrap and Docker report a
+    /// child killed by signal N as 128 + N).
+    pub exit_code: Option<i32>,
+    /// A signal that ended the sandbox's own process.
+    pub signal: Option<i32>,
+    /// Set when the host stopped the command (timeout, output flood).
+    pub ended_by_host: Option<(Termination, String)>,
+    pub out_of_memory: bool,
+    pub memory_bytes: u64,
+}
+
 impl Outcome {
+    /// The outcome of an ended command: why it ended, in the order that
+    /// decides (the host's own verdict, then OOM, then a signal).
+    pub fn from_ending(ending: Ending, duration: Duration, stdout: CapturedOutput, stderr: CapturedOutput) -> Self {
+        let mut exit_code = ending.exit_code;
+        let mut signal = ending.signal;
+        if let Some(code) = exit_code.filter(|c| (129..=128 + 64).contains(c)) {
+            signal = Some(code - 128);
+            exit_code = None;
+        }
+        let (termination, note) = match ending.ended_by_host {
+            Some((termination, note)) => (termination, Some(note)),
+            None if ending.out_of_memory => (
+                Termination::OutOfMemory,
+                Some(format!("out of memory: the limit is {} MiB", ending.memory_bytes >> 20)),
+            ),
+            None if signal.is_some() => (
+                Termination::Killed,
+                Some(format!("killed by signal {}", signal.unwrap_or_default())),
+            ),
+            None => (Termination::Exited, None),
+        };
+        if termination != Termination::Exited {
+            exit_code = None;
+        }
+        Self {
+            exit_code,
+            signal,
+            termination,
+            note,
+            duration,
+            stdout,
+            stderr,
+        }
+    }
+
     pub fn success(&self) -> bool {
         self.termination == Termination::Exited && self.exit_code == Some(0)
     }

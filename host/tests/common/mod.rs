@@ -87,16 +87,24 @@ impl Finished {
     }
 }
 
-/// Runs `mlrb run --json` and parses what it printed; panics with stderr on failure.
-pub fn run_episode(agent_path: &Path, task: &str, out: &Path, extra: &[&str]) -> Finished {
-    let output = mlrb()
-        .args(["run", "--json", "--run-name", "t", "--agent"])
+/// `mlrb run --run-name t --agent <agent> --task <task> --out <out> <extra>`,
+/// ready to be run.
+pub fn run_command(agent_path: &Path, task: &str, out: &Path, extra: &[&str]) -> Command {
+    let mut command = mlrb();
+    command
+        .args(["run", "--run-name", "t", "--agent"])
         .arg(agent_path)
         .args(["--task", task, "--out"])
         .arg(out)
-        .args(extra)
-        .output()
-        .unwrap();
+        .args(extra);
+    command
+}
+
+/// Runs `mlrb run --json` and parses what it printed; panics with stderr on failure.
+pub fn run_episode(agent_path: &Path, task: &str, out: &Path, extra: &[&str]) -> Finished {
+    let mut extra = extra.to_vec();
+    extra.push("--json");
+    let output = run_command(agent_path, task, out, &extra).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
