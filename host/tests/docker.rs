@@ -356,3 +356,55 @@ fn a_trap_or_the_deadline_in_docker_leaves_no_container() {
     );
     common::assert_no_process("sleep 2000");
 }
+
+#[test]
+fn a_panic_while_an_episode_container_is_open_still_removes_it() {
+    if !docker_ready() {
+        return;
+    }
+    use mlrb::sandbox::{EpisodeSetup, Mount, Sandbox};
+    let tmp = tempfile::tempdir().unwrap();
+    let workspace = tmp.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let setup = EpisodeSetup {
+        name: tmp.path().join("episode").display().to_string(),
+        mounts: vec![Mount::writable(&workspace, "/workspace")],
+        cwd: "/workspace".into(),
+        network: false,
+        memory_bytes: 256 << 20,
+        max_processes: 32,
+        cpus: 1.0,
+        gpus: vec![],
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let episode = runtime.block_on(async {
+        let sandbox =
+            mlrb::sandbox::docker::DockerSandbox::connect(&mlrb::sandbox::image::ImageRecipe::standard(false).tag())
+                .await
+                .unwrap();
+        sandbox.open_episode(setup).await.unwrap()
+    });
+    assert_eq!(containers_for(tmp.path()).len(), 1);
+    // The host panics with the container open: unwinding drops it unclosed.
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _held = episode;
+        panic!("host bug");
+    }));
+    assert!(unwound.is_err());
+    assert!(
+        containers_for(tmp.path()).is_empty(),
+        "{:?}",
+        containers_for(tmp.path())
+    );
+}
+
+#[test]
+fn a_script_flooding_its_output_in_a_container_is_cut_and_stopped() {
+    if !docker_ready() {
+        return;
+    }
+    let (_tmp, _, results) = attack("script_output_flood", &[]);
+    assert_eq!(results[0]["termination"], "killed", "{}", results[0]);
+    assert_eq!(results[0]["stdout_truncated"], true);
+    assert!(results[0]["stdout"].as_str().unwrap().len() <= (64 << 10));
+}
