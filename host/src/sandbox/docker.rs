@@ -434,10 +434,14 @@ pub async fn gc(all: bool) -> Result<Vec<String>> {
         }
         let Some(id) = container.id else { continue };
         let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
-        docker
-            .remove_container(&id, Some(options))
-            .await
-            .with_context(|| format!("removing container {id}"))?;
+        match docker.remove_container(&id, Some(options)).await {
+            Ok(()) => {}
+            // Gone, or being removed, meanwhile (by its own host or another gc).
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404 | 409, ..
+            }) => continue,
+            Err(error) => return Err(error).with_context(|| format!("removing container {id}")),
+        }
         removed.push(container.names.and_then(|n| n.first().cloned()).unwrap_or(id));
     }
     Ok(removed)
