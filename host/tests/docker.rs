@@ -94,20 +94,8 @@ fn the_baseline_scores_the_same_in_docker_as_locally() {
 
 /// Runs a hostile agent in Docker and returns its answer and script results.
 fn attack(agent: &str, extra_env: &[(&str, &str)]) -> (tempfile::TempDir, String, Vec<serde_json::Value>) {
-    let tmp = tempfile::tempdir().unwrap();
-    let task = common::hostile_task(tmp.path(), extra_env);
-    let finished = common::run_episode(
-        &common::agent(agent),
-        task.to_str().unwrap(),
-        &tmp.path().join("runs"),
-        &["--sandbox", "docker"],
-    );
-    let results = finished
-        .events()
-        .into_iter()
-        .filter(|e| e["function"] == "execute-script")
-        .map(|e| e["result"]["ok"].clone())
-        .collect();
+    let (tmp, finished) = common::run_on_hostile_task(agent, extra_env, &["--sandbox", "docker"]);
+    let results = finished.script_results();
     assert!(
         common::files_containing(tmp.path(), &common::hidden_token()).is_empty(),
         "the hidden answer leaked"

@@ -13,14 +13,7 @@ struct Attack {
 }
 
 fn attack(agent: &str, extra_env: &[(&str, &str)], extra_args: &[&str]) -> Attack {
-    let tmp = tempfile::tempdir().unwrap();
-    let task = common::hostile_task(tmp.path(), extra_env);
-    let finished = common::run_episode(
-        &common::agent(agent),
-        task.to_str().unwrap(),
-        &tmp.path().join("runs"),
-        extra_args,
-    );
+    let (tmp, finished) = common::run_on_hostile_task(agent, extra_env, extra_args);
     Attack { tmp, finished }
 }
 
@@ -38,12 +31,7 @@ impl Attack {
     }
 
     fn script_results(&self) -> Vec<Value> {
-        self.finished
-            .events()
-            .into_iter()
-            .filter(|e| e["function"] == "execute-script")
-            .map(|e| e["result"].clone())
-            .collect()
+        self.finished.script_results()
     }
 
     fn episode_dir(&self) -> &Path {
@@ -201,14 +189,14 @@ fn a_fork_bomb_in_a_script_is_contained() {
     assert!(answer.contains("TimedOut"), "{answer}");
     // The host still answered the agent afterwards.
     assert!(answer.contains("after: Ok("), "{answer}");
-    let result = &attack.script_results()[0]["ok"];
+    let result = &attack.script_results()[0];
     assert!(result["duration_ms"].as_u64().unwrap() < 15_000, "{result}");
 }
 
 #[test]
 fn a_memory_bomb_in_a_script_ends_out_of_memory() {
     let attack = attack("script_memory_bomb", &[], &[]);
-    let result = &attack.script_results()[0]["ok"];
+    let result = &attack.script_results()[0];
     assert_eq!(result["termination"], "out-of-memory", "{result}");
     assert!(result["stderr"].as_str().unwrap().contains("out of memory"));
 }
@@ -216,7 +204,7 @@ fn a_memory_bomb_in_a_script_ends_out_of_memory() {
 #[test]
 fn a_script_printing_without_end_is_cut_and_stopped() {
     let attack = attack("script_output_flood", &[], &[]);
-    let result = &attack.script_results()[0]["ok"];
+    let result = &attack.script_results()[0];
     assert_eq!(result["termination"], "killed", "{result}");
     assert_eq!(result["stdout_truncated"], true);
     let returned: usize = attack
@@ -238,7 +226,7 @@ fn a_script_printing_without_end_is_cut_and_stopped() {
 #[test]
 fn a_script_past_its_timeout_is_killed_with_its_children() {
     let attack = attack("script_timeout", &[], &[]);
-    let result = &attack.script_results()[0]["ok"];
+    let result = &attack.script_results()[0];
     assert_eq!(result["termination"], "timed-out", "{result}");
     let ms = result["duration_ms"].as_u64().unwrap();
     assert!((2_000..10_000).contains(&ms), "took {ms} ms");

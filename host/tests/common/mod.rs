@@ -124,6 +124,35 @@ pub fn read_events(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Runs `agent` on a fresh copy of the hostile fixture task (with extra env
+/// files); the temp dir holds the task and, under `runs/`, the episode.
+pub fn run_on_hostile_task(
+    agent: &str,
+    extra_env: &[(&str, &str)],
+    extra_args: &[&str],
+) -> (tempfile::TempDir, Finished) {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = hostile_task(tmp.path(), extra_env);
+    let finished = run_episode(
+        &self::agent(agent),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        extra_args,
+    );
+    (tmp, finished)
+}
+
+impl Finished {
+    /// The results of the episode's execute-script calls, in order.
+    pub fn script_results(&self) -> Vec<Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["function"] == "execute-script")
+            .map(|e| e["result"]["ok"].clone())
+            .collect()
+    }
+}
+
 /// A copy of the hostile fixture task in `dir`, with extra env files.
 pub fn hostile_task(dir: &Path, extra_env: &[(&str, &str)]) -> PathBuf {
     let source = workspace_root().join("tests/fixtures/tasks/hostile");
