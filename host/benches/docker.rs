@@ -58,6 +58,7 @@ fn main() {
         };
         let exec = Exec {
             argv: argv.clone(),
+            env: Vec::new(),
             timeout: Duration::from_secs(60),
             output_cap: 32 << 10,
             output_kill_bytes: 1 << 20,
@@ -89,6 +90,7 @@ fn main() {
                     cpus: 1.0,
                     ..Limits::default()
                 },
+                gpus: Vec::new(),
                 log_prefix: None,
             };
             let started = Instant::now();

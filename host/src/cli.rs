@@ -143,6 +143,32 @@ enum TasksCommand {
         #[arg(long)]
         json: bool,
     },
+    /// What a task folder lacks before a run (evaluator, prepared data,
+    /// baseline, what this host must offer), without running it.
+    Check {
+        /// A built-in task name or the path of a task folder (mlrb or MLAgentBench layout).
+        task: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// A task's quality test: prepare it, run its starter code and reference
+    /// solution, and check the baseline, determinism and that the reference wins.
+    Test {
+        /// Built-in task names or task folder paths.
+        tasks: Vec<String>,
+        /// Every built-in task of this suite (e.g. `cpu`).
+        #[arg(long)]
+        suite: Option<String>,
+        /// Keep the workspaces (their path is printed).
+        #[arg(long)]
+        keep: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
 }
 
 /// Exit status of an interrupted run, as shells expect after Ctrl-C.
@@ -193,6 +219,14 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         } => eval(&episode_dir, &sandbox, json).await,
         Command::Tasks(TasksCommand::List { json }) => tasks_list(json),
         Command::Tasks(TasksCommand::Show { task, json }) => tasks_show(&task, json),
+        Command::Tasks(TasksCommand::Check { task, json, sandbox }) => tasks_check(&task, json, &sandbox).await,
+        Command::Tasks(TasksCommand::Test {
+            tasks,
+            suite,
+            keep,
+            json,
+            sandbox,
+        }) => tasks_test(tasks, suite.as_deref(), keep, json, &sandbox).await,
         Command::Image(ImageCommand::Build { with_torch }) => image_build(with_torch).await,
         Command::Gc { all } => gc(all).await,
     }
@@ -345,7 +379,7 @@ async fn eval(dir: &Path, sandbox: &SandboxArgs, json: bool) -> Result<ExitCode>
     }
     let host = host(sandbox, &task).await?;
     let bar = spinner("evaluating the final snapshot");
-    let score = host.evaluate(&task, dir, &record).await;
+    let score = host.reevaluate(&task, dir, &record).await;
     bar.finish_and_clear();
     let score = score?;
     score.write(dir)?;
@@ -412,4 +446,102 @@ fn tasks_show(name: &str, json: bool) -> Result<ExitCode> {
         println!("\n{}", spec.research_problem.trim());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn tasks_check(name: &str, json: bool, sandbox: &SandboxArgs) -> Result<ExitCode> {
+    let task = task::resolve(name)?;
+    let host = host(sandbox, &task).await?;
+    let items = task::check::check(&task, host.cache_dir(), &host.offer()).await;
+    let failed = items.iter().any(|i| i.status == task::check::Status::Fail);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "task": task.spec.name, "ok": !failed, "checks": items })
+            )?
+        );
+    } else {
+        println!("{}", report::check_table(&items));
+        println!(
+            "{} {}: {}",
+            task.spec.name,
+            task.spec.version,
+            if failed { "not ready to run" } else { "ready to run" }
+        );
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+async fn tasks_test(
+    names: Vec<String>,
+    suite: Option<&str>,
+    keep: bool,
+    json: bool,
+    sandbox: &SandboxArgs,
+) -> Result<ExitCode> {
+    let mut tasks = Vec::new();
+    for name in &names {
+        tasks.push(task::resolve(name)?);
+    }
+    if let Some(suite) = suite {
+        let dir = task::builtin_tasks_dir();
+        let before = tasks.len();
+        for loaded in task::list(&dir) {
+            let loaded = loaded?;
+            if loaded.spec.suite == suite {
+                tasks.push(loaded);
+            }
+        }
+        if tasks.len() == before {
+            anyhow::bail!(
+                "--suite {suite}: no built-in task in {} belongs to this suite",
+                dir.display()
+            );
+        }
+    }
+    if tasks.is_empty() {
+        anyhow::bail!("name the tasks to test, or pass --suite (e.g. --suite cpu)");
+    }
+    let mut reports = Vec::new();
+    for task in &tasks {
+        let host = host(sandbox, task).await?;
+        let bar = spinner(&task.spec.name);
+        let name = task.spec.name.clone();
+        let step = |what: &str| bar.set_message(format!("{name}: {what}"));
+        let report = task::selftest::run(task, &host.offer(), host.cache_dir(), keep, &step).await;
+        bar.finish_and_clear();
+        let report = report?;
+        if !json {
+            eprintln!(
+                "{} {}: {}",
+                report.task,
+                report.version,
+                if report.passed { "passed" } else { "FAILED" }
+            );
+        }
+        reports.push(report);
+    }
+    let passed = reports.iter().all(|r| r.passed);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        println!("{}", report::selftest_table(&reports));
+        for report in &reports {
+            for finding in report.findings.iter().filter(|f| f.status != task::check::Status::Ok) {
+                println!(
+                    "{} {:?} {}: {}",
+                    report.task, finding.status, finding.check, finding.detail
+                );
+            }
+            if let Some(dir) = &report.work_dir {
+                println!("{}: workspaces kept in {}", report.task, dir.display());
+            }
+        }
+        println!(
+            "{} of {} task(s) passed",
+            reports.iter().filter(|r| r.passed).count(),
+            reports.len()
+        );
+    }
+    Ok(if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -4,6 +4,8 @@ use comfy_table::{Cell, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED}
 
 use crate::episode::{EpisodeRecord, ScoreRecord};
 use crate::task::Task;
+use crate::task::check::{Item, Status};
+use crate::task::selftest::Report;
 
 fn number(value: Option<f64>) -> String {
     match value {
@@ -99,17 +101,27 @@ pub fn tasks_table(tasks: &[Task]) -> Table {
         .set_content_arrangement(ContentArrangement::Dynamic);
     table.set_header(vec![
         "task",
+        "suite",
         "version",
         "metric",
         "baseline",
+        "reference",
+        "needs",
         "steps",
         "wall",
         "description",
     ]);
     for task in tasks {
         let spec = &task.spec;
+        let r = &spec.resources;
+        let needs = if r.gpus > 0 {
+            format!("{} GPU, {} GiB", r.gpus, r.memory_mb / 1024)
+        } else {
+            format!("{} CPU, {} GiB", r.cpus, r.memory_mb / 1024)
+        };
         table.add_row(vec![
             spec.name.clone(),
+            spec.suite.clone(),
             spec.version.clone(),
             format!(
                 "{} ({})",
@@ -117,9 +129,77 @@ pub fn tasks_table(tasks: &[Task]) -> Table {
                 if spec.metric.higher_is_better { "↑" } else { "↓" }
             ),
             number(spec.metric.baseline),
+            number(spec.metric.reference),
+            needs,
             spec.budget.max_steps.to_string(),
             format!("{} s", spec.budget.wall_seconds),
             spec.description.clone(),
+        ]);
+    }
+    table
+}
+
+fn status_cell(status: Status) -> &'static str {
+    match status {
+        Status::Ok => "ok",
+        Status::Warn => "warn",
+        Status::Fail => "FAIL",
+    }
+}
+
+/// The table of `mlrb tasks check`.
+pub fn check_table(items: &[Item]) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    table.set_header(vec!["check", "status", "detail"]);
+    for item in items {
+        table.add_row(vec![
+            item.check.to_string(),
+            status_cell(item.status).to_string(),
+            item.detail.clone(),
+        ]);
+    }
+    table
+}
+
+/// The table of `mlrb tasks test`.
+pub fn selftest_table(reports: &[Report]) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    table.set_header(vec![
+        "task",
+        "prepare",
+        "starter",
+        "train",
+        "reference",
+        "train",
+        "gain",
+        "result",
+    ]);
+    for report in reports {
+        let run_cells = |run: Option<&crate::task::selftest::ProgramRun>| match run {
+            Some(run) => (number(run.score).to_string(), format!("{:.1} s", run.train_seconds)),
+            None => ("-".into(), "-".into()),
+        };
+        let (starter, starter_time) = run_cells(report.starter.as_ref());
+        let (reference, reference_time) = run_cells(report.reference.as_ref());
+        table.add_row(vec![
+            report.task.clone(),
+            if report.prepared_from_cache {
+                "cached".into()
+            } else {
+                format!("{:.1} s", report.prepare_seconds)
+            },
+            starter,
+            starter_time,
+            reference,
+            reference_time,
+            percent(report.reference_improvement),
+            if report.passed { "passed" } else { "FAILED" }.into(),
         ]);
     }
     table

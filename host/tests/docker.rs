@@ -7,27 +7,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-/// Builds the runtime image once (a no-op when it exists); false when there
-/// is no engine and this is not CI.
-fn docker_ready() -> bool {
-    static READY: OnceLock<bool> = OnceLock::new();
-    *READY.get_or_init(|| {
-        let output = common::mlrb().args(["image", "build"]).output().unwrap();
-        if output.status.success() {
-            return true;
-        }
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-        if stderr.contains("cannot be reached") && !ci {
-            eprintln!("SKIPPED: no Docker engine here ({})", stderr.trim());
-            return false;
-        }
-        panic!("mlrb image build failed: {stderr}");
-    })
-}
 
 /// Names of the containers mlrb made for episodes under `dir`.
 fn containers_for(dir: &Path) -> Vec<String> {
@@ -67,7 +47,7 @@ fn score(finished: &common::Finished) -> serde_json::Value {
 
 #[test]
 fn the_baseline_scores_the_same_in_docker_as_locally() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     for task in ["digits", "house-prices"] {
@@ -106,7 +86,7 @@ fn attack(agent: &str, extra_env: &[(&str, &str)]) -> (tempfile::TempDir, String
 
 #[test]
 fn scripts_in_a_container_see_no_network_no_host_files_no_answers() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -138,7 +118,7 @@ fn scripts_in_a_container_see_no_network_no_host_files_no_answers() {
 
 #[test]
 fn a_memory_bomb_in_a_container_ends_out_of_memory() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     let (_tmp, _, results) = attack("script_memory_bomb", &[]);
@@ -147,7 +127,7 @@ fn a_memory_bomb_in_a_container_ends_out_of_memory() {
 
 #[test]
 fn a_sleeping_script_in_a_container_ends_at_its_timeout() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     let (_tmp, _, results) = attack("script_timeout", &[]);
@@ -158,7 +138,7 @@ fn a_sleeping_script_in_a_container_ends_at_its_timeout() {
 
 #[test]
 fn a_fork_bomb_in_a_container_is_contained() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     let (_tmp, answer, results) = attack("script_fork_bomb", &[]);
@@ -190,7 +170,7 @@ fn wait_for_container(dir: &Path) {
 
 #[test]
 fn no_container_is_left_after_ctrl_c_or_after_gc_of_a_killed_host() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -253,7 +233,7 @@ fn an_unreachable_daemon_is_one_clear_error() {
 
 #[test]
 fn a_gpu_task_without_a_gpu_pool_is_refused_before_anything_starts() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -282,7 +262,7 @@ fn a_gpu_task_without_a_gpu_pool_is_refused_before_anything_starts() {
 
 #[test]
 fn an_unchanged_recipe_is_not_rebuilt_and_a_missing_image_names_the_command() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     let again = common::mlrb().args(["image", "build"]).output().unwrap();
@@ -318,7 +298,7 @@ fn an_unchanged_recipe_is_not_rebuilt_and_a_missing_image_names_the_command() {
 
 #[test]
 fn a_trap_or_the_deadline_in_docker_leaves_no_container() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -347,7 +327,7 @@ fn a_trap_or_the_deadline_in_docker_leaves_no_container() {
 
 #[test]
 fn a_panic_while_an_episode_container_is_open_still_removes_it() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     use mlrb::sandbox::{EpisodeSetup, Mount, Sandbox};
@@ -388,7 +368,7 @@ fn a_panic_while_an_episode_container_is_open_still_removes_it() {
 
 #[test]
 fn a_script_flooding_its_output_in_a_container_is_cut_and_stopped() {
-    if !docker_ready() {
+    if !common::docker_ready() {
         return;
     }
     let (_tmp, _, results) = attack("script_output_flood", &[]);

@@ -115,6 +115,7 @@ impl ScriptRunner {
         argv.extend(args.iter().cloned());
         let exec = sandbox::Exec {
             argv,
+            env: Vec::new(),
             timeout,
             output_cap: self.limits.output_cap,
             output_kill_bytes: self.limits.output_kill_bytes,

@@ -10,7 +10,7 @@ pub mod workspace;
 
 pub mod session;
 
-pub use session::{EndEpisode, Session, TaskInfoRecord, UsageRecord};
+pub use session::{EndEpisode, Session, TaskInfoRecord, UsageRecord, ValidationPolicy, ValidationRecord, Validator};
 pub use tool_error::{ToolError, ToolResult};
 
 use wasmtime::component::ResourceTable;
@@ -262,14 +262,15 @@ impl wit_episode::Host for AgentState {
     }
 
     async fn validate(&mut self) -> HostResult<wit_episode::ScoreReport> {
-        let error = ToolError::Unavailable("this task does not offer intermediate scoring".into());
-        let recorded: ToolResult<()> = Err(error.clone());
-        self.session.record_plain(
-            "episode",
-            "validate",
-            serde_json::Value::Null,
-            session::result_json(&recorded),
-        );
-        Ok(Err(error.into()))
+        Ok(self
+            .session
+            .validate()
+            .await?
+            .map(|report| wit_episode::ScoreReport {
+                score: report.score,
+                valid: report.valid,
+                message: report.message,
+            })
+            .map_err(Into::into))
     }
 }

@@ -1,9 +1,10 @@
 //! The state one episode's tool calls share: the workspace, the script
 //! runner, the step budget, the trace and the snapshot store.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -13,6 +14,41 @@ use super::tool_error::{ToolError, ToolResult};
 use super::workspace::Workspace;
 use crate::record::snapshot::{ManifestEntry, SnapshotStore};
 use crate::record::trace::{Event, Trace, raw};
+use crate::task::Evaluation;
+
+/// Scores a copy of the agent's workspace for `episode.validate()`, in a
+/// sandbox the agent cannot reach, with the hidden answers beside it.
+#[async_trait::async_trait]
+pub trait Validator: Send + Sync {
+    async fn validate(&self, workspace_copy: &Path, number: u32, timeout: Duration) -> anyhow::Result<Evaluation>;
+}
+
+/// How the task allows intermediate scoring.
+pub struct ValidationPolicy {
+    pub validator: Arc<dyn Validator>,
+    pub hide_score: bool,
+    pub max_calls: u32,
+}
+
+/// What `validate` answers the agent.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScoreReportRecord {
+    pub score: Option<f64>,
+    pub valid: bool,
+    pub message: String,
+}
+
+/// One intermediate scoring, as the records keep it (the score is kept
+/// even when the agent was not told it).
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct ValidationRecord {
+    pub step: u32,
+    pub t_ms: u64,
+    pub snapshot: u64,
+    pub score: Option<f64>,
+    pub valid: bool,
+    pub error: Option<String>,
+}
 
 /// What the agent is told about its task (the host-side twin of the WIT record).
 #[derive(Debug, Clone, Serialize)]
@@ -88,6 +124,8 @@ pub struct Session {
     progress: Option<Arc<AtomicU32>>,
     /// Read-only files as they were when the workspace was made.
     read_only_baseline: Vec<(String, ManifestEntry)>,
+    validation: Option<ValidationPolicy>,
+    validations: Vec<ValidationRecord>,
 }
 
 /// How a tool result is recorded: `{"ok": value}` or `{"error": {...}}`.
@@ -141,7 +179,19 @@ impl Session {
             first_call_at: None,
             progress: None,
             read_only_baseline: Vec::new(),
+            validation: None,
+            validations: Vec::new(),
         }
+    }
+
+    /// Allows intermediate scoring under `policy`.
+    pub fn allow_validation(&mut self, policy: ValidationPolicy) {
+        self.validation = Some(policy);
+    }
+
+    /// Every intermediate scoring so far.
+    pub fn validations(&self) -> &[ValidationRecord] {
+        &self.validations
     }
 
     pub fn steps(&self) -> u32 {
@@ -343,6 +393,124 @@ impl Session {
             snapshot,
         )?;
         Ok(result)
+    }
+
+    /// Scores a copy of the current workspace where the task allows it. A
+    /// step; bounded by the task's number of validations and the deadline.
+    pub async fn validate(&mut self) -> wasmtime::Result<ToolResult<ScoreReportRecord>> {
+        let started = Instant::now();
+        let Some(policy) = &self.validation else {
+            let refused: ToolResult<ScoreReportRecord> = Err(ToolError::Unavailable(
+                "this task does not offer intermediate scoring; the final workspace is scored when you return".into(),
+            ));
+            self.record_plain("episode", "validate", Value::Null, result_json(&refused));
+            return Ok(refused);
+        };
+        let (hide_score, max_calls, validator) = (policy.hide_score, policy.max_calls, policy.validator.clone());
+        let step = match self.begin_step()? {
+            Ok(step) => step,
+            Err(refused) => {
+                let refused = Err(refused);
+                self.write_event(
+                    "episode",
+                    "validate",
+                    None,
+                    &raw(&Value::Null),
+                    &recorded(&refused),
+                    started,
+                    None,
+                )?;
+                return Ok(refused);
+            }
+        };
+        let (result, kept, snapshot) = if self.validations.len() as u32 >= max_calls {
+            let refused = Err(ToolError::BudgetExhausted(format!(
+                "all {max_calls} validations of this episode are used; the final workspace is still scored when you return"
+            )));
+            (refused, Value::Null, None)
+        } else if Instant::now() >= self.deadline {
+            (
+                Err(ToolError::Timeout("the episode's time is up".into())),
+                Value::Null,
+                None,
+            )
+        } else {
+            let snapshot = self
+                .snapshot_now(&format!("step {step}: validate"))
+                .map_err(|e| host_fault("snapshot", format!("{e:#}")))?;
+            let (evaluation, manifest) = self
+                .score_copy(validator.as_ref(), step)
+                .await
+                .map_err(|e| host_fault("validating", format!("{e:#}")))?;
+            let record = ValidationRecord {
+                step,
+                t_ms: self.trace.elapsed_ms() as u64,
+                snapshot: manifest,
+                score: evaluation.score,
+                valid: evaluation.valid,
+                error: evaluation.error.clone(),
+            };
+            let kept = serde_json::to_value(&record).unwrap_or_default();
+            self.validations.push(record);
+            let result = if evaluation.evaluator_failed {
+                Err(ToolError::Unavailable(format!(
+                    "the task's evaluator failed, which is not your submission's fault: {}",
+                    evaluation.error.unwrap_or_default()
+                )))
+            } else if evaluation.valid {
+                Ok(ScoreReportRecord {
+                    score: if hide_score { None } else { evaluation.score },
+                    valid: true,
+                    message: match (hide_score, evaluation.score) {
+                        (false, Some(score)) => format!("valid submission; {} = {score}", self.task_info.metric),
+                        _ => "valid submission (this task does not reveal intermediate scores)".into(),
+                    },
+                })
+            } else {
+                Ok(ScoreReportRecord {
+                    score: None,
+                    valid: false,
+                    message: format!(
+                        "invalid submission: {}",
+                        evaluation.error.unwrap_or_else(|| "no reason given".into())
+                    ),
+                })
+            };
+            (result, kept, snapshot)
+        };
+        // The trace keeps what the agent was told and, apart, the full record.
+        let recorded_result = json!({ "told": result_json(&result), "validation": kept });
+        self.write_event(
+            "episode",
+            "validate",
+            Some(step),
+            &raw(&Value::Null),
+            &raw(&recorded_result),
+            started,
+            snapshot,
+        )?;
+        Ok(result)
+    }
+
+    /// Materialises the latest snapshot (without links that leave it) and
+    /// has the validator score it; returns the evaluation and the snapshot id.
+    async fn score_copy(&mut self, validator: &dyn Validator, step: u32) -> anyhow::Result<(Evaluation, u64)> {
+        use anyhow::Context;
+        let manifest = self.snapshots.last().context("no snapshot")?.clone();
+        let snapshot_dir = self
+            .snapshots
+            .objects_dir()
+            .parent()
+            .context("snapshot store")?
+            .to_path_buf();
+        let scratch = tempfile::Builder::new()
+            .prefix(".validate-")
+            .tempdir_in(snapshot_dir.parent().unwrap_or(&snapshot_dir))?;
+        let copy = scratch.path().join("workspace");
+        crate::record::snapshot::materialize_contained(&snapshot_dir, &manifest, &copy)?;
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let evaluation = validator.validate(&copy, step, remaining).await?;
+        Ok((evaluation, manifest.id))
     }
 
     /// Puts every read-only file back as it was at the start; true if any

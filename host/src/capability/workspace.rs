@@ -71,9 +71,10 @@ impl ReadOnlyFiles {
     pub fn scan(root: &Path, patterns: &[String]) -> anyhow::Result<Self> {
         let mut builder = GlobSetBuilder::new();
         for pattern in patterns {
-            let normal = normalize(pattern).map_err(|e| anyhow::anyhow!("read-only pattern `{pattern}`: {e}"))?;
+            let (glob, crosses_slash) = crate::task::spec::read_only_glob(pattern);
+            let normal = normalize(glob).map_err(|e| anyhow::anyhow!("read-only pattern `{pattern}`: {e}"))?;
             let glob = globset::GlobBuilder::new(&normal)
-                .literal_separator(true)
+                .literal_separator(!crosses_slash)
                 .build()
                 .with_context(|| format!("read-only pattern `{pattern}` is not a valid glob"))?;
             builder.add(glob);

@@ -2,7 +2,6 @@
 //! final snapshot, evaluate, and the records that say what happened.
 
 pub mod records;
-pub mod workspace_setup;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,13 +18,14 @@ use crate::capability::exec::{ScriptLimits, ScriptRunner, episode_setup};
 use crate::capability::limiter::MemoryLimiter;
 use crate::capability::session::EndReason;
 use crate::capability::workspace::{Workspace, WorkspaceLimits};
-use crate::capability::{self, AgentPre, AgentState, EndEpisode, Session, TaskInfoRecord};
+use crate::capability::{self, AgentPre, AgentState, EndEpisode, Session, TaskInfoRecord, ValidationPolicy, Validator};
 use crate::engine::AgentEngine;
 use crate::record::snapshot::{self, SnapshotStore};
 use crate::record::trace::Trace;
 use crate::sandbox::Sandbox;
 use crate::sandbox::gpu::{GpuLease, GpuPool};
-use crate::task::{self, Task};
+use crate::task::requirements::{self, HostOffer};
+use crate::task::{self, EvalRequest, Evaluation, Task};
 pub use records::{EpisodeRecord, ScoreRecord};
 
 /// How long past the deadline a stuck host call may take before the
@@ -107,17 +107,19 @@ impl Host {
         self
     }
 
+    /// What this host offers a task, for the checks made before a run.
+    pub fn offer(&self) -> HostOffer<'_> {
+        HostOffer {
+            sandbox: self.sandbox.as_ref(),
+            gpus: &self.gpus,
+        }
+    }
+
     /// Holds the GPUs a task needs, or refuses before anything starts.
     fn lease_gpus(&self, task: &Task) -> Result<Option<GpuLease>> {
         let needed = task.spec.resources.gpus;
         if needed == 0 {
             return Ok(None);
-        }
-        if !self.sandbox.supports_gpus() {
-            bail!(
-                "task {} needs {needed} GPU(s), which only --sandbox docker provides: nothing was started",
-                task.spec.name
-            );
         }
         self.gpus
             .acquire(needed)
@@ -187,12 +189,13 @@ impl Host {
             );
         }
         let task = &spec.task;
+        requirements::ensure(task, &self.offer()).await?;
         let gpus = self.lease_gpus(task)?;
         let prepared = task::prepare(task, self.sandbox.as_ref(), &self.cache_dir).await?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
 
         let workspace_dir = dir.join("workspace");
-        workspace_setup::populate(task, &prepared, &workspace_dir)?;
+        task::workspace::populate(task, &prepared, &workspace_dir)?;
         let workspace = Workspace::open(
             &workspace_dir,
             &dir.join("history"),
@@ -229,7 +232,7 @@ impl Host {
             llm_tokens: task.spec.budget.llm_tokens,
         };
         let devices = gpus.as_ref().map(|lease| lease.devices().to_vec()).unwrap_or_default();
-        let setup = episode_setup(&dir.display().to_string(), &workspace, &script_limits, devices);
+        let setup = episode_setup(&dir.display().to_string(), &workspace, &script_limits, devices.clone());
         let episode_sandbox = self.sandbox.open_episode(setup).await?;
         let mut session = Session::new(
             workspace,
@@ -241,6 +244,20 @@ impl Host {
             deadline,
         );
         session.initial_snapshot()?;
+        if task.spec.validation.enabled {
+            session.allow_validation(ValidationPolicy {
+                validator: Arc::new(TaskValidator {
+                    task: task.clone(),
+                    sandbox: self.sandbox.clone(),
+                    hidden: prepared.hidden.clone(),
+                    cache_dir: self.cache_dir.clone(),
+                    gpus: devices.clone(),
+                    log_dir: dir.join("validate"),
+                }),
+                hide_score: task.spec.validation.hide_score,
+                max_calls: task.spec.validation.max_calls,
+            });
+        }
         if let Some(progress) = &spec.progress {
             session.report_progress(progress.clone());
         }
@@ -354,30 +371,81 @@ impl Host {
                 "interrupted before evaluation: run `mlrb eval <episode-dir>` to score it",
             )
         } else {
-            self.evaluate(task, dir, &record).await?
+            self.evaluate(task, dir, &record, &devices).await?
         };
         score.write(dir)?;
         Ok((record, score))
     }
 
+    /// Scores an episode again (`mlrb eval`), holding the GPUs its task needs.
+    pub async fn reevaluate(&self, task: &Task, dir: &Path, record: &EpisodeRecord) -> Result<ScoreRecord> {
+        requirements::ensure(task, &self.offer()).await?;
+        let lease = self.lease_gpus(task)?;
+        let devices = lease.as_ref().map(|l| l.devices().to_vec()).unwrap_or_default();
+        self.evaluate(task, dir, record, &devices).await
+    }
+
     /// Scores an episode's final snapshot in a fresh sandbox that alone sees
     /// the hidden files.
-    pub async fn evaluate(&self, task: &Task, dir: &Path, record: &EpisodeRecord) -> Result<ScoreRecord> {
+    /// `gpus` are the devices the evaluator may use (the episode's).
+    pub async fn evaluate(
+        &self,
+        task: &Task,
+        dir: &Path,
+        record: &EpisodeRecord,
+        gpus: &[String],
+    ) -> Result<ScoreRecord> {
         let prepared = task::prepare(task, self.sandbox.as_ref(), &self.cache_dir).await?;
         let snapshots = dir.join("snapshots");
         let manifest = snapshot::latest_manifest(&snapshots)?;
         let scratch = tempfile::Builder::new().prefix(".eval-").tempdir_in(dir)?;
         let final_workspace = scratch.path().join("workspace");
-        snapshot::materialize(&snapshots, &manifest, &final_workspace)?;
+        snapshot::materialize_contained(&snapshots, &manifest, &final_workspace)?;
         let evaluation = task::evaluate(
             task,
             self.sandbox.as_ref(),
-            &final_workspace,
-            &prepared.hidden(),
-            Some(dir.join("eval")),
+            EvalRequest {
+                workspace: &final_workspace,
+                hidden: &prepared.hidden,
+                cache_dir: &self.cache_dir,
+                log_prefix: Some(dir.join("eval")),
+                gpus: gpus.to_vec(),
+                timeout: None,
+            },
         )
         .await?;
         Ok(ScoreRecord::from_evaluation(task, record, manifest.id, evaluation))
+    }
+}
+
+/// Scores copies of an episode's workspace for `episode.validate()` with
+/// the task's evaluator, like the final evaluation.
+struct TaskValidator {
+    task: Task,
+    sandbox: Arc<dyn Sandbox>,
+    hidden: PathBuf,
+    cache_dir: PathBuf,
+    gpus: Vec<String>,
+    log_dir: PathBuf,
+}
+
+#[async_trait::async_trait]
+impl Validator for TaskValidator {
+    async fn validate(&self, workspace_copy: &Path, number: u32, timeout: Duration) -> Result<Evaluation> {
+        std::fs::create_dir_all(&self.log_dir)?;
+        task::evaluate(
+            &self.task,
+            self.sandbox.as_ref(),
+            EvalRequest {
+                workspace: workspace_copy,
+                hidden: &self.hidden,
+                cache_dir: &self.cache_dir,
+                log_prefix: Some(self.log_dir.join(format!("{number:04}"))),
+                gpus: self.gpus.clone(),
+                timeout: Some(timeout),
+            },
+        )
+        .await
     }
 }
 

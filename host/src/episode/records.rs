@@ -8,9 +8,9 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::{EpisodeSpec, LoadedAgent};
-use crate::capability::Session;
 use crate::capability::exec::ScriptLimits;
 use crate::capability::session::EndReason;
+use crate::capability::{Session, ValidationRecord};
 use crate::task::{self, Evaluation, Prepared, Task};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,6 +70,9 @@ pub struct EpisodeEnd {
     pub final_snapshot: u64,
     /// From the start of instantiation to the agent's first host call.
     pub first_call_ms: Option<f64>,
+    /// Intermediate scorings through `episode.validate()`, in order.
+    #[serde(default)]
+    pub validations: Vec<ValidationRecord>,
 }
 
 /// `episode.json`: written when the agent starts (`end` is null while it
@@ -124,11 +127,7 @@ impl EpisodeRecord {
                 name: task.spec.name.clone(),
                 version: task.spec.version.clone(),
                 root: task.root.display().to_string(),
-                prepare_key: prepared
-                    .dir
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
+                prepare_key: prepared.key.clone(),
                 metric: task.spec.metric.name.clone(),
                 higher_is_better: task.spec.metric.higher_is_better,
                 baseline: task.spec.metric.baseline,
@@ -180,6 +179,7 @@ impl EpisodeRecord {
             agent_log_dropped_bytes: log_dropped,
             final_snapshot,
             first_call_ms,
+            validations: session.validations().to_vec(),
         });
     }
 
@@ -203,10 +203,19 @@ pub struct ScoreRecord {
     pub score: Option<f64>,
     pub valid: bool,
     pub baseline: Option<f64>,
+    /// The score of the task's reference solution, when declared.
+    #[serde(default)]
+    pub reference: Option<f64>,
     /// Relative improvement over the baseline in the metric's direction.
     pub improvement: Option<f64>,
+    /// The score on a scale where the baseline is 0 and the reference 1.
+    #[serde(default)]
+    pub normalized: Option<f64>,
     /// More than 10 % better than the baseline.
     pub success: bool,
+    /// The best of the intermediate scores and the final one.
+    #[serde(default)]
+    pub best_score: Option<f64>,
     pub end_reason: Option<EndReason>,
     pub error: Option<String>,
     pub evaluator_failed: bool,
@@ -221,6 +230,19 @@ impl ScoreRecord {
             (Some(score), Some(baseline)) => task::improvement(score, baseline, metric.higher_is_better),
             _ => None,
         };
+        let normalized = match (evaluation.score, metric.baseline, metric.reference) {
+            (Some(score), Some(baseline), Some(reference)) if reference != baseline => {
+                Some((score - baseline) / (reference - baseline))
+            }
+            _ => None,
+        };
+        let intermediate = record
+            .end
+            .iter()
+            .flat_map(|end| end.validations.iter().filter_map(|v| v.score));
+        let best_score = intermediate
+            .chain(evaluation.score)
+            .reduce(|a, b| if (b > a) == metric.higher_is_better { b } else { a });
         Self {
             task: task.spec.name.clone(),
             metric: metric.name.clone(),
@@ -228,8 +250,11 @@ impl ScoreRecord {
             score: evaluation.score,
             valid: evaluation.valid,
             baseline: metric.baseline,
+            reference: metric.reference,
             improvement,
+            normalized,
             success: improvement.is_some_and(|i| i > task::SUCCESS_THRESHOLD),
+            best_score,
             end_reason: record.end.as_ref().map(|e| e.reason),
             error: evaluation.error,
             evaluator_failed: evaluation.evaluator_failed,
@@ -246,8 +271,11 @@ impl ScoreRecord {
             score: None,
             valid: false,
             baseline: task.spec.metric.baseline,
+            reference: task.spec.metric.reference,
             improvement: None,
+            normalized: None,
             success: false,
+            best_score: None,
             end_reason: record.end.as_ref().map(|e| e.reason),
             error: Some(why.to_string()),
             evaluator_failed: false,

@@ -196,12 +196,53 @@ pub fn latest_manifest(dir: &Path) -> Result<Manifest> {
 /// Files are hard links into the object store where possible: callers must
 /// treat the result as read-only.
 pub fn materialize(snapshot_dir: &Path, manifest: &Manifest, dest: &Path) -> Result<()> {
+    materialize_with(snapshot_dir, manifest, dest, &|_, _| true)
+}
+
+/// Like [`materialize`], but leaves out every symbolic link that is absolute
+/// or climbs out of its workspace: an evaluator mounted next to hidden
+/// answers must never follow the agent's link to them.
+pub fn materialize_contained(snapshot_dir: &Path, manifest: &Manifest, dest: &Path) -> Result<()> {
+    materialize_with(snapshot_dir, manifest, dest, &|rel, link| link_stays_inside(rel, link))
+}
+
+/// Whether a link at `rel` (workspace-relative) pointing to `link` resolves
+/// inside the workspace, judged lexically (every link is judged, so chains
+/// of links are covered too).
+pub fn link_stays_inside(rel: &str, link: &Path) -> bool {
+    if link.is_absolute() {
+        return false;
+    }
+    let mut depth: i64 = rel.split('/').filter(|p| !p.is_empty()).count() as i64 - 1;
+    for part in link.components() {
+        match part {
+            std::path::Component::ParentDir => depth -= 1,
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::CurDir => {}
+            _ => return false,
+        }
+        if depth < 0 {
+            return false;
+        }
+    }
+    true
+}
+
+fn materialize_with(
+    snapshot_dir: &Path,
+    manifest: &Manifest,
+    dest: &Path,
+    keep_link: &dyn Fn(&str, &Path) -> bool,
+) -> Result<()> {
     let objects = snapshot_dir.join("objects");
     fs::create_dir_all(dest)?;
     for (rel, entry) in &manifest.entries {
         let target = dest.join(rel);
         match entry {
             ManifestEntry::Dir => fs::create_dir_all(&target)?,
+            ManifestEntry::Symlink { target: link } if !keep_link(rel, Path::new(link)) => {
+                tracing::warn!(path = %rel, target = %link, "left out a symbolic link that leaves the workspace");
+            }
             ManifestEntry::Symlink { target: link } => {
                 if let Some(parent) = target.parent() {
                     fs::create_dir_all(parent)?;
@@ -225,6 +266,30 @@ pub fn materialize(snapshot_dir: &Path, manifest: &Manifest, dest: &Path) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_that_leave_the_workspace_are_recognised() {
+        assert!(link_stays_inside("a", Path::new("b")));
+        assert!(link_stays_inside("d/a", Path::new("../b")));
+        assert!(link_stays_inside("d/e/a", Path::new("./../../b")));
+        assert!(!link_stays_inside("a", Path::new("../b")));
+        assert!(!link_stays_inside("d/a", Path::new("../../hidden/answers.csv")));
+        assert!(!link_stays_inside("d/a", Path::new("x/../../../b")));
+        assert!(!link_stays_inside("a", Path::new("/hidden/answers.csv")));
+
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("data.csv"), "x").unwrap();
+        std::os::unix::fs::symlink("data.csv", ws.join("inside")).unwrap();
+        std::os::unix::fs::symlink("/hidden/answers.csv", ws.join("submission.csv")).unwrap();
+        let mut store = SnapshotStore::create(&tmp.path().join("snap")).unwrap();
+        let manifest = store.snapshot(&ws, "s", &|_: &str| false).unwrap().unwrap().clone();
+        let out = tmp.path().join("out");
+        materialize_contained(&tmp.path().join("snap"), &manifest, &out).unwrap();
+        assert!(out.join("inside").symlink_metadata().is_ok());
+        assert!(out.join("submission.csv").symlink_metadata().is_err());
+    }
 
     #[test]
     fn unchanged_files_are_not_stored_twice_and_changes_are_seen() {

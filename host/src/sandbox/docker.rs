@@ -247,6 +247,7 @@ impl EpisodeSandbox for DockerEpisode {
 
         let options = CreateExecOptions {
             cmd: Some(exec.argv.clone()),
+            env: (!exec.env.is_empty()).then(|| exec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             user: Some(SANDBOX_USER.to_string()),
@@ -391,12 +392,13 @@ impl Sandbox for DockerSandbox {
             memory_bytes: command.limits.memory_bytes,
             max_processes: command.limits.max_processes,
             cpus: command.limits.cpus,
-            gpus: Vec::new(),
+            gpus: command.gpus.clone(),
         };
         let container = self.open(&setup, "task-step").await?;
         let outcome = container
             .exec(Exec {
                 argv: command.argv,
+                env: command.env,
                 timeout: command.limits.timeout,
                 output_cap: command.limits.output_cap,
                 output_kill_bytes: command.limits.output_kill_bytes,

@@ -42,6 +42,11 @@ impl GpuPool {
         self.all.len()
     }
 
+    /// Every device of the pool, free or not.
+    pub fn devices(&self) -> &[String] {
+        &self.all
+    }
+
     /// Takes `count` free devices, or says why it cannot.
     pub fn acquire(&self, count: u32) -> Result<GpuLease> {
         let count = count as usize;

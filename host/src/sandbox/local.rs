@@ -272,6 +272,9 @@ impl Sandbox for LocalSandbox {
     }
 
     async fn run(&self, command: Command) -> Result<Outcome> {
+        if !command.gpus.is_empty() {
+            anyhow::bail!("the local sandbox cannot give a command GPUs: use --sandbox docker");
+        }
         let limits = command.limits.clone();
         let name = format!(
             "{}-{}",

@@ -78,6 +78,8 @@ pub struct Command {
     pub env: Vec<(String, String)>,
     pub network: bool,
     pub limits: Limits,
+    /// Device ids of GPUs the command may use (`--sandbox docker` only).
+    pub gpus: Vec<String>,
     /// Where the full (capped) stdout and stderr are written, as
     /// `<prefix>.stdout` and `<prefix>.stderr`.
     pub log_prefix: Option<PathBuf>,
@@ -178,6 +180,8 @@ pub struct EpisodeSetup {
 #[derive(Debug, Clone)]
 pub struct Exec {
     pub argv: Vec<String>,
+    /// Variables added to the sandbox's fixed environment.
+    pub env: Vec<(String, String)>,
     pub timeout: Duration,
     pub output_cap: usize,
     pub output_kill_bytes: u64,
@@ -191,7 +195,7 @@ impl EpisodeSetup {
             argv: exec.argv,
             cwd: self.cwd.clone(),
             mounts: self.mounts.clone(),
-            env: vec![],
+            env: exec.env,
             network: self.network,
             limits: Limits {
                 timeout: exec.timeout,
@@ -202,6 +206,7 @@ impl EpisodeSetup {
                 output_kill_bytes: exec.output_kill_bytes,
                 ..Limits::default()
             },
+            gpus: self.gpus.clone(),
             log_prefix: exec.log_prefix,
         }
     }

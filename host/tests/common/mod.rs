@@ -19,15 +19,16 @@ pub fn target_dir() -> PathBuf {
     exe.ancestors().nth(3).unwrap().to_path_buf()
 }
 
-/// Builds the baseline and the hostile agents once per test process
+/// Builds the baseline, hostile and probe agents once per test process
 /// (a no-op when they are up to date).
 pub fn build_guests() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let builds: [&[&str]; 3] = [
+        let builds: [&[&str]; 4] = [
             &["-p", "baseline"],
             &["-p", "hostile-agents", "--examples"],
+            &["-p", "probe-agents", "--examples"],
             &["-p", "other-world"],
         ];
         for selection in builds {
@@ -43,7 +44,7 @@ pub fn build_guests() {
     });
 }
 
-/// A built agent: `baseline` or the name of a hostile agent.
+/// A built agent: `baseline`, `other-world` or the name of an example agent.
 pub fn agent(name: &str) -> PathBuf {
     build_guests();
     let release = target_dir().join("wasm32-wasip2/release");
@@ -208,4 +209,23 @@ pub fn assert_no_process(pattern: &str) {
         "left running: {}",
         String::from_utf8_lossy(&survivors.stdout)
     );
+}
+
+/// Builds the Docker sandbox's image once; false (test skipped) only when no
+/// Docker engine is reachable outside CI. In CI, Docker is required.
+pub fn docker_ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| {
+        let output = mlrb().args(["image", "build"]).output().unwrap();
+        if output.status.success() {
+            return true;
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        if stderr.contains("cannot be reached") && !ci {
+            eprintln!("SKIPPED: no Docker engine here ({})", stderr.trim());
+            return false;
+        }
+        panic!("mlrb image build failed: {stderr}");
+    })
 }

@@ -1,12 +1,13 @@
-//! Making a fresh workspace: the task's `env/` plus the public prepared files.
+//! Making a fresh workspace: the task's `env/` plus the public prepared
+//! files, and the reference solution laid over a workspace.
 
 use std::fs;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
+use super::{Prepared, Task};
 use crate::capability::workspace::ReadOnlyFiles;
-use crate::task::{Prepared, Task};
 
 /// Fills `dest` (created, must be new) from the task's env/ and the public
 /// side of its prepared data. Read-only public files are hard-linked from the
@@ -17,11 +18,32 @@ pub fn populate(task: &Task, prepared: &Prepared, dest: &Path) -> Result<()> {
         bail!("{}: a workspace already exists here", dest.display());
     }
     fs::create_dir_all(dest)?;
-    copy_tree(&task.env_dir(), dest, &|_| false)?;
-    let public = prepared.public();
+    if !prepared.includes_env {
+        copy_tree(&task.env_dir(), dest, &|_| false)?;
+    }
+    let public = &prepared.public;
     if public.is_dir() {
-        let read_only = ReadOnlyFiles::scan(&public, &task.spec.files.read_only)?;
-        copy_tree(&public, dest, &|rel| read_only.matches_path(rel))?;
+        let read_only = ReadOnlyFiles::scan(public, &task.spec.files.read_only)?;
+        copy_tree(public, dest, &|rel| read_only.matches_path(rel))?;
+    }
+    Ok(())
+}
+
+/// Lays the task's reference solution (`scripts/reference/`) over a
+/// workspace, replacing the files it provides.
+pub fn apply_reference(task: &Task, dest: &Path) -> Result<()> {
+    let reference = task.reference_dir();
+    for entry in walkdir::WalkDir::new(&reference).min_depth(1).follow_links(false) {
+        let entry = entry?;
+        let target = dest.join(entry.path().strip_prefix(&reference)?);
+        if entry.file_type().is_dir() {
+            fs::create_dir_all(&target)?;
+        } else if entry.file_type().is_file() {
+            if target.symlink_metadata().is_ok() {
+                fs::remove_file(&target)?;
+            }
+            fs::copy(entry.path(), &target).with_context(|| format!("copying {}", entry.path().display()))?;
+        }
     }
     Ok(())
 }

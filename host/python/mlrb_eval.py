@@ -1,0 +1,416 @@
+"""Shared helpers for the scripts of mlrb tasks (prepare.py and eval.py).
+
+mlrb mounts this file read-only at /mlrb/lib and puts that folder on
+PYTHONPATH when it runs a task's ``scripts/prepare.py`` or
+``scripts/eval.py``, so a task script can simply ``import mlrb_eval``.
+It needs only the Python standard library; numpy scalars and arrays are
+accepted wherever numbers are written, but numpy is never imported here.
+
+The evaluator protocol (tasks/README.md): ``eval.py <workspace_dir>
+<hidden_dir>`` prints as its last line of stdout one JSON object,
+``{"score": <float>}`` for a valid submission or
+``{"score": null, "error": "<one line>"}`` for an invalid one, and exits 0
+in both cases; a non-zero exit means the evaluator itself failed.
+
+Everything in the workspace is hostile: files are read through
+:func:`read_file` (regular files only, symbolic links refused, size-capped
+before anything is parsed) and every problem is reported by raising
+:class:`Invalid` with a one-line reason.
+
+A complete evaluator::
+
+    import os
+    import mlrb_eval
+
+    def score(workspace, hidden):
+        answers = mlrb_eval.read_answers(
+            os.path.join(hidden, "answers.csv"), "id", "label", parse_value=int)
+        predictions = mlrb_eval.read_submission(
+            os.path.join(workspace, "submission.csv"), "id", "label",
+            expected_ids=answers, parse_value=mlrb_eval.class_label(10))
+        return sum(predictions[i] == y for i, y in answers.items()) / len(answers)
+
+    if __name__ == "__main__":
+        mlrb_eval.main(score)
+
+A prepare script::
+
+    data_dir, hidden_dir = mlrb_eval.prepare_args()
+    mlrb_eval.write_csv(os.path.join(data_dir, "train.csv"), ["id", "x", "y"], rows)
+"""
+import csv
+import json
+import math
+import numbers
+import os
+import stat
+import sys
+
+__all__ = [
+    "MAX_BYTES", "MAX_LINE_CHARS", "Invalid", "finish", "main", "one_line", "short",
+    "read_file", "read_text", "read_submission", "read_answers",
+    "integer_id", "string_id", "class_label", "finite_float", "probability",
+    "one_of", "boolean", "format_cell", "write_csv", "prepare_args",
+]
+
+MAX_BYTES = 50 * 1024 * 1024  # never read more than this from a workspace file
+MAX_LINE_CHARS = 10_000       # longest accepted line of a submission CSV
+SCORE_DIGITS = 6              # scores are printed rounded to this many decimals
+
+
+class Invalid(Exception):
+    """The submission is invalid; the message says why (one line)."""
+
+
+# ---------------------------------------------------------------------------
+# Reporting
+
+
+def one_line(text, limit=500):
+    """``text`` with all whitespace runs collapsed to one space, cut to ``limit`` chars."""
+    return " ".join(str(text).split())[:limit]
+
+
+def short(value, limit=40):
+    """``repr(value)``, cut to about ``limit`` characters: safe to quote in an error."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def finish(score=None, error=None):
+    """Prints the final JSON line and exits with status 0.
+
+    ``finish(score=x)``: a valid submission, ``{"score": x}`` with x rounded
+    to 6 decimals. ``finish(error=e)``: an invalid one,
+    ``{"score": null, "error": "<e on one line>"}``. A score that is not a
+    finite number is an evaluator bug: it raises ValueError (non-zero exit).
+    """
+    if error is None:
+        if score is None:
+            raise ValueError("finish() needs a score or an error")
+        value = float(score)
+        if not math.isfinite(value):
+            raise ValueError(f"the evaluator computed a non-finite score: {value!r}")
+        print(json.dumps({"score": round(value, SCORE_DIGITS)}))
+    else:
+        print(json.dumps({"score": None, "error": one_line(error) or "invalid submission"}))
+    sys.stdout.flush()
+    sys.exit(0)
+
+
+def main(score_fn, argv=None):
+    """Runs an evaluator: ``score_fn(workspace_dir, hidden_dir)`` returns the
+    score or raises :class:`Invalid`; either way the JSON line is printed and
+    the process exits 0. Any other exception propagates (evaluator failure).
+    """
+    argv = sys.argv if argv is None else argv
+    if len(argv) != 3:
+        sys.exit("usage: eval.py <workspace_dir> <hidden_dir>")
+    try:
+        score = score_fn(argv[1], argv[2])
+    except Invalid as e:
+        finish(error=e)
+    finish(score=score)
+
+
+# ---------------------------------------------------------------------------
+# Reading workspace files
+
+
+def _megabytes(n):
+    return f"{n / (1024 * 1024):g} MB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+def read_file(path, name=None, max_bytes=MAX_BYTES):
+    """The bytes of the workspace file ``path``; raises :class:`Invalid` if it
+    is missing, is not a regular file (directories, FIFOs, devices and
+    symbolic links are refused), cannot be read or is larger than
+    ``max_bytes``. ``name`` is how errors call the file (default: its base name).
+    """
+    name = name or os.path.basename(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise Invalid(f"{name} missing")
+    except OSError as e:
+        raise Invalid(f"{name} cannot be read: {e.strerror}")
+    if stat.S_ISLNK(st.st_mode):
+        raise Invalid(f"{name} is a symbolic link; write a regular file")
+    if not stat.S_ISREG(st.st_mode):
+        raise Invalid(f"{name} is not a regular file")
+    if st.st_size > max_bytes:
+        raise Invalid(f"{name} is larger than {_megabytes(max_bytes)}")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise Invalid(f"{name} cannot be read: {e.strerror}")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Invalid(f"{name} is not a regular file")
+        chunks, total = [], 0
+        while total <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as e:
+        raise Invalid(f"{name} cannot be read: {e.strerror}")
+    finally:
+        os.close(fd)
+    if total > max_bytes:
+        raise Invalid(f"{name} is larger than {_megabytes(max_bytes)}")
+    return b"".join(chunks)
+
+
+def read_text(path, name=None, max_bytes=MAX_BYTES):
+    """The workspace file ``path`` as text: as :func:`read_file`, then decoded
+    as UTF-8 (a leading byte-order mark is dropped), refusing NUL characters
+    and files that hold only whitespace; line ends are normalised to ``\\n``.
+    """
+    name = name or os.path.basename(path)
+    raw = read_file(path, name, max_bytes)
+    if not raw.strip():
+        raise Invalid(f"{name} is empty")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise Invalid(f"{name} is not UTF-8 text")
+    if "\x00" in text:
+        raise Invalid(f"{name} contains NUL bytes")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+# ---------------------------------------------------------------------------
+# Cell parsers: parse(text, column) -> value, raising Invalid. `text` is
+# already stripped of surrounding whitespace.
+
+
+def _number(text, column):
+    if not text:
+        raise Invalid(f"empty {column} (missing value)")
+    try:
+        value = float(text)
+    except ValueError:
+        raise Invalid(f"non-numeric {column} {short(text)}")
+    if math.isnan(value):
+        raise Invalid(f"NaN {column}")
+    return value
+
+
+def integer_id(text, column="id"):
+    """An integral id such as ``17`` (``17.0`` is accepted too)."""
+    value = _number(text, column)
+    if not math.isfinite(value) or value != int(value):
+        raise Invalid(f"{column} {short(text)} is not an integer")
+    return int(value)
+
+
+def string_id(text, column="id", max_chars=100):
+    """A non-empty textual id such as ``0042_01``, compared exactly."""
+    if not text:
+        raise Invalid(f"empty {column} (missing value)")
+    if len(text) > max_chars:
+        raise Invalid(f"{column} {short(text)} is longer than {max_chars} characters")
+    return text
+
+
+def class_label(n_classes):
+    """Parser of an integer class label 0..n_classes-1."""
+    def parse(text, column):
+        value = _number(text, column)
+        if not math.isfinite(value) or value != int(value) or not 0 <= value < n_classes:
+            raise Invalid(f"{column} {short(text)} is not a class label 0-{n_classes - 1}")
+        return int(value)
+    return parse
+
+
+def finite_float(max_abs=1e12):
+    """Parser of a finite number with ``|value| <= max_abs`` (keeps sums finite)."""
+    def parse(text, column):
+        value = _number(text, column)
+        if not math.isfinite(value) or abs(value) > max_abs:
+            raise Invalid(f"{column} {short(text)} is out of range (|value| <= {max_abs:g})")
+        return value
+    return parse
+
+
+def probability():
+    """Parser of a probability, a number in [0, 1]."""
+    def parse(text, column):
+        value = _number(text, column)
+        if not 0.0 <= value <= 1.0:
+            raise Invalid(f"{column} {short(text)} is not a probability in [0, 1]")
+        return value
+    return parse
+
+
+def one_of(choices, case_sensitive=True):
+    """Parser of one of the strings ``choices`` (returned as spelt in ``choices``)."""
+    choices = list(choices)
+    table = {c if case_sensitive else c.lower(): c for c in choices}
+    shown = ", ".join(choices[:12]) + (", ..." if len(choices) > 12 else "")
+
+    def parse(text, column):
+        if not text:
+            raise Invalid(f"empty {column} (missing value)")
+        key = text if case_sensitive else text.lower()
+        if key not in table:
+            raise Invalid(f"{column} {short(text)} is not one of: {shown}")
+        return table[key]
+    return parse
+
+
+def boolean():
+    """Parser of a truth value: True/False (any case) or 1/0."""
+    def parse(text, column):
+        key = text.lower()
+        if key in ("true", "1", "1.0"):
+            return True
+        if key in ("false", "0", "0.0"):
+            return False
+        if not text:
+            raise Invalid(f"empty {column} (missing value)")
+        raise Invalid(f"{column} {short(text)} is not True or False")
+    return parse
+
+
+# ---------------------------------------------------------------------------
+# Submissions and answers
+
+
+def read_submission(path, id_col, value_col, expected_ids, parse_value,
+                    parse_id=integer_id, name=None, max_bytes=MAX_BYTES,
+                    max_line_chars=MAX_LINE_CHARS):
+    """Reads a submission CSV with one row per expected id; returns {id: value}.
+
+    ``value_col`` is one column name (the value is ``parse_value(text, col)``)
+    or a list of names (the value is a tuple, one parsed cell per column).
+    The header must hold exactly ``id_col`` and the value column(s), in any
+    order. The file is refused (:class:`Invalid`) if it is missing, not a
+    regular file, over ``max_bytes``, not UTF-8, has NUL bytes, a line over
+    ``max_line_chars``, far too many lines (checked before parsing), the
+    wrong columns or row count, a malformed cell, a duplicated id, or ids
+    that differ from ``expected_ids`` (missing or unknown ones).
+    """
+    name = name or os.path.basename(path)
+    value_cols = [value_col] if isinstance(value_col, str) else list(value_col)
+    columns = [id_col] + value_cols
+    expected_list = list(expected_ids)
+    expected = set(expected_list)
+    n_expected = len(expected)
+
+    text = read_text(path, name, max_bytes)
+    # Cheap checks before parsing, so that hostile files cannot exhaust memory.
+    if text.count("\n") > 2 * n_expected + 16:
+        raise Invalid(f"wrong row count: expected {n_expected} rows after the header, got far more")
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if not lines:
+        raise Invalid(f"{name} is empty")
+    if any(len(ln) > max_line_chars for ln in lines):
+        raise Invalid(f"{name} has a line longer than {max_line_chars} characters")
+    try:
+        rows = [next(csv.reader([ln])) for ln in lines]
+    except csv.Error as e:
+        raise Invalid(f"{name} is not valid CSV: {e}")
+
+    header = [h.strip() for h in rows[0]]
+    if sorted(header) != sorted(columns):
+        raise Invalid(f"wrong columns: expected {','.join(columns)}, got {short(','.join(header), 80)}")
+    i_id = header.index(id_col)
+    i_vals = [header.index(c) for c in value_cols]
+    if len(rows) - 1 != n_expected:
+        raise Invalid(f"wrong row count: expected {n_expected} rows after the header, got {len(rows) - 1}")
+
+    predictions = {}
+    for row_no, row in enumerate(rows[1:], start=1):
+        if len(row) != len(columns):
+            raise Invalid(f"data row {row_no} has {len(row)} fields, expected {len(columns)}")
+        try:
+            ident = parse_id(row[i_id].strip(), id_col)
+            values = tuple(parse_value(row[i].strip(), c) for i, c in zip(i_vals, value_cols))
+        except Invalid as e:
+            raise Invalid(f"data row {row_no}: {e}")
+        if ident in predictions:
+            raise Invalid(f"duplicated {id_col} {short(ident)}")
+        predictions[ident] = values[0] if isinstance(value_col, str) else values
+
+    missing = [i for i in expected_list if i not in predictions]
+    if missing:
+        unknown = [i for i in predictions if i not in expected]
+        raise Invalid(
+            f"missing ids: {len(missing)} expected {id_col}(s) without a prediction "
+            f"(e.g. {short(missing[0])}); unknown ids: {len(unknown)}"
+            + (f" (e.g. {short(unknown[0])})" if unknown else "")
+        )
+    return predictions
+
+
+def read_answers(path, id_col, value_col, parse_value=str, parse_id=int):
+    """Reads a trusted answers CSV written by prepare.py; returns {id: value}
+    in file order. ``parse_value`` and ``parse_id`` take the cell text only.
+    """
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        i_id, i_val = header.index(id_col), header.index(value_col)
+        answers = {}
+        for row in reader:
+            if row:
+                answers[parse_id(row[i_id])] = parse_value(row[i_val])
+    if not answers:
+        raise ValueError(f"{path}: no answers")
+    return answers
+
+
+# ---------------------------------------------------------------------------
+# Writing data (prepare scripts)
+
+
+def format_cell(value):
+    """Deterministic CSV text of one value: None and NaN as an empty cell,
+    booleans as True/False, integral numbers without decimals, other floats
+    in Python's shortest round-trip form, anything else with ``str``.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if type(value).__name__ in ("bool", "bool_"):
+        return "True" if value else "False"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        if math.isnan(value):
+            return ""
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return repr(value)
+    return str(value)
+
+
+def write_csv(path, header, rows, fmt=format_cell):
+    """Writes a CSV file (UTF-8, ``\\n`` line ends, minimal quoting) with the
+    given header and rows (iterables of values, formatted by ``fmt``). The
+    bytes depend only on the values, so prepare scripts stay deterministic.
+    """
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow([fmt(v) for v in row])
+
+
+def prepare_args(argv=None, data_subdir="data"):
+    """Parses ``prepare.py <public_dir> <hidden_dir>``, creates
+    ``<public_dir>/<data_subdir>`` and ``<hidden_dir>``, and returns both paths.
+    """
+    argv = sys.argv if argv is None else argv
+    if len(argv) != 3:
+        sys.exit("usage: prepare.py <public_dir> <hidden_dir>")
+    data_dir = os.path.join(argv[1], data_subdir) if data_subdir else argv[1]
+    os.makedirs(data_dir, exist_ok=True)
+    os.makedirs(argv[2], exist_ok=True)
+    return data_dir, argv[2]

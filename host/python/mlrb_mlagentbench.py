@@ -1,0 +1,70 @@
+"""mlrb's adapter for MLAgentBench evaluators.
+
+Usage: python3 mlrb_mlagentbench.py <eval.py> <submission_folder>
+
+MLAgentBench's scripts/eval.py defines get_score(submission_folder) and
+returns a number. mlrb runs this adapter in the evaluation sandbox with the
+task's (prepared) scripts folder as the working directory and the agent's
+workspace mounted read-only at ../env, as MLAgentBench lays them out. It
+imports eval.py without running its __main__ block, calls get_score on the
+workspace and prints mlrb's protocol line, {"score": x}, last on stdout.
+
+An exception raised by get_score (say, submission.csv is missing) makes the
+submission invalid: {"score": null, "error": "..."}, exit status 0. An
+evaluator that cannot even be imported is a task problem: exit status 2.
+"""
+import importlib.util
+import json
+import math
+import os
+import sys
+import traceback
+
+
+def emit(score=None, error=None):
+    if error is None:
+        print(json.dumps({"score": score}))
+    else:
+        print(json.dumps({"score": None, "error": " ".join(str(error).split())[:500]}))
+    sys.stdout.flush()
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: mlrb_mlagentbench.py <eval.py> <submission_folder>")
+    eval_path, folder = sys.argv[1], sys.argv[2]
+    scripts_dir = os.path.dirname(os.path.abspath(eval_path))
+    # As if run from scripts/: its helpers import, relative paths resolve.
+    sys.path.insert(0, scripts_dir)
+    try:
+        spec = importlib.util.spec_from_file_location("eval", eval_path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["eval"] = module
+        spec.loader.exec_module(module)
+    except BaseException:
+        traceback.print_exc()
+        print(f"mlrb: cannot import {eval_path}", file=sys.stderr)
+        sys.exit(2)
+    get_score = getattr(module, "get_score", None)
+    if not callable(get_score):
+        print(f"mlrb: {eval_path} defines no get_score(submission_folder)", file=sys.stderr)
+        sys.exit(2)
+    try:
+        result = get_score(folder)
+    except BaseException as e:
+        traceback.print_exc()
+        emit(error=f"get_score raised {type(e).__name__}: {e}")
+        return
+    try:
+        score = float(result)
+    except (TypeError, ValueError):
+        emit(error=f"get_score returned {type(result).__name__} {str(result)[:60]!r}, not a number")
+        return
+    if not math.isfinite(score):
+        emit(error=f"get_score returned {score}")
+        return
+    emit(score=score)
+
+
+if __name__ == "__main__":
+    main()

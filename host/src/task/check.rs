@@ -1,0 +1,249 @@
+//! `mlrb tasks check`: what a task folder lacks before a run (an evaluator,
+//! a research problem, prepared data, a declared baseline, what this host
+//! must offer), without running the task.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::requirements::{self, HostOffer};
+use super::spec::read_only_glob;
+use super::{Layout, Prepared, Task, mlagentbench};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    /// Runs, but something is assumed or will happen on the first run.
+    Warn,
+    /// A run would fail or be refused.
+    Fail,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Item {
+    pub check: &'static str,
+    pub status: Status,
+    pub detail: String,
+}
+
+fn item(check: &'static str, status: Status, detail: impl Into<String>) -> Item {
+    Item {
+        check,
+        status,
+        detail: detail.into(),
+    }
+}
+
+/// Every check of `task`, in the order a run meets them.
+pub async fn check(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>) -> Vec<Item> {
+    let spec = &task.spec;
+    let mut items = vec![item(
+        "layout",
+        Status::Ok,
+        match task.layout {
+            Layout::Native => "mlrb task (task.toml)".to_string(),
+            Layout::MlAgentBench => "MLAgentBench folder, run unchanged through the get_score adapter".to_string(),
+        },
+    )];
+    items.push(item(
+        "research problem",
+        Status::Ok,
+        format!("{} characters", spec.research_problem.trim().len()),
+    ));
+
+    let env_files = walkdir::WalkDir::new(task.env_dir())
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .count();
+    items.push(if task.env_dir().join("train.py").is_file() {
+        item(
+            "starter code",
+            Status::Ok,
+            format!("env/ has {env_files} file(s), train.py among them"),
+        )
+    } else {
+        item(
+            "starter code",
+            Status::Warn,
+            format!("env/ has {env_files} file(s) and no train.py: `mlrb tasks test` cannot run a starter"),
+        )
+    });
+
+    items.push(evaluator_item(task));
+    items.push(prepare_item(task, cache_dir));
+    items.extend(read_only_item(task, cache_dir));
+
+    let (metric_status, metric_detail) = match task.layout {
+        Layout::MlAgentBench if !mlagentbench::metric_for(&spec.name).1 => (
+            Status::Warn,
+            format!(
+                "`{}` is not a known MLAgentBench task: its score is assumed to be better when higher",
+                spec.name
+            ),
+        ),
+        _ => (
+            Status::Ok,
+            format!(
+                "{} ({} is better)",
+                spec.metric.name,
+                if spec.metric.higher_is_better {
+                    "higher"
+                } else {
+                    "lower"
+                }
+            ),
+        ),
+    };
+    items.push(item("metric", metric_status, metric_detail));
+    items.push(match spec.metric.baseline {
+        Some(baseline) => item(
+            "baseline",
+            Status::Ok,
+            format!("{baseline} (tolerance {})", spec.metric.tolerance),
+        ),
+        None => item(
+            "baseline",
+            Status::Warn,
+            "none declared: success (> 10 % over the baseline) cannot be judged; `mlrb tasks test` measures it",
+        ),
+    });
+    items.push(match (task.reference_dir().is_dir(), spec.metric.reference) {
+        (true, Some(score)) => item(
+            "reference solution",
+            Status::Ok,
+            format!("scripts/reference/, scores {score}"),
+        ),
+        (true, None) => item(
+            "reference solution",
+            Status::Warn,
+            "scripts/reference/ exists but metric.reference is not declared",
+        ),
+        (false, _) => item(
+            "reference solution",
+            Status::Warn,
+            "none (scripts/reference/): no normalised score, and `mlrb tasks test` cannot show the task is solvable",
+        ),
+    });
+    items.push(item(
+        "intermediate scoring",
+        Status::Ok,
+        match (spec.validation.enabled, spec.validation.hide_score) {
+            (false, _) => "off".to_string(),
+            (true, false) => format!("on, up to {} validations", spec.validation.max_calls),
+            (true, true) => format!(
+                "on, up to {} validations, score hidden (valid or not only)",
+                spec.validation.max_calls
+            ),
+        },
+    ));
+
+    let missing = requirements::shortfalls(task, offer).await;
+    if missing.is_empty() {
+        items.push(item("this host", Status::Ok, "offers what the task needs"));
+    }
+    for shortfall in missing {
+        items.push(item("this host", Status::Fail, format!("needs {}", shortfall.message)));
+    }
+    items
+}
+
+fn evaluator_item(task: &Task) -> Item {
+    match task.layout {
+        Layout::Native => item("evaluator", Status::Ok, "scripts/eval.py"),
+        Layout::MlAgentBench => {
+            let source = std::fs::read_to_string(task.eval_script()).unwrap_or_default();
+            if source.contains("def get_score") {
+                item("evaluator", Status::Ok, "scripts/eval.py defines get_score")
+            } else {
+                item(
+                    "evaluator",
+                    Status::Fail,
+                    "scripts/eval.py defines no get_score(submission_folder): nothing can score a run",
+                )
+            }
+        }
+    }
+}
+
+fn prepare_item(task: &Task, cache_dir: &Path) -> Item {
+    if let Some(prepared) = Prepared::existing(task, cache_dir) {
+        let detail = if prepared.dir == task.root {
+            "nothing to prepare, or prepared in place (scripts/prepared)".to_string()
+        } else {
+            format!("prepared: {}", prepared.dir.display())
+        };
+        return item("data", Status::Ok, detail);
+    }
+    let source = std::fs::read_to_string(task.prepare_script()).unwrap_or_default();
+    if source.contains("input(") {
+        return item(
+            "data",
+            Status::Fail,
+            "not prepared, and scripts/prepare.py asks for input: prepare steps run unattended; \
+             prepare the folder by hand first (MLAgentBench's prepare_task leaves scripts/prepared)",
+        );
+    }
+    let needs_network = ["kaggle", "urlretrieve", "requests.get", "wget", "download"]
+        .iter()
+        .any(|s| source.contains(s));
+    if needs_network && !task.spec.resources.network {
+        return item(
+            "data",
+            Status::Warn,
+            "not prepared, and scripts/prepare.py seems to download, but prepare runs without network: \
+             prepare the folder by hand first",
+        );
+    }
+    item(
+        "data",
+        Status::Warn,
+        format!(
+            "not prepared yet: the first run prepares it in the sandbox{}",
+            if task.spec.resources.network {
+                ""
+            } else {
+                " (no network)"
+            }
+        ),
+    )
+}
+
+/// Read-only patterns that match nothing in the prepared workspace files
+/// (likely a typo, leaving the data writable).
+fn read_only_item(task: &Task, cache_dir: &Path) -> Option<Item> {
+    let patterns = &task.spec.files.read_only;
+    if patterns.is_empty() {
+        return Some(item("read-only files", Status::Ok, "none declared"));
+    }
+    let prepared = Prepared::existing(task, cache_dir)?;
+    let mut roots = vec![prepared.public.clone()];
+    if !prepared.includes_env {
+        roots.push(task.env_dir());
+    }
+    let unmatched: Vec<&str> = patterns
+        .iter()
+        .filter(|pattern| {
+            !roots.iter().any(|root| {
+                crate::capability::workspace::ReadOnlyFiles::scan(root, std::slice::from_ref(*pattern))
+                    .map(|files| files.paths().next().is_some())
+                    .unwrap_or(false)
+            })
+        })
+        .map(|p| read_only_glob(p).0)
+        .collect();
+    Some(if unmatched.is_empty() {
+        item(
+            "read-only files",
+            Status::Ok,
+            format!("{} pattern(s), each matching files", patterns.len()),
+        )
+    } else {
+        item(
+            "read-only files",
+            Status::Warn,
+            format!("pattern(s) matching no file: {}", unmatched.join(", ")),
+        )
+    })
+}

@@ -1,0 +1,268 @@
+//! Tasks: finding a task folder by name or path, loading it (an mlrb
+//! `task.toml` folder or an MLAgentBench folder, unchanged), the cached
+//! prepare step, evaluation with the hidden evaluator, the checks a host
+//! makes before it starts anything, and the task's own quality tests.
+//!
+//! A task folder holds `env/` (what the agent starts with) and the hidden
+//! `scripts/` (prepare, evaluation, answers, reference solution). The agent
+//! and its scripts never see `scripts/` or what prepare writes to the hidden
+//! side.
+
+pub mod check;
+mod evaluate;
+pub mod mlagentbench;
+mod prepare;
+pub mod pylib;
+pub mod requirements;
+pub mod selftest;
+pub mod spec;
+pub mod workspace;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+pub use evaluate::{EvalRequest, Evaluation, evaluate};
+pub use prepare::{Prepared, prepare};
+pub use spec::TaskSpec;
+
+use crate::sandbox;
+
+/// How a task folder is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// `task.toml`, `env/`, `scripts/prepare.py <public> <hidden>`,
+    /// `scripts/eval.py <workspace> <hidden>` printing `{"score": ...}`.
+    Native,
+    /// MLAgentBench's: `env/`, `scripts/research_problem.txt`,
+    /// `scripts/prepare.py` writing into `../env`, `scripts/eval.py` with
+    /// `get_score(folder)`, `scripts/read_only_files.txt`.
+    MlAgentBench,
+}
+
+/// A task folder, loaded and checked.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub root: PathBuf,
+    pub spec: TaskSpec,
+    pub layout: Layout,
+}
+
+impl Task {
+    /// Loads the task folder at `root`: its `task.toml`, or else an
+    /// MLAgentBench layout. Errors are one line naming the file and field.
+    pub fn load(root: &Path) -> Result<Self> {
+        // Absolute, so provenance records and container mounts do not
+        // depend on the working directory.
+        let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+        let toml_path = root.join("task.toml");
+        let (spec, layout) = if toml_path.is_file() {
+            let text = std::fs::read_to_string(&toml_path)
+                .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", toml_path.display()))?;
+            let spec: TaskSpec = toml::from_str(&text).map_err(|e| spec::toml_error(&toml_path, &text, &e))?;
+            spec.check(&toml_path)?;
+            (spec, Layout::Native)
+        } else if mlagentbench::looks_like(&root) {
+            (mlagentbench::spec(&root)?, Layout::MlAgentBench)
+        } else {
+            bail!(
+                "{}: not a task folder: it needs a task.toml, or MLAgentBench's env/ and scripts/research_problem.txt",
+                root.display()
+            );
+        };
+        let task = Self { root, spec, layout };
+        task.check_files()?;
+        Ok(task)
+    }
+
+    fn check_files(&self) -> Result<()> {
+        if !self.env_dir().is_dir() {
+            bail!(
+                "{}: missing: a task needs an env/ folder with the agent's starting files",
+                self.env_dir().display()
+            );
+        }
+        if !self.eval_script().is_file() {
+            bail!(
+                "{}: missing: a task needs a hidden evaluator",
+                self.eval_script().display()
+            );
+        }
+        Ok(())
+    }
+
+    pub fn env_dir(&self) -> PathBuf {
+        self.root.join("env")
+    }
+    pub fn scripts_dir(&self) -> PathBuf {
+        self.root.join("scripts")
+    }
+    pub fn prepare_script(&self) -> PathBuf {
+        self.scripts_dir().join("prepare.py")
+    }
+    pub fn eval_script(&self) -> PathBuf {
+        self.scripts_dir().join("eval.py")
+    }
+    /// Files that replace or join `env/` to make the reference solution.
+    pub fn reference_dir(&self) -> PathBuf {
+        self.scripts_dir().join("reference")
+    }
+
+    /// Identifies the prepared data: task name and version, plus the content
+    /// of the prepare script so an edited script never reuses stale data.
+    pub fn prepare_key(&self) -> String {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(self.spec.name.as_bytes());
+        hasher.update(b"\0");
+        hasher.update(self.spec.version.as_bytes());
+        hasher.update(b"\0");
+        if let Ok(bytes) = std::fs::read(self.prepare_script()) {
+            hasher.update(&bytes);
+        }
+        let hash = hasher.finalize().to_hex();
+        format!("{}-{}-{}", self.spec.name, self.spec.version, &hash[..16])
+    }
+
+    /// Sandbox limits for the task's own scripts (prepare, evaluate).
+    pub fn task_script_limits(&self, timeout: Duration) -> sandbox::Limits {
+        sandbox::Limits {
+            timeout,
+            memory_bytes: self.spec.resources.memory_mb << 20,
+            max_processes: self.spec.resources.pids,
+            cpus: self.spec.resources.cpus,
+            ..sandbox::Limits::default()
+        }
+    }
+}
+
+/// Where built-in tasks live: `$MLRB_TASKS_DIR`, `./tasks`, or the tasks
+/// folder of the source tree this binary was built from.
+pub fn builtin_tasks_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MLRB_TASKS_DIR") {
+        return PathBuf::from(dir);
+    }
+    let local = PathBuf::from("tasks");
+    if local.join(".").is_dir()
+        && std::fs::read_dir(&local)
+            .map(|mut d| d.any(|e| e.is_ok_and(|e| e.path().join("task.toml").is_file())))
+            .unwrap_or(false)
+    {
+        return local;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks")
+}
+
+/// Finds a task by folder path or by built-in name.
+pub fn resolve(name_or_path: &str) -> Result<Task> {
+    let as_path = Path::new(name_or_path);
+    if as_path.join("task.toml").is_file() || mlagentbench::looks_like(as_path) {
+        return Task::load(as_path);
+    }
+    let builtin = builtin_tasks_dir().join(name_or_path);
+    if !name_or_path.contains('/') && builtin.join("task.toml").is_file() {
+        return Task::load(&builtin);
+    }
+    if as_path.is_dir() {
+        return Task::load(as_path);
+    }
+    bail!(
+        "no task named `{name_or_path}`: `mlrb tasks list` shows the built-in tasks, or pass the path of a task folder"
+    )
+}
+
+/// Every loadable task under `dir`, with the error of each one that is not.
+pub fn list(dir: &Path) -> Vec<Result<Task>> {
+    let mut roots: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.join("task.toml").is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    roots.sort();
+    roots.iter().map(|root| Task::load(root)).collect()
+}
+
+/// Relative improvement over the baseline in the metric's direction
+/// (0.1 = 10 % better), as MLAgentBench defines it.
+pub fn improvement(score: f64, baseline: f64, higher_is_better: bool) -> Option<f64> {
+    if baseline == 0.0 {
+        return None;
+    }
+    let delta = if higher_is_better {
+        score - baseline
+    } else {
+        baseline - score
+    };
+    Some(delta / baseline.abs())
+}
+
+/// MLAgentBench's success rule: more than 10 % better than the baseline.
+pub const SUCCESS_THRESHOLD: f64 = 0.10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn improvement_follows_the_metric_direction() {
+        assert!((improvement(0.99, 0.9, true).unwrap() - 0.1).abs() < 1e-9);
+        assert!((improvement(80.0, 100.0, false).unwrap() - 0.2).abs() < 1e-9);
+        assert!(improvement(120.0, 100.0, false).unwrap() < 0.0);
+        assert!(improvement(1.0, 0.0, true).is_none());
+    }
+
+    fn write_task(dir: &Path, toml: &str) {
+        std::fs::create_dir_all(dir.join("env")).unwrap();
+        std::fs::create_dir_all(dir.join("scripts")).unwrap();
+        std::fs::write(dir.join("scripts/eval.py"), "print('{\"score\": 1}')").unwrap();
+        std::fs::write(dir.join("task.toml"), toml).unwrap();
+    }
+
+    const GOOD: &str = "name = \"t\"\nversion = \"1\"\nresearch_problem = \"do it\"\n[metric]\nname = \"acc\"\nhigher_is_better = true\n";
+
+    #[test]
+    fn malformed_task_toml_names_file_and_field() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_task(tmp.path(), GOOD);
+        assert!(Task::load(tmp.path()).is_ok());
+
+        write_task(tmp.path(), "name = \"t\"\nversion = \"1\"\nresearch_problem = \"x\"\n");
+        let err = Task::load(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("task.toml") && err.contains("metric"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+
+        write_task(tmp.path(), &format!("{GOOD}[budget]\nmax_steps = \"many\"\n"));
+        let err = Task::load(tmp.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("line 8") && err.contains("max_steps") || err.contains("invalid type"),
+            "{err}"
+        );
+
+        write_task(tmp.path(), &format!("{GOOD}[budget]\nmax_steps = 0\n"));
+        let err = Task::load(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("budget.max_steps"), "{err}");
+
+        write_task(tmp.path(), &format!("{GOOD}colour = \"blue\"\n"));
+        let err = Task::load(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("colour"), "{err}");
+
+        write_task(tmp.path(), "this is [not toml");
+        let err = Task::load(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("task.toml (line 1"), "{err}");
+    }
+
+    #[test]
+    fn missing_task_is_one_clear_line() {
+        let err = resolve("no-such-task-anywhere").unwrap_err().to_string();
+        assert!(
+            err.contains("no task named") && err.contains("mlrb tasks list"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! The prepare step: run once per task version in the sandbox, cached under
+//! `<cache>/prepared/<key>/`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use super::{Layout, Task, mlagentbench, pylib};
+use crate::sandbox::{self, Mount, Outcome, Sandbox};
+
+/// The longest a prepare step may run.
+const PREPARE_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// The prepared data of a task: what the workspace is made from, and what
+/// only the evaluator sees.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// Names this preparation in records.
+    pub key: String,
+    pub dir: PathBuf,
+    pub from_cache: bool,
+    /// Copied into the workspace (after `env/`, unless `includes_env`).
+    pub public: PathBuf,
+    /// Mounted for the evaluator only.
+    pub hidden: PathBuf,
+    /// True when `public` is the whole prepared `env/` (MLAgentBench layout).
+    pub includes_env: bool,
+}
+
+impl Prepared {
+    fn at(task: &Task, dir: PathBuf, from_cache: bool) -> Self {
+        let key = task.prepare_key();
+        match task.layout {
+            Layout::Native => Self {
+                key,
+                public: dir.join("public"),
+                hidden: dir.join("hidden"),
+                includes_env: false,
+                dir,
+                from_cache,
+            },
+            Layout::MlAgentBench => Self {
+                key,
+                public: dir.join("env"),
+                hidden: dir.join("scripts"),
+                includes_env: true,
+                dir,
+                from_cache,
+            },
+        }
+    }
+
+    /// Where this task's prepared data are (or would be) cached.
+    pub fn cache_path(task: &Task, cache_dir: &Path) -> PathBuf {
+        cache_dir.join("prepared").join(task.prepare_key())
+    }
+
+    /// The prepared data if they already exist, without preparing anything.
+    pub fn existing(task: &Task, cache_dir: &Path) -> Option<Self> {
+        if task.layout == Layout::MlAgentBench && mlagentbench::prepared_in_place(&task.root) {
+            return Some(Self::at(task, task.root.clone(), true));
+        }
+        let dir = Self::cache_path(task, cache_dir);
+        dir.join("complete").is_file().then(|| Self::at(task, dir, true))
+    }
+}
+
+/// Runs the task's prepare step once per task version, in the sandbox,
+/// without network unless the task grants it, with stdin closed.
+pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Result<Prepared> {
+    if let Some(prepared) = Prepared::existing(task, cache_dir) {
+        return Ok(prepared);
+    }
+    let dir = Prepared::cache_path(task, cache_dir);
+    let base = dir
+        .parent()
+        .context("prepared data have a parent folder")?
+        .to_path_buf();
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    let staging = tempfile::Builder::new().prefix(".staging-").tempdir_in(&base)?;
+    let (lib_mount, lib_env) = pylib::mount(cache_dir)?;
+    let log_prefix = Some(staging.path().join("prepare"));
+    let command = match task.layout {
+        Layout::Native => {
+            let public = staging.path().join("public");
+            let hidden = staging.path().join("hidden");
+            std::fs::create_dir_all(&public)?;
+            std::fs::create_dir_all(&hidden)?;
+            task.prepare_script().is_file().then(|| sandbox::Command {
+                argv: vec![
+                    "python3".into(),
+                    "/task/scripts/prepare.py".into(),
+                    "/out/public".into(),
+                    "/out/hidden".into(),
+                ],
+                cwd: "/task/scripts".into(),
+                mounts: vec![
+                    Mount::read_only(task.scripts_dir(), "/task/scripts"),
+                    Mount::writable(&public, "/out/public"),
+                    Mount::writable(&hidden, "/out/hidden"),
+                    lib_mount,
+                ],
+                env: vec![lib_env],
+                network: task.spec.resources.network,
+                limits: task.task_script_limits(PREPARE_TIMEOUT),
+                gpus: Vec::new(),
+                log_prefix,
+            })
+        }
+        Layout::MlAgentBench => {
+            // MLAgentBench's prepare.py writes into ../env and next to
+            // itself: give it copies, never the folder itself.
+            let env = staging.path().join("env");
+            let scripts = staging.path().join("scripts");
+            copy_dir(&task.env_dir(), &env)?;
+            copy_dir(&task.scripts_dir(), &scripts)?;
+            Some(sandbox::Command {
+                argv: vec!["python3".into(), "prepare.py".into()],
+                cwd: "/task/scripts".into(),
+                mounts: vec![
+                    Mount::writable(&env, "/task/env"),
+                    Mount::writable(&scripts, "/task/scripts"),
+                    lib_mount,
+                ],
+                env: vec![lib_env],
+                network: task.spec.resources.network,
+                limits: task.task_script_limits(PREPARE_TIMEOUT),
+                gpus: Vec::new(),
+                log_prefix,
+            })
+        }
+    };
+    if let Some(command) = command {
+        let outcome = sandbox.run(command).await?;
+        if !outcome.success() {
+            bail!(
+                "task {}: {}",
+                task.spec.name,
+                prepare_failure(&outcome, task.spec.resources.network)
+            );
+        }
+    }
+    std::fs::write(staging.path().join("complete"), task.prepare_key())?;
+    let staged = staging.keep();
+    match std::fs::rename(&staged, &dir) {
+        Ok(()) => {}
+        // Another host prepared the same version first: use theirs.
+        Err(_) if dir.join("complete").is_file() => {
+            let _ = std::fs::remove_dir_all(&staged);
+        }
+        Err(e) => return Err(e).with_context(|| format!("storing prepared data in {}", dir.display())),
+    }
+    Ok(Prepared::at(task, dir, false))
+}
+
+/// One line saying why prepare failed, and what would fix the usual causes.
+fn prepare_failure(outcome: &Outcome, network: bool) -> String {
+    let stderr = &outcome.stderr.text;
+    let last = stderr.trim().lines().last().unwrap_or("").trim();
+    let hint = if stderr.contains("EOFError") {
+        " (prepare.py asked for input, but prepare steps run unattended with stdin closed: \
+         remove the input() call, or prepare the folder by hand first)"
+    } else if !network
+        && [
+            "Temporary failure in name resolution",
+            "Network is unreachable",
+            "URLError",
+            "ConnectionError",
+        ]
+        .iter()
+        .any(|s| stderr.contains(s))
+    {
+        " (prepare.py needs the network, which this task does not grant: prepare the folder by hand first)"
+    } else {
+        ""
+    };
+    format!(
+        "prepare step failed ({:?}, exit code {:?}){}{hint}",
+        outcome.termination,
+        outcome.exit_code,
+        if last.is_empty() {
+            String::new()
+        } else {
+            format!(": {last}")
+        }
+    )
+}
+
+/// Copies a folder tree (symlinks as symlinks).
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in walkdir::WalkDir::new(from).min_depth(1).follow_links(false) {
+        let entry = entry?;
+        let target = to.join(entry.path().strip_prefix(from)?);
+        let kind = entry.file_type();
+        if kind.is_dir() {
+            std::fs::create_dir_all(&target)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target).with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! What a task needs from the host (GPUs and their memory, memory, Python
+//! modules in the sandbox), checked before anything starts: a run that
+//! cannot succeed is refused at once with everything that is missing, not an
+//! hour later.
+
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+use super::Task;
+use crate::sandbox::gpu::GpuPool;
+use crate::sandbox::{self, Sandbox};
+
+/// One thing the task needs and this host lacks.
+#[derive(Debug, Clone, Serialize)]
+pub struct Shortfall {
+    pub resource: &'static str,
+    pub message: String,
+}
+
+/// What this host offers the task.
+pub struct HostOffer<'a> {
+    pub sandbox: &'a dyn Sandbox,
+    pub gpus: &'a GpuPool,
+}
+
+/// Every requirement of `task` this host does not meet (empty: it can run).
+pub async fn shortfalls(task: &Task, offer: &HostOffer<'_>) -> Vec<Shortfall> {
+    let resources = &task.spec.resources;
+    let mut missing = Vec::new();
+    let mut lack = |resource, message: String| missing.push(Shortfall { resource, message });
+    let per_gpu = if resources.gpu_memory_gb > 0.0 {
+        format!(" with at least {} GB each", resources.gpu_memory_gb)
+    } else {
+        String::new()
+    };
+    if resources.gpus > 0 {
+        if !offer.sandbox.supports_gpus() {
+            lack(
+                "gpus",
+                format!(
+                    "{} GPU(s){per_gpu}, which only --sandbox docker can provide (this is {})",
+                    resources.gpus,
+                    offer.sandbox.describe()
+                ),
+            );
+        } else if (offer.gpus.size() as u32) < resources.gpus {
+            lack(
+                "gpus",
+                format!(
+                    "{} GPU(s){per_gpu}; this host was given {} (pass --gpus with the device ids of NVIDIA GPUs)",
+                    resources.gpus,
+                    offer.gpus.size()
+                ),
+            );
+        } else if resources.gpu_memory_gb > 0.0 {
+            for (device, gb) in gpu_memory_gb(offer.gpus.devices()) {
+                if gb < resources.gpu_memory_gb {
+                    lack(
+                        "gpu_memory",
+                        format!("{} GB per GPU; GPU {device} has {gb:.0} GB", resources.gpu_memory_gb),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(total_mb) = host_memory_mb()
+        && resources.memory_mb > total_mb
+    {
+        lack(
+            "memory",
+            format!("{} MiB of memory; this host has {total_mb} MiB", resources.memory_mb),
+        );
+    }
+    if !resources.python_packages.is_empty() {
+        match missing_modules(task, offer.sandbox).await {
+            Ok(absent) if absent.is_empty() => {}
+            Ok(absent) => lack(
+                "python_packages",
+                format!(
+                    "the Python modules {} in the sandbox, which lacks {} (use an image that has them: --image, or `mlrb image build --with-torch` for torch)",
+                    resources.python_packages.join(", "),
+                    absent.join(", ")
+                ),
+            ),
+            Err(error) => lack(
+                "python_packages",
+                format!(
+                    "the Python modules {}, which could not be checked: {error:#}",
+                    resources.python_packages.join(", ")
+                ),
+            ),
+        }
+    }
+    missing
+}
+
+/// Refuses, naming everything missing, when the task cannot run here.
+pub async fn ensure(task: &Task, offer: &HostOffer<'_>) -> Result<()> {
+    let missing = shortfalls(task, offer).await;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let needs: Vec<String> = missing.iter().map(|s| s.message.clone()).collect();
+    bail!(
+        "task {} cannot run on this host: it needs {}. Nothing was started",
+        task.spec.name,
+        needs.join("; and ")
+    )
+}
+
+fn host_memory_mb() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
+}
+
+/// Memory of each given GPU in GB, as nvidia-smi reports it; devices it does
+/// not know (or no nvidia-smi) are left out, unverified.
+fn gpu_memory_gb(devices: &[String]) -> Vec<(String, f64)> {
+    let Ok(output) = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=index,uuid,memory.total", "--format=csv,noheader,nounits"])
+        .stdin(std::process::Stdio::null())
+        .output()
+    else {
+        tracing::warn!("nvidia-smi is not available: GPU memory is not checked");
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut found = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let [index, uuid, mib] = fields[..] else { continue };
+        let Ok(mib) = mib.parse::<f64>() else { continue };
+        if let Some(device) = devices.iter().find(|d| *d == index || *d == uuid) {
+            found.push((device.clone(), mib / 1024.0));
+        }
+    }
+    found
+}
+
+/// The modules of `resources.python_packages` that python3 in the sandbox
+/// cannot find.
+async fn missing_modules(task: &Task, sandbox: &dyn Sandbox) -> Result<Vec<String>> {
+    const PROBE: &str = "import importlib.util, sys\n\
+        def absent(name):\n    try:\n        return importlib.util.find_spec(name) is None\n    except Exception:\n        return True\n\
+        print(' '.join(m for m in sys.argv[1:] if absent(m)))";
+    let mut argv = vec!["python3".to_string(), "-c".to_string(), PROBE.to_string()];
+    argv.extend(task.spec.resources.python_packages.iter().cloned());
+    let outcome = sandbox
+        .run(sandbox::Command {
+            argv,
+            cwd: "/tmp".into(),
+            mounts: Vec::new(),
+            env: Vec::new(),
+            network: false,
+            limits: sandbox::Limits {
+                timeout: Duration::from_secs(60),
+                memory_bytes: 512 << 20,
+                ..sandbox::Limits::default()
+            },
+            gpus: Vec::new(),
+            log_prefix: None,
+        })
+        .await?;
+    if !outcome.success() {
+        bail!(
+            "python3 in the sandbox failed: {}",
+            outcome.stderr.text.trim().lines().last().unwrap_or("")
+        );
+    }
+    Ok(outcome.stdout.text.split_whitespace().map(str::to_string).collect())
+}

@@ -1,0 +1,250 @@
+//! The `task.toml` format and its checks, with one-line errors naming the
+//! file and field at fault.
+
+use std::path::Path;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    pub name: String,
+    pub version: String,
+    /// The group the task belongs to (`cpu`, `ml-research-benchmark`, ...),
+    /// for listing and for `mlrb tasks test --suite`.
+    #[serde(default = "default_suite")]
+    pub suite: String,
+    #[serde(default)]
+    pub description: String,
+    pub research_problem: String,
+    pub metric: Metric,
+    #[serde(default)]
+    pub budget: Budget,
+    #[serde(default)]
+    pub resources: Resources,
+    #[serde(default)]
+    pub files: Files,
+    #[serde(default)]
+    pub validation: Validation,
+}
+
+fn default_suite() -> String {
+    "custom".into()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metric {
+    pub name: String,
+    pub higher_is_better: bool,
+    /// The score of the unmodified starter code.
+    pub baseline: Option<f64>,
+    /// The score of the task's reference solution (`scripts/reference/`);
+    /// with the baseline it defines the normalised score.
+    #[serde(default)]
+    pub reference: Option<f64>,
+    /// How far a re-run of the starter code may land from the baseline, and,
+    /// for a metric that is not deterministic, two evaluations of one workspace
+    /// from each other.
+    #[serde(default)]
+    pub tolerance: f64,
+    /// False for a metric that measures time: the same workspace then gets
+    /// the same score only within `tolerance`.
+    #[serde(default = "yes")]
+    pub deterministic: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Budget {
+    pub max_steps: u32,
+    pub wall_seconds: u64,
+    pub llm_tokens: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            max_steps: 50,
+            wall_seconds: 1800,
+            llm_tokens: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Resources {
+    pub cpus: f64,
+    pub memory_mb: u64,
+    pub pids: u32,
+    pub network: bool,
+    /// The longest a single script may run.
+    pub script_timeout_seconds: u64,
+    /// The container image for `--sandbox docker` (default: `mlrb image build`'s).
+    pub image: Option<String>,
+    /// GPUs each episode needs, served from the host's `--gpus` pool.
+    pub gpus: u32,
+    /// Memory each of those GPUs must have, in GB (0: any).
+    pub gpu_memory_gb: f64,
+    /// Python modules that must import in the sandbox (e.g. `torch`).
+    pub python_packages: Vec<String>,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Self {
+            cpus: 2.0,
+            memory_mb: 2048,
+            pids: 256,
+            network: false,
+            script_timeout_seconds: 600,
+            image: None,
+            gpus: 0,
+            gpu_memory_gb: 0.0,
+            python_packages: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Files {
+    /// Glob patterns, relative to the workspace root, of files the agent may
+    /// not change. A pattern starting with `fnmatch:` follows Python's fnmatch
+    /// (`*` also matches `/`), as MLAgentBench's read_only_files.txt does.
+    pub read_only: Vec<String>,
+}
+
+/// Intermediate scoring through `episode.validate()`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Validation {
+    pub enabled: bool,
+    /// Tell the agent only whether its submission is valid, not the number.
+    pub hide_score: bool,
+    /// Validations allowed per episode.
+    pub max_calls: u32,
+}
+
+impl Default for Validation {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            hide_score: false,
+            max_calls: 20,
+        }
+    }
+}
+
+/// The one-line form of a TOML parse error, with its line and column.
+pub fn toml_error(path: &Path, text: &str, error: &toml::de::Error) -> anyhow::Error {
+    let location = error
+        .span()
+        .map(|span| {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, str::len) + 1;
+            // Name the key on that line, which the TOML message often omits.
+            let line_text = text.lines().nth(line - 1).unwrap_or("");
+            match line_text.split_once('=') {
+                Some((key, _)) if !key.trim().is_empty() && !key.trim().starts_with('[') => {
+                    format!(" (line {line}, column {column}, key `{}`)", key.trim())
+                }
+                _ => format!(" (line {line}, column {column})"),
+            }
+        })
+        .unwrap_or_default();
+    anyhow::anyhow!("{}{location}: {}", path.display(), error.message().trim())
+}
+
+impl TaskSpec {
+    /// Checks the values serde cannot; `source` names the file in errors.
+    pub fn check(&self, source: &Path) -> Result<()> {
+        let at = |field: &str, what: &str| anyhow::anyhow!("{}: field `{field}` {what}", source.display());
+        if self.name.trim().is_empty() || self.name.contains(['/', '\\']) || self.name.starts_with('.') {
+            return Err(at("name", "must be a non-empty name without slashes"));
+        }
+        if self.version.trim().is_empty() {
+            return Err(at("version", "must not be empty"));
+        }
+        if self.research_problem.trim().is_empty() {
+            return Err(at("research_problem", "must say what the agent should do"));
+        }
+        let metric = &self.metric;
+        if metric.baseline.is_some_and(|b| !b.is_finite()) {
+            return Err(at("metric.baseline", "must be a finite number"));
+        }
+        if metric.reference.is_some_and(|b| !b.is_finite()) {
+            return Err(at("metric.reference", "must be a finite number"));
+        }
+        if !metric.tolerance.is_finite() || metric.tolerance < 0.0 {
+            return Err(at("metric.tolerance", "must be a non-negative number"));
+        }
+        if self.budget.max_steps == 0 {
+            return Err(at("budget.max_steps", "must be at least 1"));
+        }
+        if self.budget.wall_seconds == 0 {
+            return Err(at("budget.wall_seconds", "must be at least 1"));
+        }
+        let r = &self.resources;
+        if !(r.cpus > 0.0 && r.cpus.is_finite()) {
+            return Err(at("resources.cpus", "must be a positive number"));
+        }
+        if r.memory_mb < 64 {
+            return Err(at("resources.memory_mb", "must be at least 64"));
+        }
+        if r.pids < 8 {
+            return Err(at("resources.pids", "must be at least 8"));
+        }
+        if r.script_timeout_seconds == 0 {
+            return Err(at("resources.script_timeout_seconds", "must be at least 1"));
+        }
+        if !(r.gpu_memory_gb >= 0.0 && r.gpu_memory_gb.is_finite()) {
+            return Err(at("resources.gpu_memory_gb", "must be a non-negative number"));
+        }
+        if r.gpu_memory_gb > 0.0 && r.gpus == 0 {
+            return Err(at("resources.gpu_memory_gb", "is set but `resources.gpus` is 0"));
+        }
+        if let Some(bad) = r.python_packages.iter().find(|m| !is_module_name(m)) {
+            return Err(at(
+                "resources.python_packages",
+                &format!("has `{bad}`, which is not a Python module name (e.g. `torch`, `transformers`)"),
+            ));
+        }
+        for pattern in &self.files.read_only {
+            let (glob, _) = read_only_glob(pattern);
+            globset::Glob::new(glob)
+                .map_err(|e| at("files.read_only", &format!("has an invalid pattern `{pattern}`: {e}")))?;
+        }
+        if self.validation.enabled && self.validation.max_calls == 0 {
+            return Err(at(
+                "validation.max_calls",
+                "must be at least 1 when validation is enabled",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A read-only pattern without its `fnmatch:` prefix, and whether `*` may
+/// cross `/` in it.
+pub fn read_only_glob(pattern: &str) -> (&str, bool) {
+    match pattern.strip_prefix("fnmatch:") {
+        Some(rest) => (rest, true),
+        None => (pattern, false),
+    }
+}
+
+fn is_module_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .split('.')
+            .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+}

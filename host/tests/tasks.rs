@@ -1,0 +1,430 @@
+//! The task suite: MLAgentBench folders run unchanged under both sandboxes,
+//! `mlrb tasks check` and `mlrb tasks test`, refusal of tasks the host
+//! cannot serve, and intermediate scoring through `episode.validate()`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Training targets 1..=10 (their mean, 5.5, is what the starter predicts)
+/// and the hidden answers of the three test rows.
+const ANSWERS: [f64; 3] = [4.0, 6.0, 9.0];
+
+/// Writes an MLAgentBench-layout task folder, as that project lays them
+/// out: prepare.py writes into ../env and the answers next to itself;
+/// eval.py defines get_score(submission_folder) and reads answer.csv beside
+/// itself; read_only_files.txt holds fnmatch patterns.
+fn mlagentbench_folder(root: &Path, prepare_extra: &str) -> PathBuf {
+    let task = root.join("toy-regression");
+    std::fs::create_dir_all(task.join("env")).unwrap();
+    std::fs::create_dir_all(task.join("scripts")).unwrap();
+    std::fs::write(
+        task.join("env/train.py"),
+        "import csv\n\
+         rows = list(csv.DictReader(open('data/train.csv')))\n\
+         mean = sum(float(r['y']) for r in rows) / len(rows)\n\
+         test = list(csv.DictReader(open('data/test.csv')))\n\
+         with open('submission.csv', 'w') as f:\n\
+         \x20   f.write('id,y\\n')\n\
+         \x20   for r in test:\n\
+         \x20       f.write(f\"{r['id']},{mean}\\n\")\n\
+         print('predicted', mean)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        task.join("scripts/research_problem.txt"),
+        "Predict y for test.csv as well as you can; write submission.csv (id,y). Metric: MAE.\n",
+    )
+    .unwrap();
+    let answers: Vec<String> = ANSWERS
+        .iter()
+        .enumerate()
+        .map(|(i, y)| format!("{},{y}", 100 + i))
+        .collect();
+    std::fs::write(
+        task.join("scripts/prepare.py"),
+        format!(
+            "{prepare_extra}\n\
+             download_dir = '../env/data'\n\
+             import os\n\
+             os.makedirs(download_dir, exist_ok=True)\n\
+             with open(f'{{download_dir}}/train.csv', 'w') as f:\n\
+             \x20   f.write('id,y\\n' + ''.join(f'{{i}},{{i}}\\n' for i in range(1, 11)))\n\
+             with open(f'{{download_dir}}/test.csv', 'w') as f:\n\
+             \x20   f.write('id\\n100\\n101\\n102\\n')\n\
+             with open('answer.csv', 'w') as f:\n\
+             \x20   f.write('id,y\\n{}\\n')\n",
+            answers.join("\\n")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        task.join("scripts/eval.py"),
+        "import sys, os\n\
+         sys.path.append('../env')\n\
+         import csv\n\
+         \n\
+         def get_score(submission_folder='../env'):\n\
+         \x20   sub = {r['id']: float(r['y']) for r in csv.DictReader(open(os.path.join(submission_folder, 'submission.csv')))}\n\
+         \x20   ans = {r['id']: float(r['y']) for r in csv.DictReader(open(os.path.join(os.path.dirname(__file__), 'answer.csv')))}\n\
+         \x20   return sum(abs(sub[k] - v) for k, v in ans.items()) / len(ans)\n\
+         \n\
+         if __name__ == '__main__':\n\
+         \x20   print(get_score())\n",
+    )
+    .unwrap();
+    std::fs::write(task.join("scripts/read_only_files.txt"), "./data/*\n").unwrap();
+    task
+}
+
+fn expected_mae() -> f64 {
+    ANSWERS.iter().map(|y| (y - 5.5f64).abs()).sum::<f64>() / ANSWERS.len() as f64
+}
+
+fn check_mlagentbench_run(sandbox: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = mlagentbench_folder(tmp.path(), "");
+    let before: Vec<_> = walkdir::WalkDir::new(&task)
+        .into_iter()
+        .map(|e| e.unwrap().path().to_path_buf())
+        .collect();
+    let finished = common::run_episode(
+        &common::agent("baseline"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        &["--sandbox", sandbox],
+    );
+    let score = &finished.json["score"];
+    assert_eq!(score["valid"], true, "{score}");
+    let mae = score["score"].as_f64().unwrap();
+    assert!((mae - expected_mae()).abs() < 1e-9, "{mae} != {}", expected_mae());
+    assert_eq!(score["metric"], "score", "an unknown MLAgentBench task reports `score`");
+
+    // The workspace got the prepared data, not the answers; the answers
+    // stayed in the prepared scripts folder the evaluator alone mounts.
+    let workspace = finished.dir.join("workspace");
+    assert!(workspace.join("data/train.csv").is_file() && workspace.join("data/test.csv").is_file());
+    assert!(!workspace.join("answer.csv").exists());
+    assert!(common::files_containing(&workspace, "id,y\n100,4.0").is_empty());
+    // Read-only patterns from read_only_files.txt apply, however spelt.
+    let listed = finished
+        .events()
+        .into_iter()
+        .find(|e| e["function"] == "execute-script")
+        .expect("the baseline ran train.py");
+    assert_eq!(listed["result"]["ok"]["exit_code"], 0, "{listed}");
+    // The folder itself is unchanged: prepare ran on a copy.
+    let after: Vec<_> = walkdir::WalkDir::new(&task)
+        .into_iter()
+        .map(|e| e.unwrap().path().to_path_buf())
+        .collect();
+    assert_eq!(before, after, "mlrb changed the MLAgentBench folder");
+}
+
+#[test]
+fn an_mlagentbench_folder_runs_unchanged_in_the_local_sandbox() {
+    check_mlagentbench_run("local");
+}
+
+#[test]
+fn an_mlagentbench_folder_runs_unchanged_in_docker() {
+    if !common::docker_ready() {
+        return;
+    }
+    check_mlagentbench_run("docker");
+}
+
+#[test]
+fn mlagentbench_read_only_patterns_hold_however_a_path_is_spelt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = mlagentbench_folder(tmp.path(), "");
+    let finished = common::run_episode(
+        &common::agent("read_only_spelling"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        &[],
+    );
+    let workspace = finished.dir.join("workspace");
+    let train = std::fs::read_to_string(workspace.join("data/train.csv")).unwrap();
+    assert!(train.starts_with("id,y\n1,1\n"), "data/train.csv was changed: {train}");
+    let answer = finished.answer();
+    assert!(!answer.contains("ESCAPED"), "{answer}");
+    assert!(answer.contains("write ./data/train.csv: denied"), "{answer}");
+}
+
+#[test]
+fn a_prepare_step_that_asks_for_input_fails_at_once_with_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    // MLAgentBench's Kaggle tasks ask for consent this way.
+    let task = mlagentbench_folder(tmp.path(), "input('Consent to the competition rules; press any key')");
+    let check = common::mlrb().args(["tasks", "check"]).arg(&task).output().unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(!check.status.success(), "{report}");
+    assert!(report.contains("asks for input"), "{report}");
+
+    let agent = common::agent("baseline");
+    let started = Instant::now();
+    let output = common::run_command(&agent, task.to_str().unwrap(), &tmp.path().join("runs"), &[])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("prepare.py asked for input"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(60), "it waited");
+}
+
+#[test]
+fn tasks_check_reports_what_a_folder_lacks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = mlagentbench_folder(tmp.path(), "");
+    let cache = tmp.path().join("cache");
+    let json = |task: &Path| -> serde_json::Value {
+        let output = common::mlrb()
+            .env("MLRB_CACHE_DIR", &cache)
+            .args(["tasks", "check", "--json"])
+            .arg(task)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)))
+    };
+    let status = |report: &serde_json::Value, check: &str| -> String {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == check)
+            .map(|c| c["status"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    let report = json(&task);
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(status(&report, "data"), "warn", "not prepared yet: {report}");
+    assert_eq!(status(&report, "metric"), "warn", "direction assumed: {report}");
+    assert_eq!(status(&report, "baseline"), "warn", "{report}");
+
+    std::fs::write(task.join("scripts/eval.py"), "def score(folder):\n    return 1\n").unwrap();
+    let report = json(&task);
+    assert_eq!(report["ok"], false, "{report}");
+    assert_eq!(status(&report, "evaluator"), "fail", "{report}");
+
+    let report = json(&common::workspace_root().join("tasks/digits"));
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(status(&report, "reference solution"), "ok", "{report}");
+}
+
+#[test]
+fn a_gpu_task_is_refused_on_this_host_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let out = tmp.path().join("runs");
+    let agent = common::agent("baseline");
+    for sandbox in ["local", "docker"] {
+        let started = Instant::now();
+        let output = common::run_command(&agent, "llm_efficiency", &out, &["--sandbox", sandbox])
+            .env("MLRB_CACHE_DIR", &cache)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("cannot run on this host")
+                && stderr.contains("GPU")
+                && stderr.contains("Nothing was started"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+    assert!(!out.exists(), "a run directory was made");
+    assert!(!cache.join("prepared").exists(), "the task was prepared");
+}
+
+#[test]
+fn tasks_test_fails_a_task_whose_baseline_is_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("digits");
+    common::copy_dir(&common::workspace_root().join("tasks/digits"), &task);
+    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    let toml = toml.replacen("baseline = 0.828889", "baseline = 0.7", 1);
+    std::fs::write(task.join("task.toml"), toml).unwrap();
+    let output = common::mlrb()
+        .args(["tasks", "test", "--json"])
+        .arg(&task)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let reports: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = &reports[0];
+    assert_eq!(report["passed"], false);
+    let baseline = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "baseline")
+        .unwrap();
+    assert_eq!(baseline["status"], "fail", "{report}");
+    assert!(baseline["detail"].as_str().unwrap().contains("0.828889"), "{report}");
+    // The reference solution still ran and won.
+    assert!(report["reference"]["score"].as_f64().unwrap() > 0.95, "{report}");
+}
+
+#[test]
+fn tasks_test_passes_for_every_task_of_the_cpu_suite() {
+    let output = common::mlrb()
+        .args(["tasks", "test", "--suite", "cpu", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let reports: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&output.stderr)));
+    let reports = reports.as_array().unwrap();
+    assert!(
+        reports.len() >= 7,
+        "the CPU suite has the core tasks and at least five more"
+    );
+    for report in reports {
+        assert_eq!(report["passed"], true, "{report:#}");
+        let gain = report["reference_improvement"].as_f64().unwrap();
+        assert!(
+            gain > 0.10,
+            "{}: the reference beats the baseline by only {gain}",
+            report["task"]
+        );
+    }
+    assert!(output.status.success());
+}
+
+/// A copy of the digits task with intermediate scoring configured.
+fn digits_with_validation(dir: &Path, enabled: bool, hide_score: bool, max_calls: u32) -> PathBuf {
+    let task = dir.join("digits");
+    common::copy_dir(&common::workspace_root().join("tasks/digits"), &task);
+    let mut toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    if let Some(at) = toml.find("[validation]") {
+        toml.truncate(at);
+    }
+    toml.push_str(&format!(
+        "\n[validation]\nenabled = {enabled}\nhide_score = {hide_score}\nmax_calls = {max_calls}\n"
+    ));
+    std::fs::write(task.join("task.toml"), toml).unwrap();
+    task
+}
+
+fn answer_line(answer: &str, label: &str) -> String {
+    answer
+        .lines()
+        .find(|l| l.starts_with(&format!("{label}:")))
+        .unwrap_or_else(|| panic!("no `{label}` line in {answer}"))
+        .to_string()
+}
+
+#[test]
+fn validate_scores_the_current_workspace_and_records_each_validation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = digits_with_validation(tmp.path(), true, false, 3);
+    let finished = common::run_episode(
+        &common::agent("validator"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        &[],
+    );
+    let answer = finished.answer();
+    assert!(answer_line(&answer, "start").contains("valid=false"), "{answer}");
+    assert!(
+        answer_line(&answer, "start").contains("submission.csv missing"),
+        "{answer}"
+    );
+    assert!(
+        answer_line(&answer, "trained").contains("valid=true score=0.828889"),
+        "{answer}"
+    );
+    assert!(answer_line(&answer, "broken").contains("valid=false"), "{answer}");
+    assert!(
+        answer_line(&answer, "extra").contains("error budget-exhausted"),
+        "{answer}"
+    );
+
+    // Each validation is a step in the trace and a record in episode.json.
+    let validations: Vec<_> = finished
+        .events()
+        .into_iter()
+        .filter(|e| e["function"] == "validate")
+        .collect();
+    assert_eq!(validations.len(), 4);
+    assert!(validations.iter().all(|e| e["step"].is_u64()));
+    let kept = finished.json["episode"]["end"]["validations"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    assert_eq!(kept[1]["score"], 0.828889);
+    // The final score is of the final (broken) workspace; the best of all is kept.
+    let score = &finished.json["score"];
+    assert_eq!(score["valid"], false, "{score}");
+    assert_eq!(score["best_score"], 0.828889, "{score}");
+    // The hidden answers never entered the workspace or its snapshots.
+    let answers = std::fs::read_to_string(
+        walkdir::WalkDir::new(common::cache_dir().join("prepared"))
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .find(|e| e.path().ends_with("hidden/answers.csv") && e.path().to_string_lossy().contains("digits-"))
+            .expect("digits was prepared")
+            .path(),
+    )
+    .unwrap();
+    let sample: String = answers.lines().skip(1).take(20).collect::<Vec<_>>().join("\n");
+    assert!(common::files_containing(&finished.dir.join("workspace"), &sample).is_empty());
+    assert!(common::files_containing(&finished.dir.join("snapshots"), &sample).is_empty());
+}
+
+#[test]
+fn a_task_can_hide_intermediate_scores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = digits_with_validation(tmp.path(), true, true, 10);
+    let finished = common::run_episode(
+        &common::agent("validator"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        &[],
+    );
+    let answer = finished.answer();
+    let trained = answer_line(&answer, "trained");
+    assert!(trained.contains("valid=true score=none"), "{answer}");
+    assert!(!answer.contains("0.8288"), "the number leaked: {answer}");
+    // The host still keeps the number for the records.
+    let kept = &finished.json["episode"]["end"]["validations"];
+    assert_eq!(kept[1]["score"], 0.828889, "{kept}");
+}
+
+#[test]
+fn validate_is_unavailable_where_the_task_does_not_offer_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = digits_with_validation(tmp.path(), false, false, 1);
+    let finished = common::run_episode(
+        &common::agent("validator"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        &[],
+    );
+    let answer = finished.answer();
+    assert!(
+        answer_line(&answer, "trained").contains("error unavailable"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn an_agent_link_to_the_hidden_answers_is_never_followed_by_the_evaluator() {
+    let (_tmp, finished) = common::run_on_hostile_task("answers_by_symlink", &[], &[]);
+    let answer = finished.answer();
+    assert!(answer.contains("links made"), "{answer}");
+    // The fixture's evaluator accepts any submission.csv it can open: had it
+    // followed the link to /hidden/answers.csv, the submission would be valid.
+    assert!(answer.contains("validate: valid=false"), "{answer}");
+    let score = &finished.json["score"];
+    assert_eq!(score["valid"], false, "{score}");
+    assert!(!common::hidden_token().is_empty());
+    assert!(common::files_containing(&finished.dir, &common::hidden_token()).is_empty());
+}
