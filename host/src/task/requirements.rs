@@ -49,9 +49,14 @@ pub async fn shortfalls(task: &Task, offer: &HostOffer<'_>) -> Vec<Shortfall> {
             lack(
                 "gpus",
                 format!(
-                    "{} GPU(s){per_gpu}; this host was given {} (pass --gpus with the device ids of NVIDIA GPUs)",
+                    "{} GPU(s){per_gpu}; this host was given {} (--gpus {}; pass the device ids of NVIDIA GPUs)",
                     resources.gpus,
-                    offer.gpus.size()
+                    offer.gpus.size(),
+                    if offer.gpus.size() == 0 {
+                        "none".to_string()
+                    } else {
+                        offer.gpus.devices().join(",")
+                    }
                 ),
             );
         } else if resources.gpu_memory_gb > 0.0 {
