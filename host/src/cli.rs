@@ -8,11 +8,10 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use crate::episode::{AgentLimits, EpisodeRecord, EpisodeSpec, Host};
-use crate::sandbox::docker::DockerSandbox;
 use crate::sandbox::gpu::GpuPool;
 use crate::sandbox::image::{self, ImageRecipe};
-use crate::sandbox::local::LocalSandbox;
-use crate::{paths, report, task};
+use crate::sandbox::{self, SandboxKind};
+use crate::{bench, paths, report, task};
 
 /// mlrb benchmarks AI research agents. An agent is a WebAssembly component;
 /// mlrb gives it an ML task and a typed set of tools (files, scripts),
@@ -41,6 +40,17 @@ pub struct Cli {
 enum Command {
     /// Run one agent on one task: a scored, fully recorded episode.
     Run(RunArgs),
+    /// Run every agent on every task over several seeds: a journalled
+    /// benchmark run that `--resume` completes after a crash.
+    Bench(BenchArgs),
+    /// The tables of a bench run (from its results.jsonl).
+    Report {
+        /// A bench run directory (runs/<run-name>).
+        run_dir: PathBuf,
+        /// Print summary.json instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
     /// Score an episode again from its final snapshot.
     Eval {
         /// An episode directory (runs/<run>/<task>/<agent>/<seed>).
@@ -90,12 +100,6 @@ struct SandboxArgs {
     gpus: Vec<String>,
 }
 
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-enum SandboxKind {
-    Local,
-    Docker,
-}
-
 #[derive(Args, Debug)]
 struct RunArgs {
     /// The agent component (.wasm) to run.
@@ -127,6 +131,57 @@ struct RunArgs {
     json: bool,
     #[command(flatten)]
     sandbox: SandboxArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  mlrb bench --agent a.wasm --agent b.wasm --task digits --task house-prices --seeds 3 -j 2\n  mlrb bench --plan plan.toml\n  mlrb bench --resume runs/20261122-101500"
+)]
+struct BenchArgs {
+    /// A plan file (TOML: agents, tasks, seeds, sandbox, parallel, ...); flags add to it.
+    #[arg(long, value_name = "FILE.toml")]
+    plan: Option<PathBuf>,
+    /// Resume the bench in this run directory: run exactly the episodes without a final result.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["plan", "agent", "task"])]
+    resume: Option<PathBuf>,
+    /// An agent component (repeatable).
+    #[arg(long, value_name = "FILE.wasm")]
+    agent: Vec<PathBuf>,
+    /// A task name or folder (repeatable).
+    #[arg(long, value_name = "NAME|PATH")]
+    task: Vec<String>,
+    /// A number of seeds (3 means 1,2,3) or a list (1,5,9).
+    #[arg(long, value_delimiter = ',')]
+    seeds: Vec<u64>,
+    /// Episodes run at once.
+    #[arg(short = 'j', long)]
+    parallel: Option<usize>,
+    /// Attempts after an infrastructure failure [default: 2].
+    #[arg(long)]
+    retries: Option<u32>,
+    #[arg(long)]
+    max_steps: Option<u32>,
+    #[arg(long)]
+    wall_seconds: Option<u64>,
+    /// Where runs are written.
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    out: PathBuf,
+    /// The run's name [default: the current UTC time].
+    #[arg(long)]
+    run_name: Option<String>,
+    /// No progress display.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Print summary.json instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// `local` or `docker` [default: the plan's, else local].
+    #[arg(long, value_enum)]
+    sandbox: Option<SandboxKind>,
+    #[arg(long)]
+    image: Option<String>,
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    gpus: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -212,6 +267,8 @@ fn init_logging(verbose: u8) {
 async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => run(args).await,
+        Command::Bench(args) => bench(args).await,
+        Command::Report { run_dir, json } => bench_report(&run_dir, json),
         Command::Eval {
             episode_dir,
             sandbox,
@@ -233,17 +290,12 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
 }
 
 async fn host(args: &SandboxArgs, task: &task::Task) -> Result<Host> {
-    let sandbox: Arc<dyn crate::sandbox::Sandbox> = match args.sandbox {
-        SandboxKind::Local => Arc::new(LocalSandbox::detect()?),
-        SandboxKind::Docker => {
-            let image = args
-                .image
-                .clone()
-                .or_else(|| task.spec.resources.image.clone())
-                .unwrap_or_else(|| ImageRecipe::standard(false).tag());
-            Arc::new(DockerSandbox::connect(&image).await?)
-        }
-    };
+    let image = args
+        .image
+        .clone()
+        .or_else(|| task.spec.resources.image.clone())
+        .unwrap_or_else(|| ImageRecipe::standard(false).tag());
+    let sandbox = sandbox::open(args.sandbox, &image).await?;
     Ok(Host::new(&paths::cache_dir(), sandbox)?.with_gpus(GpuPool::new(&args.gpus)?))
 }
 
@@ -544,4 +596,103 @@ async fn tasks_test(
         );
     }
     Ok(if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The plan of a new bench: the plan file, if any, with the flags added.
+fn bench_plan(args: &BenchArgs) -> Result<bench::Plan> {
+    let mut plan = match &args.plan {
+        Some(path) => bench::Plan::load(path)?,
+        None => bench::Plan {
+            agents: Vec::new(),
+            tasks: Vec::new(),
+            seeds: bench::Seeds::Count(1),
+            sandbox: SandboxKind::Local,
+            image: None,
+            gpus: Vec::new(),
+            parallel: 1,
+            max_steps: None,
+            wall_seconds: None,
+            agent_memory_mb: 1024,
+            retries: 2,
+        },
+    };
+    plan.agents
+        .extend(args.agent.iter().cloned().map(bench::AgentEntry::Path));
+    plan.tasks.extend(args.task.iter().cloned());
+    match args.seeds.as_slice() {
+        [] => {}
+        [count] => plan.seeds = bench::Seeds::Count(*count),
+        list => plan.seeds = bench::Seeds::List(list.to_vec()),
+    }
+    if let Some(parallel) = args.parallel {
+        plan.parallel = parallel;
+    }
+    if let Some(retries) = args.retries {
+        plan.retries = retries;
+    }
+    if let Some(sandbox) = args.sandbox {
+        plan.sandbox = sandbox;
+    }
+    plan.image = args.image.clone().or(plan.image);
+    if !args.gpus.is_empty() {
+        plan.gpus = args.gpus.clone();
+    }
+    plan.max_steps = args.max_steps.or(plan.max_steps);
+    plan.wall_seconds = args.wall_seconds.or(plan.wall_seconds);
+    Ok(plan)
+}
+
+async fn bench(args: BenchArgs) -> Result<ExitCode> {
+    let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    let (plan, dir) = match &args.resume {
+        Some(dir) => (None, dir.clone()),
+        None => {
+            let run_name = paths::safe_component(
+                &args
+                    .run_name
+                    .clone()
+                    .unwrap_or_else(|| chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string()),
+            );
+            (Some(bench_plan(&args)?), args.out.join(run_name))
+        }
+    };
+    let interrupt = async move {
+        match sigint {
+            Some(mut sigint) => {
+                sigint.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let outcome = bench::run(plan, &dir, &paths::cache_dir(), args.quiet || args.json, interrupt).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&outcome.summary)?);
+    } else {
+        println!("{}", report::summary_tables(&outcome.summary));
+        println!(
+            "{} of {} episodes have results ({} run now); results in {}",
+            outcome.results.len(),
+            outcome.summary.episodes.max(outcome.results.len()),
+            outcome.ran,
+            dir.display()
+        );
+    }
+    Ok(if outcome.interrupted {
+        eprintln!("interrupted: `mlrb bench --resume {}` runs what is left", dir.display());
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn bench_report(dir: &Path, json: bool) -> Result<ExitCode> {
+    let results = bench::read_results(dir)?;
+    let summary = bench::metrics::summarize(&results);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!("{}", report::summary_tables(&summary));
+        println!("{} episode(s) in {}", results.len(), dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 //! Dependencies point one way:
 //! `cli → episode → {capability, sandbox, task} → {record, engine}`.
 
+pub mod bench;
 pub mod capability;
 pub mod cli;
 pub mod engine;

@@ -204,3 +204,85 @@ pub fn selftest_table(reports: &[Report]) -> Table {
     }
     table
 }
+
+fn mean_se(value: Option<crate::bench::metrics::MeanSe>, as_percent: bool) -> String {
+    match value {
+        None => "—".into(),
+        Some(m) => {
+            let scale = if as_percent { 100.0 } else { 1.0 };
+            let unit = if as_percent { " %" } else { "" };
+            match m.se {
+                Some(se) => format!("{:+.1} ± {:.1}{unit}", m.mean * scale, se * scale),
+                None => format!("{:+.1}{unit}", m.mean * scale),
+            }
+        }
+    }
+}
+
+/// The tables of `mlrb bench` and `mlrb report`: per task and agent, then
+/// per agent across tasks.
+pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
+    let mut by_task = Table::new();
+    by_task
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    by_task.set_header(vec![
+        "task",
+        "agent",
+        "runs",
+        "valid",
+        "success",
+        "improvement",
+        "score",
+        "best",
+        "normalised",
+        "steps",
+        "wall",
+    ]);
+    for group in &summary.by_task_and_agent {
+        let s = &group.stats;
+        by_task.add_row(vec![
+            format!("{} ({})", group.task, if group.higher_is_better { "↑" } else { "↓" }),
+            group.agent.clone(),
+            s.runs.to_string(),
+            s.valid.to_string(),
+            format!("{:.0} %", s.success_rate * 100.0),
+            mean_se(s.improvement, true),
+            number(s.score.map(|m| m.mean)),
+            number(s.best_score),
+            number(s.normalized.map(|m| m.mean)),
+            format!("{:.1}", s.mean_steps),
+            format!("{:.1} s", s.mean_wall_seconds),
+        ]);
+    }
+    let mut by_agent = Table::new();
+    by_agent
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    by_agent.set_header(vec![
+        "agent",
+        "tasks",
+        "runs",
+        "valid",
+        "success",
+        "improvement",
+        "normalised",
+        "tokens",
+        "cost",
+    ]);
+    for agent in &summary.by_agent {
+        let s = &agent.stats;
+        by_agent.add_row(vec![
+            agent.agent.clone(),
+            agent.tasks.to_string(),
+            s.runs.to_string(),
+            s.valid.to_string(),
+            format!("{:.0} %", s.success_rate * 100.0),
+            mean_se(s.improvement, true),
+            number(s.normalized.map(|m| m.mean)),
+            (s.input_tokens + s.output_tokens).to_string(),
+            format!("${:.2}", s.cost_usd),
+        ]);
+    }
+    format!("{by_task}\n{by_agent}")
+}

@@ -224,6 +224,12 @@ pub struct ScoreRecord {
 }
 
 impl ScoreRecord {
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join("score.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: not an mlrb score record: {e}", path.display()))
+    }
+
     pub fn from_evaluation(task: &Task, record: &EpisodeRecord, snapshot: u64, evaluation: Evaluation) -> Self {
         let metric = &task.spec.metric;
         let improvement = match (evaluation.score, metric.baseline) {

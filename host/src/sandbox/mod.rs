@@ -15,6 +15,25 @@ use serde::Serialize;
 
 pub use output::CapturedOutput;
 
+/// Which sandbox runs scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxKind {
+    /// bubblewrap on this machine (the default).
+    #[default]
+    Local,
+    /// Containers of the local Docker engine.
+    Docker,
+}
+
+/// Opens the sandbox of `kind`; `image` is the container image for Docker.
+pub async fn open(kind: SandboxKind, image: &str) -> anyhow::Result<std::sync::Arc<dyn Sandbox>> {
+    Ok(match kind {
+        SandboxKind::Local => std::sync::Arc::new(local::LocalSandbox::detect()?),
+        SandboxKind::Docker => std::sync::Arc::new(docker::DockerSandbox::connect(image).await?),
+    })
+}
+
 /// A host path made visible inside the sandbox.
 #[derive(Debug, Clone)]
 pub struct Mount {

@@ -1,0 +1,280 @@
+//! One line per episode (`results.jsonl`) and the metrics of a run
+//! (`summary.json`): per task and agent, and per agent across tasks.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::capability::session::EndReason;
+use crate::episode::{EpisodeRecord, ScoreRecord};
+
+/// An episode's result, as `results.jsonl` holds it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResultLine {
+    pub id: String,
+    pub task: String,
+    pub agent: String,
+    pub seed: u64,
+    /// The episode directory, relative to the run directory.
+    pub dir: String,
+    pub metric: String,
+    pub higher_is_better: bool,
+    pub end_reason: Option<EndReason>,
+    pub score: Option<f64>,
+    pub valid: bool,
+    pub baseline: Option<f64>,
+    pub reference: Option<f64>,
+    pub improvement: Option<f64>,
+    pub normalized: Option<f64>,
+    pub success: bool,
+    pub best_score: Option<f64>,
+    /// (step, score) of each valid intermediate scoring.
+    pub score_over_steps: Vec<(u32, f64)>,
+    pub steps: u32,
+    pub wall_ms: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    pub attempts: u32,
+    /// Set when the infrastructure failed on every attempt: no agent result.
+    pub infra_error: Option<String>,
+}
+
+impl ResultLine {
+    pub fn from_records(id: &str, agent: &str, dir: &str, record: &EpisodeRecord, score: &ScoreRecord) -> Self {
+        let end = record.end.as_ref();
+        Self {
+            id: id.to_string(),
+            task: score.task.clone(),
+            agent: agent.to_string(),
+            seed: record.seed,
+            dir: dir.to_string(),
+            metric: score.metric.clone(),
+            higher_is_better: score.higher_is_better,
+            end_reason: score.end_reason,
+            score: score.score,
+            valid: score.valid,
+            baseline: score.baseline,
+            reference: score.reference,
+            improvement: score.improvement,
+            normalized: score.normalized,
+            success: score.success,
+            best_score: score.best_score,
+            score_over_steps: end
+                .map(|e| {
+                    e.validations
+                        .iter()
+                        .filter_map(|v| v.score.map(|s| (v.step, s)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            steps: end.map_or(0, |e| e.steps),
+            wall_ms: end.map_or(0, |e| e.wall_ms),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            attempts: 1,
+            infra_error: None,
+        }
+    }
+
+    /// The result of an episode the infrastructure never let run.
+    pub fn infra_failed(id: &str, task: &str, agent: &str, seed: u64, dir: &str, attempts: u32, error: &str) -> Self {
+        Self {
+            id: id.to_string(),
+            task: task.to_string(),
+            agent: agent.to_string(),
+            seed,
+            dir: dir.to_string(),
+            metric: String::new(),
+            higher_is_better: true,
+            end_reason: None,
+            score: None,
+            valid: false,
+            baseline: None,
+            reference: None,
+            improvement: None,
+            normalized: None,
+            success: false,
+            best_score: None,
+            score_over_steps: Vec::new(),
+            steps: 0,
+            wall_ms: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            attempts,
+            infra_error: Some(error.to_string()),
+        }
+    }
+}
+
+/// A mean with its standard error (sample standard deviation / sqrt n).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct MeanSe {
+    pub mean: f64,
+    pub se: Option<f64>,
+    pub n: usize,
+}
+
+pub fn mean_se(values: &[f64]) -> Option<MeanSe> {
+    let n = values.len();
+    if n == 0 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let se = (n > 1).then(|| {
+        let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        (variance / n as f64).sqrt()
+    });
+    Some(MeanSe { mean, se, n })
+}
+
+/// The metrics of a group of episodes (one task and agent, or one agent).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stats {
+    pub runs: usize,
+    /// Episodes the infrastructure never let run.
+    pub infra_failures: usize,
+    pub valid: usize,
+    /// Share of runs more than 10 % better than the baseline.
+    pub success_rate: f64,
+    /// Over valid runs with a baseline.
+    pub improvement: Option<MeanSe>,
+    pub score: Option<MeanSe>,
+    /// Over valid runs of tasks that declare a reference.
+    pub normalized: Option<MeanSe>,
+    /// The best final or intermediate score of any run.
+    pub best_score: Option<f64>,
+    pub mean_steps: f64,
+    pub mean_wall_seconds: f64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl Stats {
+    fn of(results: &[&ResultLine]) -> Self {
+        let runs = results.len();
+        let valid: Vec<&&ResultLine> = results.iter().filter(|r| r.valid).collect();
+        let collect =
+            |f: &dyn Fn(&ResultLine) -> Option<f64>| -> Vec<f64> { valid.iter().filter_map(|r| f(r)).collect() };
+        let higher = results.first().is_none_or(|r| r.higher_is_better);
+        let best_score = results
+            .iter()
+            .filter_map(|r| r.best_score.or(r.score))
+            .reduce(|a, b| if (b > a) == higher { b } else { a });
+        let denominator = runs.max(1) as f64;
+        Self {
+            runs,
+            infra_failures: results.iter().filter(|r| r.infra_error.is_some()).count(),
+            valid: valid.len(),
+            success_rate: results.iter().filter(|r| r.success).count() as f64 / denominator,
+            improvement: mean_se(&collect(&|r| r.improvement)),
+            score: mean_se(&collect(&|r| r.score)),
+            normalized: mean_se(&collect(&|r| r.normalized)),
+            best_score,
+            mean_steps: results.iter().map(|r| f64::from(r.steps)).sum::<f64>() / denominator,
+            mean_wall_seconds: results.iter().map(|r| r.wall_ms as f64 / 1000.0).sum::<f64>() / denominator,
+            input_tokens: results.iter().map(|r| r.input_tokens).sum(),
+            output_tokens: results.iter().map(|r| r.output_tokens).sum(),
+            cost_usd: results.iter().map(|r| r.cost_usd).sum(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskAgentStats {
+    pub task: String,
+    pub agent: String,
+    pub metric: String,
+    pub higher_is_better: bool,
+    pub baseline: Option<f64>,
+    pub reference: Option<f64>,
+    #[serde(flatten)]
+    pub stats: Stats,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentStats {
+    pub agent: String,
+    pub tasks: usize,
+    #[serde(flatten)]
+    pub stats: Stats,
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub episodes: usize,
+    pub by_task_and_agent: Vec<TaskAgentStats>,
+    /// Across tasks: improvement and normalised score are means over all
+    /// valid runs of the agent.
+    pub by_agent: Vec<AgentStats>,
+}
+
+pub fn summarize(results: &[ResultLine]) -> Summary {
+    let mut groups: BTreeMap<(String, String), Vec<&ResultLine>> = BTreeMap::new();
+    let mut agents: BTreeMap<String, Vec<&ResultLine>> = BTreeMap::new();
+    for result in results {
+        groups
+            .entry((result.task.clone(), result.agent.clone()))
+            .or_default()
+            .push(result);
+        agents.entry(result.agent.clone()).or_default().push(result);
+    }
+    let by_task_and_agent = groups
+        .into_iter()
+        .map(|((task, agent), group)| {
+            // Infrastructure-failed lines carry no task metadata.
+            let known = group.iter().find(|r| r.infra_error.is_none()).copied();
+            TaskAgentStats {
+                metric: known.map(|r| r.metric.clone()).unwrap_or_default(),
+                higher_is_better: known.is_none_or(|r| r.higher_is_better),
+                baseline: known.and_then(|r| r.baseline),
+                reference: known.and_then(|r| r.reference),
+                stats: Stats::of(&group),
+                task,
+                agent,
+            }
+        })
+        .collect();
+    let by_agent = agents
+        .into_iter()
+        .map(|(agent, group)| {
+            let mut stats = Stats::of(&group);
+            // Scores of different tasks are not comparable.
+            stats.score = None;
+            stats.best_score = None;
+            AgentStats {
+                tasks: group
+                    .iter()
+                    .map(|r| r.task.as_str())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len(),
+                agent,
+                stats,
+            }
+        })
+        .collect();
+    Summary {
+        episodes: results.len(),
+        by_task_and_agent,
+        by_agent,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_and_standard_error() {
+        let m = mean_se(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert!((m.mean - 2.5).abs() < 1e-12);
+        // sample sd = sqrt(5/3); se = sd / 2
+        assert!((m.se.unwrap() - (5.0f64 / 3.0).sqrt() / 2.0).abs() < 1e-12);
+        assert_eq!(mean_se(&[7.0]).unwrap().se, None);
+        assert!(mean_se(&[]).is_none());
+    }
+}
