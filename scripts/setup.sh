@@ -5,7 +5,7 @@
 # built-in tasks use, and the Rust target agents are compiled for.
 set -euo pipefail
 
-packages=(bubblewrap debootstrap tar python3 python3-numpy python3-scipy python3-sklearn python3-pandas)
+packages=(bubblewrap debootstrap tar python3 python3-numpy python3-scipy python3-sklearn python3-pandas chromium)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

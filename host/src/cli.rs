@@ -43,13 +43,23 @@ enum Command {
     /// Run every agent on every task over several seeds: a journalled
     /// benchmark run that `--resume` completes after a crash.
     Bench(BenchArgs),
-    /// The tables of a bench run (from its results.jsonl).
+    /// The tables of a bench run (from its results.jsonl); rewrites its
+    /// summary.json and report.html.
     Report {
         /// A bench run directory (runs/<run-name>).
         run_dir: PathBuf,
         /// Print summary.json instead of tables.
         #[arg(long)]
         json: bool,
+    },
+    /// A trace viewer on loopback: the episodes of a run, each episode's
+    /// steps, workspace diffs between snapshots, and its score.
+    View {
+        /// A run directory or one episode directory.
+        dir: PathBuf,
+        /// The port on 127.0.0.1 [default: any free one].
+        #[arg(long, default_value_t = 0)]
+        port: u16,
     },
     /// Score an episode again from its final snapshot.
     Eval {
@@ -269,6 +279,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Run(args) => run(args).await,
         Command::Bench(args) => bench(args).await,
         Command::Report { run_dir, json } => bench_report(&run_dir, json),
+        Command::View { dir, port } => view(&dir, port).await,
         Command::Eval {
             episode_dir,
             sandbox,
@@ -688,11 +699,37 @@ async fn bench(args: BenchArgs) -> Result<ExitCode> {
 fn bench_report(dir: &Path, json: bool) -> Result<ExitCode> {
     let results = bench::read_results(dir)?;
     let summary = bench::metrics::summarize(&results);
+    bench::write_outputs(dir, &results)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!("{}", report::summary_tables(&summary));
-        println!("{} episode(s) in {}", results.len(), dir.display());
+        println!(
+            "{} episode(s) in {}; the HTML report is {}",
+            results.len(),
+            dir.display(),
+            dir.join("report.html").display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn view(dir: &Path, port: u16) -> Result<ExitCode> {
+    let viewer = crate::view::Viewer::new(dir)?;
+    // Loopback only: traces may hold what an organiser must not publish.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .with_context(|| format!("listening on 127.0.0.1:{port}"))?;
+    let address = listener.local_addr()?;
+    println!(
+        "mlrb view: serving {} at http://{address}/ (Ctrl-C stops)",
+        dir.display()
+    );
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    tokio::select! {
+        served = viewer.serve(listener) => served?,
+        _ = tokio::signal::ctrl_c() => {}
     }
     Ok(ExitCode::SUCCESS)
 }

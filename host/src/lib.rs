@@ -13,3 +13,4 @@ pub mod record;
 pub mod report;
 pub mod sandbox;
 pub mod task;
+pub mod view;

@@ -2,6 +2,7 @@
 //! bounded number of episodes at once, journalled so that a killed bench
 //! resumes exactly, and summarised into `results.jsonl` and `summary.json`.
 
+pub mod html;
 pub mod journal;
 pub mod metrics;
 pub mod progress;
@@ -349,7 +350,7 @@ pub async fn run(
     })
 }
 
-/// Writes `results.jsonl` and `summary.json` (atomically).
+/// Writes `results.jsonl`, `summary.json` and `report.html` (atomically).
 pub fn write_outputs(dir: &Path, results: &[ResultLine]) -> Result<()> {
     let mut lines = Vec::new();
     for result in results {
@@ -363,10 +364,15 @@ pub fn write_outputs(dir: &Path, results: &[ResultLine]) -> Result<()> {
         Ok(())
     };
     write("results.jsonl", &lines)?;
-    write(
-        "summary.json",
-        &serde_json::to_vec_pretty(&metrics::summarize(results))?,
-    )?;
+    let summary = metrics::summarize(results);
+    write("summary.json", &serde_json::to_vec_pretty(&summary)?)?;
+    let title = format!(
+        "mlrb bench {}",
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
+    write("report.html", html::render(&title, &summary, results).as_bytes())?;
     Ok(())
 }
 

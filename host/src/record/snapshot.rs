@@ -177,6 +177,31 @@ impl SnapshotStore {
     }
 }
 
+/// The manifest `id` of an episode's snapshot directory.
+pub fn read_manifest(dir: &Path, id: u64) -> Result<Manifest> {
+    let path = dir.join("manifests").join(format!("{id:06}.json"));
+    let text = fs::read_to_string(&path).with_context(|| format!("{}: no such snapshot", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: malformed manifest", path.display()))
+}
+
+/// Every manifest of an episode's snapshot directory, in order.
+pub fn all_manifests(dir: &Path) -> Result<Vec<Manifest>> {
+    let manifests = dir.join("manifests");
+    let mut names: Vec<_> = fs::read_dir(&manifests)
+        .with_context(|| format!("{}: no snapshots here", manifests.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|path| {
+            let text = fs::read_to_string(path)?;
+            serde_json::from_str(&text).with_context(|| format!("{}: malformed manifest", path.display()))
+        })
+        .collect()
+}
+
 /// The manifest with the highest id in an episode's snapshot directory.
 pub fn latest_manifest(dir: &Path) -> Result<Manifest> {
     let manifests = dir.join("manifests");

@@ -1,0 +1,321 @@
+//! The self-contained HTML report of a bench run (`report.html`): the
+//! summary tables and inline SVG plots (score distribution per task and
+//! agent, success rate per agent, score over steps). One file, no script,
+//! nothing fetched: it opens anywhere, offline.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::metrics::{MeanSe, ResultLine, Summary};
+
+/// Escapes text for HTML.
+pub fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const PALETTE: [&str; 8] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+];
+
+fn colour(index: usize) -> &'static str {
+    PALETTE[index % PALETTE.len()]
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or("—".into(), fmt_num)
+}
+
+fn fmt_mean_se(v: Option<MeanSe>, percent: bool) -> String {
+    let scale = if percent { 100.0 } else { 1.0 };
+    let unit = if percent { " %" } else { "" };
+    match v {
+        None => "—".into(),
+        Some(m) => match m.se {
+            Some(se) => format!("{:+.1} ± {:.1}{unit}", m.mean * scale, se * scale),
+            None => format!("{:+.1}{unit}", m.mean * scale),
+        },
+    }
+}
+
+/// The page.
+pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String {
+    let mut page = String::new();
+    let _ = write!(
+        page,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n<style>{STYLE}</style></head><body>\n<h1>{}</h1>\n<p>{} episodes, {} agent(s), {} task(s).</p>\n",
+        esc(title),
+        esc(title),
+        summary.episodes,
+        summary.by_agent.len(),
+        summary
+            .by_task_and_agent
+            .iter()
+            .map(|g| g.task.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    );
+    page.push_str("<h2>By task and agent</h2>\n<table id=\"summary\"><thead><tr><th>task</th><th>agent</th><th>runs</th><th>valid</th><th>success</th><th>improvement</th><th>mean score</th><th>best</th><th>normalised</th><th>steps</th><th>wall</th></tr></thead><tbody>\n");
+    for g in &summary.by_task_and_agent {
+        let s = &g.stats;
+        let _ = writeln!(
+            page,
+            "<tr><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0} %</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1} s</td></tr>",
+            esc(&g.task),
+            if g.higher_is_better { "↑" } else { "↓" },
+            esc(&g.agent),
+            s.runs,
+            s.valid,
+            s.success_rate * 100.0,
+            fmt_mean_se(s.improvement, true),
+            fmt_opt(s.score.map(|m| m.mean)),
+            fmt_opt(s.best_score),
+            fmt_opt(s.normalized.map(|m| m.mean)),
+            s.mean_steps,
+            s.mean_wall_seconds
+        );
+    }
+    page.push_str("</tbody></table>\n<h2>By agent, across tasks</h2>\n<table id=\"agents\"><thead><tr><th>agent</th><th>tasks</th><th>runs</th><th>valid</th><th>success</th><th>improvement</th><th>normalised</th><th>tokens</th><th>cost</th></tr></thead><tbody>\n");
+    for a in &summary.by_agent {
+        let s = &a.stats;
+        let _ = writeln!(
+            page,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0} %</td><td>{}</td><td>{}</td><td>{}</td><td>${:.2}</td></tr>",
+            esc(&a.agent),
+            a.tasks,
+            s.runs,
+            s.valid,
+            s.success_rate * 100.0,
+            fmt_mean_se(s.improvement, true),
+            fmt_opt(s.normalized.map(|m| m.mean)),
+            s.input_tokens + s.output_tokens,
+            s.cost_usd
+        );
+    }
+    page.push_str("</tbody></table>\n");
+
+    let agents: Vec<&str> = summary.by_agent.iter().map(|a| a.agent.as_str()).collect();
+    page.push_str("<h2>Success rate per agent</h2>\n");
+    page.push_str(&success_plot(summary));
+    page.push_str("<h2>Score distribution per task and agent</h2>\n");
+    let mut by_task: BTreeMap<&str, Vec<&ResultLine>> = BTreeMap::new();
+    for r in results {
+        by_task.entry(r.task.as_str()).or_default().push(r);
+    }
+    for (task, rows) in &by_task {
+        page.push_str(&distribution_plot(task, rows, &agents));
+    }
+    let with_steps: Vec<&ResultLine> = results.iter().filter(|r| !r.score_over_steps.is_empty()).collect();
+    if !with_steps.is_empty() {
+        page.push_str("<h2>Score over steps (intermediate scoring)</h2>\n");
+        let mut steps_by_task: BTreeMap<&str, Vec<&ResultLine>> = BTreeMap::new();
+        for r in with_steps {
+            steps_by_task.entry(r.task.as_str()).or_default().push(r);
+        }
+        for (task, rows) in &steps_by_task {
+            page.push_str(&steps_plot(task, rows, &agents));
+        }
+    }
+    page.push_str("<h2>Episodes</h2>\n<table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>score</th><th>valid</th><th>improvement</th><th>steps</th><th>wall</th></tr></thead><tbody>\n");
+    for r in results {
+        let _ = writeln!(
+            page,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1} s</td></tr>",
+            esc(&r.id),
+            esc(&match (&r.end_reason, &r.infra_error) {
+                (_, Some(e)) => format!("infrastructure failure: {e}"),
+                (Some(reason), None) => format!("{reason:?}"),
+                (None, None) => "—".into(),
+            }),
+            fmt_opt(r.score),
+            if r.valid { "yes" } else { "no" },
+            r.improvement.map_or("—".into(), |i| format!("{:+.1} %", i * 100.0)),
+            r.steps,
+            r.wall_ms as f64 / 1000.0
+        );
+    }
+    page.push_str("</tbody></table>\n</body></html>\n");
+    page
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}svg{display:block;margin:1em 0;font-size:12px}.axis{stroke:#888}.label{fill:#444}";
+
+const WIDTH: f64 = 640.0;
+const LEFT: f64 = 140.0;
+const RIGHT: f64 = 20.0;
+
+fn success_plot(summary: &Summary) -> String {
+    let row = 26.0;
+    let height = 30.0 + row * summary.by_agent.len() as f64;
+    let span = WIDTH - LEFT - RIGHT;
+    let mut svg = format!(
+        "<svg class=\"plot\" id=\"success\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"success rate per agent\">"
+    );
+    for (i, agent) in summary.by_agent.iter().enumerate() {
+        let y = 10.0 + row * i as f64;
+        let w = span * agent.stats.success_rate;
+        let _ = write!(
+            svg,
+            "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><rect x=\"{LEFT}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{}\">{:.0} %</text>",
+            LEFT - 6.0,
+            y + 14.0,
+            esc(&agent.agent),
+            row - 8.0,
+            colour(i),
+            LEFT + w + 4.0,
+            y + 14.0,
+            agent.stats.success_rate * 100.0
+        );
+    }
+    let _ = write!(
+        svg,
+        "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/></svg>\n",
+        height - 12.0,
+        WIDTH - RIGHT,
+        height - 12.0
+    );
+    svg
+}
+
+/// The value range of `values`, padded so single points are visible.
+fn range(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if !lo.is_finite() {
+        return None;
+    }
+    let pad = if hi > lo {
+        (hi - lo) * 0.05
+    } else {
+        lo.abs().max(1.0) * 0.05
+    };
+    Some((lo - pad, hi + pad))
+}
+
+fn distribution_plot(task: &str, rows: &[&ResultLine], agents: &[&str]) -> String {
+    let baseline = rows.iter().find_map(|r| r.baseline);
+    let scores = rows.iter().filter_map(|r| r.score).chain(baseline);
+    let Some((lo, hi)) = range(scores) else {
+        return format!("<p>{}: no valid score.</p>\n", esc(task));
+    };
+    let row = 26.0;
+    let height = 46.0 + row * agents.len() as f64;
+    let span = WIDTH - LEFT - RIGHT;
+    let x = |v: f64| LEFT + span * (v - lo) / (hi - lo);
+    let mut svg = format!(
+        "<svg class=\"plot\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"score distribution for {0}\"><text x=\"4\" y=\"14\" font-weight=\"bold\">{0} ({1})</text>",
+        esc(task),
+        esc(&rows.first().map(|r| r.metric.clone()).unwrap_or_default())
+    );
+    for (i, agent) in agents.iter().enumerate() {
+        let y = 34.0 + row * i as f64;
+        let _ = write!(
+            svg,
+            "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+            LEFT - 6.0,
+            y + 4.0,
+            esc(agent)
+        );
+        for (k, r) in rows.iter().filter(|r| r.agent == *agent).enumerate() {
+            if let Some(score) = r.score {
+                // A small vertical jitter keeps equal scores visible.
+                let jitter = (k % 5) as f64 * 2.0 - 4.0;
+                let _ = write!(
+                    svg,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{}\" fill-opacity=\"0.7\"><title>{}: {}</title></circle>",
+                    x(score),
+                    y + jitter,
+                    colour(i),
+                    esc(&r.id),
+                    fmt_num(score)
+                );
+            }
+        }
+    }
+    if let Some(b) = baseline {
+        let _ = write!(
+            svg,
+            "<line x1=\"{0:.1}\" y1=\"22\" x2=\"{0:.1}\" y2=\"{1}\" stroke=\"#999\" stroke-dasharray=\"4 3\"/><text x=\"{0:.1}\" y=\"{2}\" text-anchor=\"middle\" class=\"label\">baseline {3}</text>",
+            x(b),
+            height - 16.0,
+            height - 4.0,
+            fmt_num(b)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{LEFT}\" y=\"{0}\" class=\"label\">{1}</text><text x=\"{2}\" y=\"{0}\" text-anchor=\"end\" class=\"label\">{3}</text></svg>\n",
+        height - 4.0,
+        fmt_num(lo),
+        WIDTH - RIGHT,
+        fmt_num(hi)
+    );
+    svg
+}
+
+fn steps_plot(task: &str, rows: &[&ResultLine], agents: &[&str]) -> String {
+    let points = rows.iter().flat_map(|r| r.score_over_steps.iter());
+    let Some((lo, hi)) = range(points.clone().map(|p| p.1)) else {
+        return String::new();
+    };
+    let max_step = points.map(|p| p.0).max().unwrap_or(1).max(1) as f64;
+    let height = 220.0;
+    let (top, bottom) = (24.0, height - 24.0);
+    let span = WIDTH - LEFT - RIGHT;
+    let x = |step: u32| LEFT + span * f64::from(step) / max_step;
+    let y = |v: f64| bottom - (bottom - top) * (v - lo) / (hi - lo);
+    let mut svg = format!(
+        "<svg class=\"plot\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"score over steps for {0}\"><text x=\"4\" y=\"14\" font-weight=\"bold\">{0}</text>",
+        esc(task)
+    );
+    for r in rows {
+        let index = agents.iter().position(|a| *a == r.agent).unwrap_or(0);
+        let path: Vec<String> = r
+            .score_over_steps
+            .iter()
+            .map(|(step, score)| format!("{:.1},{:.1}", x(*step), y(*score)))
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>",
+            colour(index),
+            path.join(" "),
+            esc(&r.id)
+        );
+    }
+    let _ = write!(
+        svg,
+        "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{bottom}\" x2=\"{0}\" y2=\"{bottom}\"/><text x=\"{LEFT}\" y=\"{1}\" class=\"label\">step 0</text><text x=\"{0}\" y=\"{1}\" text-anchor=\"end\" class=\"label\">step {2}</text><text x=\"{3}\" y=\"{4}\" text-anchor=\"end\" class=\"label\">{5}</text><text x=\"{3}\" y=\"{6}\" text-anchor=\"end\" class=\"label\">{7}</text></svg>\n",
+        WIDTH - RIGHT,
+        height - 6.0,
+        max_step,
+        LEFT - 6.0,
+        top + 4.0,
+        fmt_num(hi),
+        bottom,
+        fmt_num(lo)
+    );
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            esc("<a href=\"x\">&</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
+        );
+    }
+}

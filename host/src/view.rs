@@ -1,0 +1,400 @@
+//! `mlrb view`: a trace viewer served on loopback. The list of episodes of
+//! a run; for one episode its steps (tool calls, arguments, results,
+//! timings), paged so a trace of any length stays responsive, the diff of
+//! the workspace between any two snapshots, and the score. Pages are
+//! rendered on the server; nothing is fetched from elsewhere.
+
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::fmt::Write;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
+use serde_json::Value;
+
+use crate::bench::html::esc;
+use crate::record::snapshot::{self, ManifestEntry};
+
+/// Events shown per page of an episode.
+pub const PAGE: usize = 200;
+/// Bytes of an argument or result shown in the step list.
+const CELL_CHARS: usize = 400;
+/// Files larger than this are compared by hash only.
+const DIFF_BYTES: u64 = 1 << 20;
+
+/// What the viewer serves: a run directory or a single episode directory.
+pub struct Viewer {
+    root: PathBuf,
+}
+
+impl Viewer {
+    pub fn new(root: &Path) -> Result<Self> {
+        let root = root
+            .canonicalize()
+            .with_context(|| format!("{}: cannot open", root.display()))?;
+        if !root.join("episode.json").is_file() && episodes(&root).is_empty() {
+            anyhow::bail!("{}: holds no episode (no episode.json below it)", root.display());
+        }
+        Ok(Self { root })
+    }
+
+    /// Serves on `listener` until the process ends.
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> Result<()> {
+        let viewer = Arc::new(self);
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let viewer = viewer.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let viewer = viewer.clone();
+                    async move { Ok::<_, Infallible>(viewer.respond(&request)) }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                if let Err(error) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await
+                {
+                    tracing::debug!(%error, "viewer connection");
+                }
+            });
+        }
+    }
+
+    fn respond(&self, request: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+        let path = request.uri().path();
+        let query = request.uri().query().unwrap_or("");
+        let page = if path == "/" {
+            if self.root.join("episode.json").is_file() {
+                self.episode_page(&self.root, ".", query)
+            } else {
+                Ok(self.index())
+            }
+        } else if let Some(rest) = path.strip_prefix("/e/") {
+            let (id, diff) = match rest.strip_suffix("/diff") {
+                Some(id) => (id, true),
+                None => (rest, false),
+            };
+            match self.episode_dir(id) {
+                Some(dir) if diff => self.diff_page(&dir, id, query),
+                Some(dir) => self.episode_page(&dir, id, query),
+                None => return not_found(),
+            }
+        } else {
+            return not_found();
+        };
+        match page {
+            Ok(html) => html_response(StatusCode::OK, html),
+            Err(error) => html_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                layout("error", &format!("<p>{}</p>", esc(&format!("{error:#}")))),
+            ),
+        }
+    }
+
+    /// The episode directory named by a URL id, never outside the root.
+    fn episode_dir(&self, id: &str) -> Option<PathBuf> {
+        let id = percent_decode(id);
+        let rel = Path::new(&id);
+        if id == "." {
+            return Some(self.root.clone());
+        }
+        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            return None;
+        }
+        let dir = self.root.join(rel);
+        dir.join("episode.json").is_file().then_some(dir)
+    }
+
+    fn index(&self) -> String {
+        let mut body = format!(
+            "<p>{}</p><table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>steps</th><th>score</th><th>valid</th></tr></thead><tbody>",
+            esc(&self.root.display().to_string())
+        );
+        for id in episodes(&self.root) {
+            let dir = self.root.join(&id);
+            let record = read_json(&dir.join("episode.json")).unwrap_or(Value::Null);
+            let score = read_json(&dir.join("score.json")).unwrap_or(Value::Null);
+            let _ = write!(
+                body,
+                "<tr><td><a href=\"/e/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&id),
+                esc(&id),
+                esc(record["end"]["reason"].as_str().unwrap_or("running or killed")),
+                record["end"]["steps"],
+                esc(&score["score"].to_string()),
+                score["valid"]
+            );
+        }
+        body.push_str("</tbody></table>");
+        if self.root.join("report.html").is_file() {
+            body.push_str("<p>The run's report: report.html in its directory.</p>");
+        }
+        layout("mlrb view", &body)
+    }
+
+    fn episode_page(&self, dir: &Path, id: &str, query: &str) -> Result<String> {
+        let record = read_json(&dir.join("episode.json"))?;
+        let score = read_json(&dir.join("score.json")).unwrap_or(Value::Null);
+        let events = read_events(&dir.join("events.jsonl"))?;
+        let pages = events.len().div_ceil(PAGE).max(1);
+        let page = param(query, "page").unwrap_or(1).clamp(1, pages as u64) as usize;
+        let mut body = String::new();
+        let _ = write!(
+            body,
+            "<p><a href=\"/\">all episodes</a></p><dl id=\"summary\"><dt>agent</dt><dd>{}</dd><dt>task</dt><dd>{} {}</dd><dt>seed</dt><dd>{}</dd><dt>ended</dt><dd>{}: {}</dd><dt>steps</dt><dd>{}</dd><dt>score</dt><dd id=\"score\">{} ({}) {}</dd></dl>",
+            esc(record["agent"]["path"].as_str().unwrap_or("")),
+            esc(record["task"]["name"].as_str().unwrap_or("")),
+            esc(record["task"]["version"].as_str().unwrap_or("")),
+            record["seed"],
+            esc(record["end"]["reason"].as_str().unwrap_or("running or killed")),
+            esc(record["end"]["detail"].as_str().unwrap_or("")),
+            record["end"]["steps"],
+            esc(&score["score"].to_string()),
+            if score["valid"] == true { "valid" } else { "not valid" },
+            esc(score["error"].as_str().unwrap_or(""))
+        );
+        body.push_str(&self.diff_form(dir, id)?);
+        let _ = write!(
+            body,
+            "<h2>Steps</h2><p>{} events; page {page} of {pages}. {}</p>",
+            events.len(),
+            pager(id, page, pages)
+        );
+        body.push_str("<table id=\"steps\"><thead><tr><th>#</th><th>t (ms)</th><th>step</th><th>call</th><th>arguments</th><th>result</th><th>µs</th><th>snapshot</th></tr></thead><tbody>");
+        for event in events.iter().skip((page - 1) * PAGE).take(PAGE) {
+            let result = &event["result"];
+            let failed = result.get("error").is_some();
+            let _ = write!(
+                body,
+                "<tr class=\"{}\"><td>{}</td><td>{:.1}</td><td>{}</td><td>{}.{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                if failed { "error" } else { "ok" },
+                event["seq"],
+                event["t_ms"].as_f64().unwrap_or(0.0),
+                event["step"].as_u64().map_or(String::new(), |s| s.to_string()),
+                esc(event["interface"].as_str().unwrap_or("")),
+                esc(event["function"].as_str().unwrap_or("")),
+                esc(&clip(&event["args"].to_string())),
+                esc(&clip(&result.to_string())),
+                event["duration_us"],
+                event["snapshot"].as_u64().map_or(String::new(), |s| s.to_string())
+            );
+        }
+        body.push_str("</tbody></table>");
+        Ok(layout(&format!("episode {id}"), &body))
+    }
+
+    /// The form choosing two snapshots to compare.
+    fn diff_form(&self, dir: &Path, id: &str) -> Result<String> {
+        let manifests = snapshot::all_manifests(&dir.join("snapshots"))?;
+        let options = |selected: Option<u64>| -> String {
+            manifests
+                .iter()
+                .map(|m| {
+                    format!(
+                        "<option value=\"{}\"{}>{} — {}</option>",
+                        m.id,
+                        if Some(m.id) == selected { " selected" } else { "" },
+                        m.id,
+                        esc(&m.label)
+                    )
+                })
+                .collect()
+        };
+        let first = manifests.first().map(|m| m.id);
+        let last = manifests.last().map(|m| m.id);
+        Ok(format!(
+            "<h2>Workspace</h2><form id=\"diff\" action=\"/e/{}/diff\">compare snapshot <select name=\"a\">{}</select> with <select name=\"b\">{}</select> <button>diff</button></form>",
+            esc(id),
+            options(first),
+            options(last)
+        ))
+    }
+
+    fn diff_page(&self, dir: &Path, id: &str, query: &str) -> Result<String> {
+        let snapshots = dir.join("snapshots");
+        let (Some(a), Some(b)) = (param(query, "a"), param(query, "b")) else {
+            anyhow::bail!("choose two snapshots: ?a=<id>&b=<id>");
+        };
+        let before = snapshot::read_manifest(&snapshots, a)?;
+        let after = snapshot::read_manifest(&snapshots, b)?;
+        let paths: BTreeSet<&String> = before.entries.keys().chain(after.entries.keys()).collect();
+        let mut body = format!(
+            "<p><a href=\"/e/{}\">back to the episode</a></p><h2>Snapshot {a} ({}) → {b} ({})</h2>",
+            esc(id),
+            esc(&before.label),
+            esc(&after.label)
+        );
+        let mut changed = 0;
+        for path in paths {
+            let (old, new) = (before.entries.get(path), after.entries.get(path));
+            if old == new {
+                continue;
+            }
+            changed += 1;
+            let status = match (old, new) {
+                (None, _) => "added",
+                (_, None) => "removed",
+                _ => "changed",
+            };
+            let _ = write!(body, "<h3 class=\"file\">{} <small>{status}</small></h3>", esc(path));
+            let text = |entry: Option<&ManifestEntry>| -> Option<String> {
+                match entry {
+                    None => Some(String::new()),
+                    Some(ManifestEntry::File { hash, size, .. }) if *size <= DIFF_BYTES => {
+                        std::fs::read_to_string(snapshots.join("objects").join(hash)).ok()
+                    }
+                    _ => None,
+                }
+            };
+            match (text(old), text(new)) {
+                (Some(old_text), Some(new_text)) => {
+                    let diff = similar::TextDiff::from_lines(&old_text, &new_text);
+                    let unified = diff.unified_diff().context_radius(3).header(path, path).to_string();
+                    let _ = write!(body, "<pre class=\"diff\">{}</pre>", colour_diff(&unified));
+                }
+                _ => body.push_str("<p>binary, large or not a file: compared by content hash only</p>"),
+            }
+        }
+        if changed == 0 {
+            body.push_str("<p>No difference.</p>");
+        }
+        Ok(layout(&format!("diff {id}"), &body))
+    }
+}
+
+fn colour_diff(unified: &str) -> String {
+    unified
+        .lines()
+        .map(|line| {
+            let class = match line.chars().next() {
+                Some('+') if !line.starts_with("+++") => "add",
+                Some('-') if !line.starts_with("---") => "del",
+                Some('@') => "hunk",
+                _ => "ctx",
+            };
+            format!("<span class=\"{class}\">{}</span>", esc(line))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn pager(id: &str, page: usize, pages: usize) -> String {
+    let link = |p: usize, text: &str| format!("<a href=\"/e/{}?page={p}\">{text}</a>", esc(id));
+    let mut parts = Vec::new();
+    if page > 1 {
+        parts.push(link(1, "first"));
+        parts.push(link(page - 1, "previous"));
+    }
+    if page < pages {
+        parts.push(link(page + 1, "next"));
+        parts.push(link(pages, "last"));
+    }
+    parts.join(" · ")
+}
+
+fn clip(text: &str) -> String {
+    if text.chars().count() <= CELL_CHARS {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(CELL_CHARS).collect();
+    format!("{head}… ({} bytes)", text.len())
+}
+
+fn param(query: &str, name: &str) -> Option<u64> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(key, _)| *key == name)
+        .and_then(|(_, value)| value.parse().ok())
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(value) = u8::from_str_radix(&text[i + 1..i + 3], 16)
+        {
+            out.push(value);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Episode directories under `root` (relative, `/`-separated), sorted.
+pub fn episodes(root: &Path) -> Vec<String> {
+    let mut found: Vec<String> = walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .max_depth(4)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name() == "episode.json")
+        .filter_map(|e| {
+            let dir = e.path().parent()?;
+            Some(dir.strip_prefix(root).ok()?.to_string_lossy().into_owned())
+        })
+        .filter(|rel| !rel.is_empty())
+        .collect();
+    found.sort();
+    found
+}
+
+fn read_json(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))
+}
+
+fn read_events(path: &Path) -> Result<Vec<Value>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    // A line torn by a killed host is skipped, not fatal.
+    Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.2em .5em;vertical-align:top;font-size:13px}th{background:#f3f3f3}tr.error td{background:#fff0f0}code{white-space:pre-wrap;word-break:break-all}dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weight:bold}pre.diff{background:#fafafa;border:1px solid #ddd;padding:.5em;overflow:auto}.add{color:#067d17}.del{color:#b00}.hunk{color:#555}";
+
+fn layout(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{0}</title><style>{STYLE}</style></head><body><h1>{0}</h1>{body}</body></html>\n",
+        esc(title)
+    )
+}
+
+fn html_response(status: StatusCode, html: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(html)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    response
+}
+
+fn not_found() -> Response<Full<Bytes>> {
+    html_response(
+        StatusCode::NOT_FOUND,
+        layout("not found", "<p><a href=\"/\">all episodes</a></p>"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_and_escapes() {
+        assert_eq!(param("a=3&b=7", "b"), Some(7));
+        assert_eq!(param("a=x", "a"), None);
+        assert_eq!(percent_decode("digits%2Fbase%20line/1"), "digits/base line/1");
+        assert!(clip(&"x".repeat(1000)).ends_with("(1000 bytes)"));
+    }
+}

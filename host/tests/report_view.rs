@@ -1,0 +1,208 @@
+//! The HTML report of a bench and the `mlrb view` trace viewer, opened in
+//! headless Chromium (Debian's `chromium`): the rendered pages must show the
+//! tables, the plots, an episode's steps and a workspace diff, also for a
+//! trace of 10 000 events.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Chromium, or None (test skipped) outside CI when it is not installed.
+fn chromium() -> Option<PathBuf> {
+    for name in ["chromium", "chromium-browser"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {name}")])
+            .output()
+            .unwrap();
+        if found.status.success() {
+            return Some(PathBuf::from(String::from_utf8_lossy(&found.stdout).trim()));
+        }
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("chromium is required under CI=true (scripts/setup.sh installs it)");
+    }
+    eprintln!("SKIPPED: no chromium here");
+    None
+}
+
+/// The DOM Chromium renders for `url`.
+fn render(chromium: &Path, url: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = Command::new(chromium)
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--dump-dom", url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read while it runs: a page larger than the pipe would block it.
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut dom = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut dom).unwrap();
+        dom
+    });
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(90) {
+            let _ = child.kill();
+            panic!("chromium hung on {url}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    reader.join().unwrap()
+}
+
+/// A small bench (baseline and validator agents, 2 seeds) on the hostile
+/// fixture: valid scores, intermediate scores and edits to diff.
+fn small_bench(dir: &Path) -> PathBuf {
+    let task = common::hostile_task(dir, &[]);
+    let output = common::mlrb()
+        .args([
+            "bench",
+            "--quiet",
+            "--run-name",
+            "r",
+            "--seeds",
+            "2",
+            "-j",
+            "2",
+            "--out",
+        ])
+        .arg(dir)
+        .arg("--agent")
+        .arg(common::agent("baseline"))
+        .arg("--agent")
+        .arg(common::agent("validator"))
+        .arg("--task")
+        .arg(&task)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    dir.join("r")
+}
+
+#[test]
+fn the_html_report_renders_its_tables_and_plots_offline() {
+    let Some(chromium) = chromium() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let run = small_bench(tmp.path());
+    let report = run.join("report.html");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "the report fetches nothing"
+    );
+    let dom = render(&chromium, &format!("file://{}", report.display()));
+    assert!(dom.contains("<table id=\"summary\">"), "{dom}");
+    assert!(dom.contains("validator") && dom.contains("hostile"), "{dom}");
+    assert!(dom.contains("id=\"success\""), "the success-rate plot: {dom}");
+    assert!(dom.matches("<circle").count() >= 2, "score points: {dom}");
+    assert!(dom.contains("score over steps"), "{dom}");
+}
+
+/// `mlrb view` on `dir`, and the URL it serves.
+struct Served {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(dir: &Path) -> Served {
+    let mut child = common::mlrb()
+        .arg("view")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .to_string();
+    Served { child, url }
+}
+
+#[test]
+fn the_viewer_shows_episodes_steps_and_a_workspace_diff() {
+    let Some(chromium) = chromium() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let run = small_bench(tmp.path());
+    let served = serve(&run);
+
+    let index = render(&chromium, &served.url);
+    assert!(
+        index.contains("hostile/validator/1") && index.contains("hostile/baseline/2"),
+        "{index}"
+    );
+
+    let episode = render(&chromium, &format!("{}e/hostile/validator/1", served.url));
+    assert!(episode.contains("<table id=\"steps\">"), "{episode}");
+    assert!(
+        episode.contains("episode.validate") && episode.contains("exec.execute-script"),
+        "{episode}"
+    );
+    assert!(episode.contains("id=\"score\""), "{episode}");
+
+    let diff = render(&chromium, &format!("{}e/hostile/validator/1/diff?a=0&b=2", served.url));
+    assert!(diff.contains("class=\"diff\""), "{diff}");
+    assert!(diff.contains("submission.csv"), "{diff}");
+    assert!(diff.contains("+not,numbers"), "{diff}");
+
+    // Nothing outside the run is reachable through the viewer.
+    let escape = render(&chromium, &format!("{}e/..%2F..%2Fetc", served.url));
+    assert!(escape.contains("not found"), "{escape}");
+}
+
+#[test]
+fn the_viewer_pages_a_trace_of_ten_thousand_events() {
+    let Some(chromium) = chromium() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let run = small_bench(tmp.path());
+    let episode = run.join("hostile/validator/1");
+    let events = std::fs::read_to_string(episode.join("events.jsonl")).unwrap();
+    let template: serde_json::Value = serde_json::from_str(events.lines().next().unwrap()).unwrap();
+    let mut big = String::new();
+    for seq in 1..=10_000 {
+        let mut event = template.clone();
+        event["seq"] = seq.into();
+        event["args"] = serde_json::json!({ "path": format!("file-{seq}.txt"), "text": "x".repeat(2000) });
+        big.push_str(&event.to_string());
+        big.push('\n');
+    }
+    std::fs::write(episode.join("events.jsonl"), big).unwrap();
+    let served = serve(&episode);
+
+    let started = Instant::now();
+    let first = render(&chromium, &served.url);
+    let first_seconds = started.elapsed().as_secs_f64();
+    assert!(first.contains("10000 events; page 1 of 50"), "{first}");
+    assert_eq!(first.matches("<tr class=").count(), 200, "one page of steps");
+    assert!(first.contains("file-1.txt") && !first.contains("file-201.txt"));
+    let last = render(&chromium, &format!("{}e/.?page=50", served.url));
+    assert!(last.contains("file-10000.txt"), "{last}");
+    // Long arguments are clipped in the list.
+    assert!(first.contains("bytes)"), "{first}");
+    eprintln!("first page of 10 000 events rendered in {first_seconds:.2} s");
+}
