@@ -177,9 +177,9 @@ fn success_plot(summary: &Summary) -> String {
             agent.stats.success_rate * 100.0
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         svg,
-        "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/></svg>\n",
+        "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/></svg>",
         height - 12.0,
         WIDTH - RIGHT,
         height - 12.0
@@ -251,9 +251,9 @@ fn distribution_plot(task: &str, rows: &[&ResultLine], agents: &[&str]) -> Strin
             fmt_num(b)
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         svg,
-        "<text x=\"{LEFT}\" y=\"{0}\" class=\"label\">{1}</text><text x=\"{2}\" y=\"{0}\" text-anchor=\"end\" class=\"label\">{3}</text></svg>\n",
+        "<text x=\"{LEFT}\" y=\"{0}\" class=\"label\">{1}</text><text x=\"{2}\" y=\"{0}\" text-anchor=\"end\" class=\"label\">{3}</text></svg>",
         height - 4.0,
         fmt_num(lo),
         WIDTH - RIGHT,
@@ -292,9 +292,9 @@ fn steps_plot(task: &str, rows: &[&ResultLine], agents: &[&str]) -> String {
             esc(&r.id)
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         svg,
-        "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{bottom}\" x2=\"{0}\" y2=\"{bottom}\"/><text x=\"{LEFT}\" y=\"{1}\" class=\"label\">step 0</text><text x=\"{0}\" y=\"{1}\" text-anchor=\"end\" class=\"label\">step {2}</text><text x=\"{3}\" y=\"{4}\" text-anchor=\"end\" class=\"label\">{5}</text><text x=\"{3}\" y=\"{6}\" text-anchor=\"end\" class=\"label\">{7}</text></svg>\n",
+        "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{bottom}\" x2=\"{0}\" y2=\"{bottom}\"/><text x=\"{LEFT}\" y=\"{1}\" class=\"label\">step 0</text><text x=\"{0}\" y=\"{1}\" text-anchor=\"end\" class=\"label\">step {2}</text><text x=\"{3}\" y=\"{4}\" text-anchor=\"end\" class=\"label\">{5}</text><text x=\"{3}\" y=\"{6}\" text-anchor=\"end\" class=\"label\">{7}</text></svg>",
         WIDTH - RIGHT,
         height - 6.0,
         max_step,
