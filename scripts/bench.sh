@@ -11,3 +11,6 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 cargo build --quiet -p mlrb-host
 "$target_dir/debug/mlrb" image build
 cargo bench --profile dev -p mlrb-host --bench docker
+cargo build --quiet --release --target wasm32-wasip2 -p probe-agents --examples
+/usr/bin/python3 scripts/bench_scheduling.py "$target_dir/debug/mlrb" \
+    "$target_dir/wasm32-wasip2/release/examples/first_call.wasm" --episodes 200 -j 2

@@ -2,7 +2,8 @@
 # Installs what mlrb needs on a fresh Debian/Ubuntu machine (idempotent):
 # debootstrap to build the Docker sandbox's image without a registry,
 # bubblewrap for the sandbox, Debian's Python with the scientific stack the
-# built-in tasks use, and the Rust target agents are compiled for.
+# built-in tasks use, Chromium for the report and viewer tests, and the Rust
+# target agents are compiled for.
 set -euo pipefail
 
 packages=(bubblewrap debootstrap tar python3 python3-numpy python3-scipy python3-sklearn python3-pandas chromium)
