@@ -166,6 +166,9 @@ struct BenchArgs {
     /// Episodes run at once.
     #[arg(short = 'j', long)]
     parallel: Option<usize>,
+    /// CPU slots shared by running episodes, each taking its task's CPUs [default: this machine's].
+    #[arg(long)]
+    cpus: Option<u32>,
     /// Attempts after an infrastructure failure [default: 2].
     #[arg(long)]
     retries: Option<u32>,
@@ -621,6 +624,7 @@ fn bench_plan(args: &BenchArgs) -> Result<bench::Plan> {
             image: None,
             gpus: Vec::new(),
             parallel: 1,
+            cpus: None,
             max_steps: None,
             wall_seconds: None,
             agent_memory_mb: 1024,
@@ -638,6 +642,7 @@ fn bench_plan(args: &BenchArgs) -> Result<bench::Plan> {
     if let Some(parallel) = args.parallel {
         plan.parallel = parallel;
     }
+    plan.cpus = args.cpus.or(plan.cpus);
     if let Some(retries) = args.retries {
         plan.retries = retries;
     }

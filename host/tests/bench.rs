@@ -45,7 +45,7 @@ fn a_bench_of_two_agents_two_tasks_three_seeds_has_twelve_results_and_a_true_sum
         "matrix",
         &agents,
         &["digits", "house-prices"],
-        &["--seeds", "3", "-j", "2", "--json"],
+        &["--seeds", "3", "-j", "2", "--cpus", "2", "--json"],
     )
     .output()
     .unwrap();
@@ -110,6 +110,23 @@ fn a_bench_of_two_agents_two_tasks_three_seeds_has_twelve_results_and_a_true_sum
         validator["best_score"], 0.828889,
         "its intermediate score counts as its best"
     );
+
+    // Both tasks need 2 CPUs and the bench had 2 slots: despite -j 2, no two
+    // episodes ran at once.
+    let mut spans: Vec<(String, String)> = ids
+        .iter()
+        .map(|id| {
+            let record = read_json(&run.join(id).join("episode.json"));
+            (
+                record["started_at"].as_str().unwrap().to_string(),
+                record["ended_at"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    spans.sort();
+    for pair in spans.windows(2) {
+        assert!(pair[1].0 >= pair[0].1, "episodes overlapped: {pair:?}");
+    }
 
     let report = common::mlrb().args(["report"]).arg(&run).output().unwrap();
     let table = String::from_utf8_lossy(&report.stdout);

@@ -90,6 +90,10 @@ pub struct Plan {
     /// Episodes run at once.
     #[serde(default = "one")]
     pub parallel: usize,
+    /// CPU slots shared by running episodes; each takes its task's
+    /// `resources.cpus` (rounded up) [default: this machine's CPUs].
+    #[serde(default)]
+    pub cpus: Option<u32>,
     #[serde(default)]
     pub max_steps: Option<u32>,
     #[serde(default)]
@@ -173,6 +177,8 @@ struct Bench {
     agents: Vec<LoadedAgent>,
     host: Host,
     gpu_slots: tokio::sync::Semaphore,
+    cpu_slots: tokio::sync::Semaphore,
+    cpu_total: u32,
 }
 
 /// What `run` did.
@@ -277,8 +283,14 @@ pub async fn run(
     };
     let journal = tokio::sync::Mutex::new(journal.context("journal")?);
 
+    let cpu_total = plan
+        .cpus
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
+        .max(1);
     let bench = Bench {
         gpu_slots: tokio::sync::Semaphore::new(gpu_count),
+        cpu_slots: tokio::sync::Semaphore::new(cpu_total as usize),
+        cpu_total,
         plan,
         dir: dir.to_path_buf(),
         tasks,
@@ -424,6 +436,10 @@ impl Bench {
                 return Ok(None);
             }
             attempt += 1;
+            // An episode waits for its task's CPUs; a task needing more than
+            // there are runs alone.
+            let cpus = (task.spec.resources.cpus.ceil() as u32).clamp(1, self.cpu_total);
+            let _cpu_slots = self.cpu_slots.acquire_many(cpus).await.context("CPU slots")?;
             // GPU tasks wait for free devices instead of failing.
             let _gpu_slots = if task.spec.resources.gpus > 0 {
                 Some(
