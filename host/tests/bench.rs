@@ -297,3 +297,57 @@ fn a_plan_file_and_its_errors() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("--resume"), "{stderr}");
 }
+
+#[test]
+fn an_infrastructure_failure_is_retried_and_an_agent_failure_is_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A task whose prepare step always fails: the episode never starts.
+    let broken = common::hostile_task(tmp.path(), &[]);
+    std::fs::write(
+        broken.join("scripts/prepare.py"),
+        "raise SystemExit('the data server is down')\n",
+    )
+    .unwrap();
+    let output = bench_command(
+        tmp.path(),
+        "infra",
+        &[common::agent("baseline"), common::agent("agent_panics")],
+        &[broken.to_str().unwrap()],
+        &["--retries", "2", "--quiet"],
+    )
+    .output()
+    .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let run = tmp.path().join("infra");
+    for result in results(&run) {
+        assert_eq!(result["attempts"], 3, "{result}");
+        assert!(
+            result["infra_error"]
+                .as_str()
+                .unwrap()
+                .contains("the data server is down"),
+            "{result}"
+        );
+    }
+    let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
+    assert_eq!(journal.matches("\"event\":\"infra-failure\"").count(), 6);
+    let summary = read_json(&run.join("summary.json"));
+    assert_eq!(summary["by_agent"][0]["infra_failures"], 1, "{summary}");
+
+    // An agent that panics has a result on its first attempt.
+    let task = common::hostile_task(&tmp.path().join("ok"), &[]);
+    let output = bench_command(
+        tmp.path(),
+        "agent",
+        &[common::agent("agent_panics")],
+        &[task.to_str().unwrap()],
+        &["--quiet"],
+    )
+    .output()
+    .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result = &results(&tmp.path().join("agent"))[0];
+    assert_eq!(result["attempts"], 1, "{result}");
+    assert_eq!(result["end_reason"], "trap", "{result}");
+    assert!(result["infra_error"].is_null());
+}
