@@ -10,6 +10,8 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub struct Progress {
     bars: Option<(MultiProgress, ProgressBar)>,
+    /// No output at all (`--quiet`, `--json`).
+    quiet: bool,
     total: u64,
     done: AtomicU32,
 }
@@ -36,6 +38,7 @@ impl Progress {
         });
         Self {
             bars,
+            quiet,
             total,
             done: AtomicU32::new(already as u32),
         }
@@ -44,7 +47,9 @@ impl Progress {
     /// Shows a running episode; `steps` is its step counter.
     pub fn started(&self, id: &str, max_steps: u32, steps: Arc<AtomicU32>) -> EpisodeLine {
         let Some((multi, _)) = &self.bars else {
-            eprintln!("started {id}");
+            if !self.quiet {
+                eprintln!("started {id}");
+            }
             return EpisodeLine {
                 bar: None,
                 ticker: None,
@@ -82,6 +87,7 @@ impl Progress {
                 overall.inc(1);
                 overall.println(format!("{id}: {what}"));
             }
+            _ if self.quiet => {}
             _ => eprintln!("[{done}/{}] {id}: {what}", self.total),
         }
     }
@@ -102,6 +108,7 @@ impl Progress {
     pub fn note(&self, text: &str) {
         match &self.bars {
             Some((_, overall)) => overall.println(text),
+            None if self.quiet => {}
             None => eprintln!("{text}"),
         }
     }
