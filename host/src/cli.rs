@@ -61,6 +61,12 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         port: u16,
     },
+    /// Agent components.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// The cache of compiled agents and prepared task data.
+    #[command(subcommand)]
+    Cache(CacheCommand),
     /// Score an episode again from its final snapshot.
     Eval {
         /// An episode directory (runs/<run>/<task>/<agent>/<seed>).
@@ -198,6 +204,34 @@ struct BenchArgs {
 }
 
 #[derive(Subcommand, Debug)]
+enum CacheCommand {
+    /// Remove compiled agents of other mlrb versions or unused for a while,
+    /// prepared data of tasks not run for a while, and leftovers of
+    /// interrupted writes.
+    Prune {
+        /// Keep what was used within this many days.
+        #[arg(long, default_value_t = 30)]
+        unused_days: u64,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AgentCommand {
+    /// What a component targets (world, WIT version), its imports and
+    /// exports, size and sha256; refuses, with the reason, one this host
+    /// will not run.
+    Check {
+        /// The component.
+        file: PathBuf,
+        /// Check against this task's grants (e.g. network).
+        #[arg(long)]
+        task: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum TasksCommand {
     /// The built-in tasks.
     List {
@@ -283,6 +317,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Bench(args) => bench(args).await,
         Command::Report { run_dir, json } => bench_report(&run_dir, json),
         Command::View { dir, port } => view(&dir, port).await,
+        Command::Cache(CacheCommand::Prune { unused_days }) => cache_prune(unused_days),
+        Command::Agent(AgentCommand::Check { file, task, json }) => agent_check(&file, task.as_deref(), json).await,
         Command::Eval {
             episode_dir,
             sandbox,
@@ -736,5 +772,51 @@ async fn view(dir: &Path, port: u16) -> Result<ExitCode> {
         served = viewer.serve(listener) => served?,
         _ = tokio::signal::ctrl_c() => {}
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn agent_check(file: &Path, task: Option<&str>, json: bool) -> Result<ExitCode> {
+    let network = match task {
+        Some(name) => task::resolve(name)?.spec.resources.network,
+        None => false,
+    };
+    let engine = crate::engine::AgentEngine::new(&paths::cache_dir())?;
+    let report = crate::agent_check::check(&engine, file, network).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{}", report::agent_check_table(&report));
+        match report.refusals.as_slice() {
+            [] => println!("{}: this host runs it", file.display()),
+            refusals => {
+                for refusal in refusals {
+                    println!("refused: {refusal}");
+                }
+            }
+        }
+    }
+    Ok(if report.refusals.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn cache_prune(unused_days: u64) -> Result<ExitCode> {
+    let cache = paths::cache_dir();
+    let unused_for = std::time::Duration::from_secs(unused_days * 86_400);
+    let engine = crate::engine::AgentEngine::new(&cache)?;
+    let mut removed = engine.cache().prune(unused_for)?;
+    removed.extend(crate::task::prune_cache(&cache, unused_for)?);
+    let bytes: u64 = removed.iter().map(|(_, size)| size).sum();
+    for (path, _) in &removed {
+        tracing::info!(path = %path.display(), "removed");
+    }
+    println!(
+        "removed {} item(s), {:.1} MiB, from {}",
+        removed.len(),
+        bytes as f64 / (1 << 20) as f64,
+        cache.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

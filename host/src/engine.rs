@@ -58,6 +58,10 @@ impl AgentEngine {
         &self.engine
     }
 
+    pub fn cache(&self) -> &CompileCache {
+        &self.cache
+    }
+
     /// Loads a component: from the compile cache when this host compiled it
     /// before, otherwise compiles it (off the async threads) and caches it.
     pub async fn load(&self, wasm: Arc<Vec<u8>>, sha256: &str) -> Result<LoadedComponent> {
@@ -165,12 +169,49 @@ impl CompileCache {
         // SAFETY: the MAC proves this host's cache wrote these bytes from
         // `Engine::precompile_component`, for an engine with this compatibility hash.
         match unsafe { Component::deserialize(engine, body) } {
-            Ok(component) => Ok(Some(component)),
+            Ok(component) => {
+                // Recently used entries survive `mlrb cache prune`.
+                let _ = std::fs::File::options()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                Ok(Some(component))
+            }
             Err(error) => {
                 tracing::warn!(%error, "discarding an unusable compile-cache entry");
                 Ok(None)
             }
         }
+    }
+
+    /// Removes entries of other engine versions, entries not used for
+    /// `unused_for`, and temp files of interrupted writes; returns what was
+    /// removed and its size in bytes.
+    pub fn prune(&self, unused_for: std::time::Duration) -> Result<Vec<(PathBuf, u64)>> {
+        let now = std::time::SystemTime::now();
+        let mut removed = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == "cache.key" {
+                continue;
+            }
+            let meta = entry.metadata()?;
+            let age = now.duration_since(meta.modified()?).unwrap_or_default();
+            let ours = name.ends_with(&format!("-{}.cwasm", self.engine_hash));
+            let stale = if name.ends_with(".cwasm") {
+                !ours || age > unused_for
+            } else {
+                // An interrupted write's temp file.
+                age > std::time::Duration::from_secs(3600)
+            };
+            if stale && meta.is_file() {
+                std::fs::remove_file(&path)?;
+                removed.push((path, meta.len()));
+            }
+        }
+        Ok(removed)
     }
 
     /// Stores a compiled artifact atomically (temp file + rename), so

@@ -286,3 +286,24 @@ pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
     }
     format!("{by_task}\n{by_agent}")
 }
+
+/// The table of `mlrb agent check`.
+pub fn agent_check_table(report: &crate::agent_check::Report) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    table.add_row(vec!["component".to_string(), report.path.clone()]);
+    table.add_row(vec!["size".to_string(), format!("{} bytes", report.size)]);
+    table.add_row(vec!["sha256".to_string(), report.sha256.clone()]);
+    table.add_row(vec![
+        "targets".to_string(),
+        report
+            .targets
+            .clone()
+            .unwrap_or_else(|| "no mlrb:agent interface".into()),
+    ]);
+    table.add_row(vec!["imports".to_string(), report.imports.join("\n")]);
+    table.add_row(vec!["exports".to_string(), report.exports.join("\n")]);
+    table
+}

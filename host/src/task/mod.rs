@@ -202,6 +202,47 @@ pub fn improvement(score: f64, baseline: f64, higher_is_better: bool) -> Option<
     Some(delta / baseline.abs())
 }
 
+/// Removes prepared data not used for `unused_for`, staging folders of
+/// interrupted prepares, `mlrb tasks test` leftovers and Python helpers of
+/// other mlrb versions; returns what was removed and its size.
+pub fn prune_cache(cache_dir: &Path, unused_for: Duration) -> Result<Vec<(PathBuf, u64)>> {
+    let now = std::time::SystemTime::now();
+    let current_pylib = pylib::install(cache_dir)?;
+    let mut removed = Vec::new();
+    for (sub, keep) in [("prepared", true), ("task-test", false), ("pylib", true)] {
+        let Ok(entries) = std::fs::read_dir(cache_dir.join(sub)) else {
+            continue;
+        };
+        for entry in entries.filter_map(|e| e.ok()) {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let age = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .unwrap_or_default();
+            let stale = match sub {
+                _ if name.starts_with(".staging-") => age > Duration::from_secs(3600),
+                "pylib" => path != current_pylib,
+                _ => !keep || age > unused_for,
+            };
+            if stale {
+                let size: u64 = walkdir::WalkDir::new(&path)
+                    .into_iter()
+                    .filter_map(|e| e.ok())
+                    .filter_map(|e| e.metadata().ok())
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
+                    .sum();
+                std::fs::remove_dir_all(&path)?;
+                removed.push((path, size));
+            }
+        }
+    }
+    Ok(removed)
+}
+
 /// MLAgentBench's success rule: more than 10 % better than the baseline.
 pub const SUCCESS_THRESHOLD: f64 = 0.10;
 

@@ -62,7 +62,12 @@ impl Prepared {
             return Some(Self::at(task, task.root.clone(), true));
         }
         let dir = Self::cache_path(task, cache_dir);
-        dir.join("complete").is_file().then(|| Self::at(task, dir, true))
+        if !dir.join("complete").is_file() {
+            return None;
+        }
+        // Data in use survive `mlrb cache prune`.
+        let _ = std::fs::File::open(&dir).and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        Some(Self::at(task, dir, true))
     }
 }
 
