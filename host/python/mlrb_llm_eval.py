@@ -4,9 +4,9 @@ mlrb mounts this file read-only at /mlrb/lib and puts that folder on
 PYTHONPATH when it runs a task's ``scripts/prepare.py`` or
 ``scripts/eval.py``, so a task script can ``import mlrb_llm_eval``.
 
-The module imports only the standard library at import time; torch,
-transformers, numpy, PIL and datasets are imported inside the functions that
-need them, so the pure-Python parts (answer extraction, text metrics, limit
+The module imports only the standard library and mlrb_eval (mounted beside
+it) at import time; torch, transformers, numpy, PIL and datasets are imported
+inside the functions that need them, so the pure-Python parts (answer extraction, text metrics, limit
 checks, model-folder inspection, the JSON output) work without them.
 
 The evaluator protocol (tasks/README.md): ``eval.py <workspace_dir>
@@ -82,11 +82,10 @@ import sys
 import tempfile
 import time
 
-try:  # one exception class with mlrb_eval (submission CSVs) when a task uses both
-    from mlrb_eval import Invalid  # type: ignore
-except Exception:  # noqa: BLE001 - mlrb_eval absent or broken: define our own
-    class Invalid(Exception):
-        """The submission is invalid; the message says why (one line)."""
+# mlrb mounts mlrb_eval beside this module: one exception class and one
+# protocol line for every evaluator.
+import mlrb_eval
+from mlrb_eval import Invalid, one_line
 
 
 __all__ = [
@@ -118,7 +117,6 @@ __all__ = [
 
 GiB = 1024 ** 3
 MiB = 1024 ** 2
-SCORE_DIGITS = 6
 
 # Caps on what is read from a workspace before any parsing.
 MAX_CONFIG_BYTES = 1 * MiB
@@ -180,11 +178,6 @@ PROBE_PROMPTS = (
 # Output and errors
 
 
-def one_line(text, limit=500):
-    """``text`` with all whitespace runs collapsed to one space, cut to ``limit`` chars."""
-    return " ".join(str(text).split())[:limit]
-
-
 def log(*parts):
     """Progress messages go to stderr, so that stdout ends with the JSON line."""
     print(*parts, file=sys.stderr, flush=True)
@@ -217,17 +210,7 @@ def finish(score=None, error=None, details=None):
     is an evaluator bug: it raises ValueError (non-zero exit)."""
     if details:
         print(json.dumps({"details": _jsonable(details)}, sort_keys=True))
-    if error is None:
-        if score is None:
-            raise ValueError("finish() needs a score or an error")
-        value = float(score)
-        if not math.isfinite(value):
-            raise ValueError(f"the evaluator computed a non-finite score: {value!r}")
-        print(json.dumps({"score": round(value, SCORE_DIGITS)}))
-    else:
-        print(json.dumps({"score": None, "error": one_line(error) or "invalid submission"}))
-    sys.stdout.flush()
-    sys.exit(0)
+    mlrb_eval.finish(score=score, error=error)
 
 
 def run(score_fn, argv=None):
