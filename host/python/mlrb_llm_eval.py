@@ -6,8 +6,9 @@ PYTHONPATH when it runs a task's ``scripts/prepare.py`` or
 
 The module imports only the standard library and mlrb_eval (mounted beside
 it) at import time; torch, transformers, numpy, PIL and datasets are imported
-inside the functions that need them, so the pure-Python parts (answer extraction, text metrics, limit
-checks, model-folder inspection, the JSON output) work without them.
+inside the functions that need them, so the pure-Python parts (answer
+extraction, text metrics, limit checks, model-folder inspection, the JSON
+output) work without them.
 
 The evaluator protocol (tasks/README.md): ``eval.py <workspace_dir>
 <hidden_dir>`` prints as its last line of stdout one JSON object,
