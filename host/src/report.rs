@@ -7,7 +7,17 @@ use crate::task::Task;
 use crate::task::check::{Item, Status};
 use crate::task::selftest::Report;
 
-fn number(value: Option<f64>) -> String {
+/// A table in mlrb's style, fitted to the terminal.
+fn new_table() -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    table
+}
+
+/// A score: one decimal from 1000 up, four below; a dash for none.
+pub(crate) fn number(value: Option<f64>) -> String {
     match value {
         Some(v) if v.abs() >= 1000.0 => format!("{v:.1}"),
         Some(v) => format!("{v:.4}"),
@@ -15,16 +25,14 @@ fn number(value: Option<f64>) -> String {
     }
 }
 
-fn percent(value: Option<f64>) -> String {
+/// A relative change as a signed percentage; a dash for none.
+pub(crate) fn percent(value: Option<f64>) -> String {
     value.map_or("—".into(), |v| format!("{:+.1} %", v * 100.0))
 }
 
 /// The table `mlrb run` and `mlrb eval` print for one episode.
 pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
-    let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
+    let mut table = new_table();
     let end = record.end.as_ref();
     let agent = std::path::Path::new(&record.agent.path)
         .file_name()
@@ -95,10 +103,7 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
 
 /// The table of `mlrb tasks list`.
 pub fn tasks_table(tasks: &[Task]) -> Table {
-    let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
+    let mut table = new_table();
     table.set_header(vec![
         "task",
         "suite",
@@ -149,10 +154,7 @@ fn status_cell(status: Status) -> &'static str {
 
 /// The table of `mlrb tasks check`.
 pub fn check_table(items: &[Item]) -> Table {
-    let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
+    let mut table = new_table();
     table.set_header(vec!["check", "status", "detail"]);
     for item in items {
         table.add_row(vec![
@@ -166,10 +168,7 @@ pub fn check_table(items: &[Item]) -> Table {
 
 /// The table of `mlrb tasks test`.
 pub fn selftest_table(reports: &[Report]) -> Table {
-    let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
+    let mut table = new_table();
     table.set_header(vec![
         "task",
         "prepare",
@@ -205,7 +204,8 @@ pub fn selftest_table(reports: &[Report]) -> Table {
     table
 }
 
-fn mean_se(value: Option<crate::bench::metrics::MeanSe>, as_percent: bool) -> String {
+/// A signed mean with its standard error, as a percentage when `as_percent`.
+pub(crate) fn mean_se(value: Option<crate::bench::metrics::MeanSe>, as_percent: bool) -> String {
     match value {
         None => "—".into(),
         Some(m) => {
@@ -222,10 +222,7 @@ fn mean_se(value: Option<crate::bench::metrics::MeanSe>, as_percent: bool) -> St
 /// The tables of `mlrb bench` and `mlrb report`: per task and agent, then
 /// per agent across tasks.
 pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
-    let mut by_task = Table::new();
-    by_task
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
+    let mut by_task = new_table();
     by_task.set_header(vec![
         "task",
         "agent",
@@ -255,10 +252,7 @@ pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
             format!("{:.1} s", s.mean_wall_seconds),
         ]);
     }
-    let mut by_agent = Table::new();
-    by_agent
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
+    let mut by_agent = new_table();
     by_agent.set_header(vec![
         "agent",
         "tasks",
@@ -289,10 +283,7 @@ pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
 
 /// The table of `mlrb agent check`.
 pub fn agent_check_table(report: &crate::agent_check::Report) -> Table {
-    let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
+    let mut table = new_table();
     table.add_row(vec!["component".to_string(), report.path.clone()]);
     table.add_row(vec!["size".to_string(), format!("{} bytes", report.size)]);
     table.add_row(vec!["sha256".to_string(), report.sha256.clone()]);

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::metrics::{MeanSe, ResultLine, Summary};
+use super::metrics::{ResultLine, Summary};
+use crate::report::{mean_se, number, percent};
 
 /// Escapes text for HTML.
 pub fn esc(text: &str) -> String {
@@ -22,30 +23,6 @@ const PALETTE: [&str; 8] = [
 
 fn colour(index: usize) -> &'static str {
     PALETTE[index % PALETTE.len()]
-}
-
-fn fmt_num(v: f64) -> String {
-    if v.abs() >= 1000.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
-fn fmt_opt(v: Option<f64>) -> String {
-    v.map_or("—".into(), fmt_num)
-}
-
-fn fmt_mean_se(v: Option<MeanSe>, percent: bool) -> String {
-    let scale = if percent { 100.0 } else { 1.0 };
-    let unit = if percent { " %" } else { "" };
-    match v {
-        None => "—".into(),
-        Some(m) => match m.se {
-            Some(se) => format!("{:+.1} ± {:.1}{unit}", m.mean * scale, se * scale),
-            None => format!("{:+.1}{unit}", m.mean * scale),
-        },
-    }
 }
 
 /// The page.
@@ -77,10 +54,10 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
             s.runs,
             s.valid,
             s.success_rate * 100.0,
-            fmt_mean_se(s.improvement, true),
-            fmt_opt(s.score.map(|m| m.mean)),
-            fmt_opt(s.best_score),
-            fmt_opt(s.normalized.map(|m| m.mean)),
+            mean_se(s.improvement, true),
+            number(s.score.map(|m| m.mean)),
+            number(s.best_score),
+            number(s.normalized.map(|m| m.mean)),
             s.mean_steps,
             s.mean_wall_seconds
         );
@@ -96,8 +73,8 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
             s.runs,
             s.valid,
             s.success_rate * 100.0,
-            fmt_mean_se(s.improvement, true),
-            fmt_opt(s.normalized.map(|m| m.mean)),
+            mean_se(s.improvement, true),
+            number(s.normalized.map(|m| m.mean)),
             s.input_tokens + s.output_tokens,
             s.cost_usd
         );
@@ -137,9 +114,9 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
                 (Some(reason), None) => format!("{reason:?}"),
                 (None, None) => "—".into(),
             }),
-            fmt_opt(r.score),
+            number(r.score),
             if r.valid { "yes" } else { "no" },
-            r.improvement.map_or("—".into(), |i| format!("{:+.1} %", i * 100.0)),
+            percent(r.improvement),
             r.steps,
             r.wall_ms as f64 / 1000.0
         );
@@ -236,7 +213,7 @@ fn distribution_plot(task: &str, rows: &[&ResultLine], agents: &[&str]) -> Strin
                     y + jitter,
                     colour(i),
                     esc(&r.id),
-                    fmt_num(score)
+                    number(Some(score))
                 );
             }
         }
@@ -248,16 +225,16 @@ fn distribution_plot(task: &str, rows: &[&ResultLine], agents: &[&str]) -> Strin
             x(b),
             height - 16.0,
             height - 4.0,
-            fmt_num(b)
+            number(Some(b))
         );
     }
     let _ = writeln!(
         svg,
         "<text x=\"{LEFT}\" y=\"{0}\" class=\"label\">{1}</text><text x=\"{2}\" y=\"{0}\" text-anchor=\"end\" class=\"label\">{3}</text></svg>",
         height - 4.0,
-        fmt_num(lo),
+        number(Some(lo)),
         WIDTH - RIGHT,
-        fmt_num(hi)
+        number(Some(hi))
     );
     svg
 }
@@ -300,9 +277,9 @@ fn steps_plot(task: &str, rows: &[&ResultLine], agents: &[&str]) -> String {
         max_step,
         LEFT - 6.0,
         top + 4.0,
-        fmt_num(hi),
+        number(Some(hi)),
         bottom,
-        fmt_num(lo)
+        number(Some(lo))
     );
     svg
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use super::{Layout, Task, mlagentbench, pylib};
+use super::{Layout, Task, mlagentbench, pylib, workspace};
 use crate::sandbox::{self, Mount, Outcome, Sandbox};
 
 /// The longest a prepare step may run.
@@ -118,8 +118,10 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
             // itself: give it copies, never the folder itself.
             let env = staging.path().join("env");
             let scripts = staging.path().join("scripts");
-            copy_dir(&task.env_dir(), &env)?;
-            copy_dir(&task.scripts_dir(), &scripts)?;
+            std::fs::create_dir_all(&env)?;
+            std::fs::create_dir_all(&scripts)?;
+            workspace::copy_tree(&task.env_dir(), &env, &|_| false)?;
+            workspace::copy_tree(&task.scripts_dir(), &scripts, &|_| false)?;
             Some(sandbox::Command {
                 argv: vec!["python3".into(), "prepare.py".into()],
                 cwd: "/task/scripts".into(),
@@ -190,22 +192,4 @@ fn prepare_failure(outcome: &Outcome, network: bool) -> String {
             format!(": {last}")
         }
     )
-}
-
-/// Copies a folder tree (symlinks as symlinks).
-pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in walkdir::WalkDir::new(from).min_depth(1).follow_links(false) {
-        let entry = entry?;
-        let target = to.join(entry.path().strip_prefix(from)?);
-        let kind = entry.file_type();
-        if kind.is_dir() {
-            std::fs::create_dir_all(&target)?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target).with_context(|| format!("copying {}", entry.path().display()))?;
-        }
-    }
-    Ok(())
 }

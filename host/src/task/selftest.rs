@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use serde::Serialize;
 
-use super::check::Status;
+use super::check::{Item, Status};
 use super::requirements::{self, HostOffer};
 use super::{EvalRequest, Evaluation, Task, evaluate, improvement, prepare, workspace};
 use crate::sandbox::{self, Mount, Sandbox};
@@ -28,13 +28,6 @@ pub struct ProgramRun {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Finding {
-    pub check: &'static str,
-    pub status: Status,
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub task: String,
     pub version: String,
@@ -44,7 +37,7 @@ pub struct Report {
     pub reference: Option<ProgramRun>,
     /// Relative improvement of the reference over the baseline.
     pub reference_improvement: Option<f64>,
-    pub findings: Vec<Finding>,
+    pub findings: Vec<Item>,
     pub passed: bool,
     /// Where the workspaces were left (with `--keep`, or after a failure).
     pub work_dir: Option<PathBuf>,
@@ -71,12 +64,13 @@ pub async fn run(
         passed: false,
         work_dir: None,
     };
-    let mut find = |check, status, detail: String| report.findings.push(Finding { check, status, detail });
-
     step("checking what the task needs");
     if let Err(error) = requirements::ensure(task, offer).await {
-        find("requirements", Status::Fail, format!("{error:#}"));
-        report.passed = false;
+        report.findings.push(Item {
+            check: "requirements",
+            status: Status::Fail,
+            detail: format!("{error:#}"),
+        });
         return Ok(report);
     }
     step("preparing");
@@ -106,7 +100,7 @@ pub async fn run(
     let tolerance = spec.metric.tolerance + 1e-9;
     findings.push(repeat_finding(task, &starter));
     match (spec.metric.baseline, starter.score) {
-        (_, None) => findings.push(Finding {
+        (_, None) => findings.push(Item {
             check: "baseline",
             status: Status::Fail,
             detail: format!(
@@ -114,7 +108,7 @@ pub async fn run(
                 starter.error.as_deref().unwrap_or("no score")
             ),
         }),
-        (Some(baseline), Some(score)) if (score - baseline).abs() <= tolerance => findings.push(Finding {
+        (Some(baseline), Some(score)) if (score - baseline).abs() <= tolerance => findings.push(Item {
             check: "baseline",
             status: Status::Ok,
             detail: format!(
@@ -122,7 +116,7 @@ pub async fn run(
                 spec.metric.tolerance
             ),
         }),
-        (Some(baseline), Some(score)) => findings.push(Finding {
+        (Some(baseline), Some(score)) => findings.push(Item {
             check: "baseline",
             status: Status::Fail,
             detail: format!(
@@ -130,7 +124,7 @@ pub async fn run(
                 spec.metric.tolerance
             ),
         }),
-        (None, Some(score)) => findings.push(Finding {
+        (None, Some(score)) => findings.push(Item {
             check: "baseline",
             status: Status::Warn,
             detail: format!("none declared; the starter scores {score}"),
@@ -150,7 +144,7 @@ pub async fn run(
                 report.reference_improvement = gain;
                 let better = gain.is_some_and(|g| g > 0.0)
                     || (baseline == 0.0 && (score > baseline) == spec.metric.higher_is_better && score != baseline);
-                findings.push(Finding {
+                findings.push(Item {
                     check: "reference",
                     status: if better { Status::Ok } else { Status::Fail },
                     detail: format!(
@@ -161,14 +155,14 @@ pub async fn run(
                 if let Some(declared) = spec.metric.reference
                     && (declared - score).abs() > tolerance
                 {
-                    findings.push(Finding {
+                    findings.push(Item {
                         check: "reference",
                         status: Status::Warn,
                         detail: format!("scores {score}, the task declares {declared}"),
                     });
                 }
             }
-            (None, _) => findings.push(Finding {
+            (None, _) => findings.push(Item {
                 check: "reference",
                 status: Status::Fail,
                 detail: format!(
@@ -183,16 +177,14 @@ pub async fn run(
         }
         report.reference = Some(reference);
     } else {
-        findings.push(Finding {
+        findings.push(Item {
             check: "reference",
             status: Status::Warn,
             detail: "the task has no scripts/reference/".into(),
         });
     }
     report.starter = Some(starter);
-    for finding in findings {
-        find(finding.check, finding.status, finding.detail);
-    }
+    report.findings = findings;
     report.passed = report.findings.iter().all(|f| f.status != Status::Fail);
     if keep || !report.passed {
         report.work_dir = Some(work.keep());
@@ -201,15 +193,15 @@ pub async fn run(
 }
 
 /// Whether two evaluations of one workspace agreed.
-fn repeat_finding(task: &Task, run: &ProgramRun) -> Finding {
+fn repeat_finding(task: &Task, run: &ProgramRun) -> Item {
     let metric = &task.spec.metric;
     match (run.score, run.repeat_score) {
-        (Some(a), Some(b)) if a == b => Finding {
+        (Some(a), Some(b)) if a == b => Item {
             check: "determinism",
             status: Status::Ok,
             detail: format!("the same workspace scored {a} twice"),
         },
-        (Some(a), Some(b)) if !metric.deterministic && (a - b).abs() <= metric.tolerance + 1e-9 => Finding {
+        (Some(a), Some(b)) if !metric.deterministic && (a - b).abs() <= metric.tolerance + 1e-9 => Item {
             check: "determinism",
             status: Status::Ok,
             detail: format!(
@@ -217,17 +209,17 @@ fn repeat_finding(task: &Task, run: &ProgramRun) -> Finding {
                 metric.tolerance
             ),
         },
-        (Some(a), Some(b)) => Finding {
+        (Some(a), Some(b)) => Item {
             check: "determinism",
             status: Status::Fail,
             detail: format!("the same workspace scored {a}, then {b}"),
         },
-        (None, None) => Finding {
+        (None, None) => Item {
             check: "determinism",
             status: Status::Ok,
             detail: "both evaluations found the submission invalid".into(),
         },
-        _ => Finding {
+        _ => Item {
             check: "determinism",
             status: Status::Fail,
             detail: "one evaluation of the same workspace was valid and the other not".into(),

@@ -48,7 +48,10 @@ pub fn apply_reference(task: &Task, dest: &Path) -> Result<()> {
     Ok(())
 }
 
-fn copy_tree(from: &Path, to: &Path, link: &dyn Fn(&str) -> bool) -> Result<()> {
+/// Copies a folder tree into `to` (symlinks as symlinks), hard-linking the
+/// files `link` names where the filesystem allows; a path both sides have
+/// is an error.
+pub(crate) fn copy_tree(from: &Path, to: &Path, link: &dyn Fn(&str) -> bool) -> Result<()> {
     for entry in walkdir::WalkDir::new(from).min_depth(1).follow_links(false) {
         let entry = entry?;
         let rel = entry.path().strip_prefix(from)?;
