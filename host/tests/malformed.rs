@@ -129,3 +129,29 @@ fn a_gpu_task_on_a_host_without_gpus_is_refused_before_anything_starts() {
         &["needs 1 GPU(s)", "--sandbox docker", "Nothing was started"],
     );
 }
+
+#[test]
+fn a_task_needing_python_modules_or_memory_the_host_lacks_is_refused_before_anything_starts() {
+    let (_tmp, task) = task_with(|text| {
+        text.replace(
+            "pids = 64",
+            "pids = 64\npython_packages = [\"numpy\", \"no_such_module_for_mlrb\"]",
+        )
+    });
+    run_fails(
+        &common::agent("baseline"),
+        &task,
+        &[
+            "cannot run on this host",
+            "lacks no_such_module_for_mlrb",
+            "Nothing was started",
+        ],
+    );
+
+    let (_tmp, task) = task_with(|text| text.replace("memory_mb = 256", "memory_mb = 100000000"));
+    run_fails(
+        &common::agent("baseline"),
+        &task,
+        &["100000000 MiB of memory; this host has", "Nothing was started"],
+    );
+}
