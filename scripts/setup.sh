@@ -2,11 +2,15 @@
 # Installs what mlrb needs on a fresh Debian/Ubuntu machine (idempotent):
 # debootstrap to build the Docker sandbox's image without a registry,
 # bubblewrap for the sandbox, Debian's Python with the scientific stack the
-# built-in tasks use, Chromium for the report and viewer tests, and the Rust
-# target agents are compiled for.
+# built-in tasks use, Chromium for the report and viewer tests, the Rust
+# target agents are compiled for, and the toolchains that build agents in
+# Python (componentize-py, in a venv under mlrb's cache) and C (clang-14,
+# wasi-libc, wit-bindgen, wasm-tools).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-packages=(bubblewrap debootstrap tar python3 python3-numpy python3-scipy python3-sklearn python3-pandas chromium)
+packages=(bubblewrap debootstrap tar python3 python3-venv python3-numpy python3-scipy python3-sklearn python3-pandas
+    chromium clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,4 +26,24 @@ fi
 if ! rustup target list --installed | grep -q '^wasm32-wasip2$'; then
     echo "mlrb setup: adding the wasm32-wasip2 Rust target"
     rustup target add wasm32-wasip2
+fi
+
+# C agents: bindings and component wrapping, the versions matching mlrb's WIT tooling.
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+if ! "$cargo_bin/wit-bindgen" --version 2>/dev/null | grep -q ' 0\.46\.0'; then
+    echo "mlrb setup: installing wit-bindgen-cli 0.46.0"
+    cargo install --quiet --locked wit-bindgen-cli@0.46.0 --no-default-features --features c
+fi
+if ! "$cargo_bin/wasm-tools" --version 2>/dev/null | grep -q ' 1\.239\.0'; then
+    echo "mlrb setup: installing wasm-tools 1.239.0"
+    cargo install --quiet --locked wasm-tools@1.239.0 --no-default-features --features component
+fi
+
+# Python agents: componentize-py (with the mlrb-sdk package) in mlrb's tools venv.
+cache="${MLRB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb}"
+venv="$cache/tools/python"
+if ! "$venv/bin/componentize-py" --version 2>/dev/null | grep -q ' 0\.25\.1'; then
+    echo "mlrb setup: installing componentize-py and mlrb-sdk into $venv"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check ./sdk/python
 fi

@@ -217,6 +217,29 @@ enum CacheCommand {
 
 #[derive(Subcommand, Debug)]
 enum AgentCommand {
+    /// Create a buildable agent project (it starts as the baseline policy).
+    New {
+        /// The agent's name: lowercase letters, digits, '-' and '_'.
+        name: String,
+        #[arg(long, value_enum)]
+        lang: crate::agent_build::Language,
+        /// The project folder [default: ./<name>].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Build an agent project (Rust, Python or C) into a .wasm component,
+    /// then check it and compile it into the cache.
+    Build {
+        /// The project folder.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Where to write the component [default: <dir>/<name>.wasm].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Python: the module that defines WitWorld [default: the manifest's `entry`, else app].
+        #[arg(long)]
+        entry: Option<String>,
+    },
     /// What a component targets (world, WIT version), its imports and
     /// exports, size and sha256; refuses, with the reason, one this host
     /// will not run.
@@ -303,7 +326,7 @@ fn init_logging(verbose: u8) {
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("MLRB_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},cranelift=warn,wasmtime=warn")));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},cranelift=warn,wasmtime=warn,wasm_compose=error")));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -319,6 +342,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::View { dir, port } => view(&dir, port).await,
         Command::Cache(CacheCommand::Prune { unused_days }) => cache_prune(unused_days),
         Command::Agent(AgentCommand::Check { file, task, json }) => agent_check(&file, task.as_deref(), json).await,
+        Command::Agent(AgentCommand::New { name, lang, dir }) => agent_new(&name, lang, dir),
+        Command::Agent(AgentCommand::Build { dir, output, entry }) => agent_build(&dir, output.as_deref(), entry).await,
         Command::Eval {
             episode_dir,
             sandbox,
@@ -794,6 +819,43 @@ async fn agent_check(file: &Path, task: Option<&str>, json: bool) -> Result<Exit
                 }
             }
         }
+    }
+    Ok(if report.refusals.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn agent_new(name: &str, language: crate::agent_build::Language, dir: Option<PathBuf>) -> Result<ExitCode> {
+    let sdk = crate::agent_build::sdk::materialize(&paths::cache_dir())?;
+    let dir = dir.unwrap_or_else(|| PathBuf::from(name));
+    let created = crate::agent_build::scaffold::create(&dir, name, language, &sdk)?;
+    println!("created the {language} agent {name} in {}", created.display());
+    println!("build it with: mlrb agent build {}", created.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn agent_build(dir: &Path, output: Option<&Path>, entry: Option<String>) -> Result<ExitCode> {
+    let mut project = crate::agent_build::Project::open(dir)?;
+    if let Some(entry) = entry {
+        project.entry = entry;
+    }
+    let started = std::time::Instant::now();
+    let built = crate::agent_build::build(&project, output)?;
+    let built_in = started.elapsed();
+    // Checking compiles it, so the first run starts from the cache.
+    let engine = crate::engine::AgentEngine::new(&paths::cache_dir())?;
+    let report = crate::agent_check::check(&engine, &built, false).await?;
+    println!("{}", report::agent_check_table(&report));
+    println!(
+        "built {} ({} agent) in {:.1} s",
+        built.display(),
+        project.language,
+        built_in.as_secs_f64()
+    );
+    for refusal in &report.refusals {
+        println!("refused: {refusal}");
     }
     Ok(if report.refusals.is_empty() {
         ExitCode::SUCCESS

@@ -3,6 +3,7 @@
 //! Dependencies point one way:
 //! `cli → episode → {capability, sandbox, task} → {record, engine}`.
 
+pub mod agent_build;
 pub mod agent_check;
 pub mod bench;
 pub mod capability;

@@ -34,7 +34,7 @@
 #[allow(clippy::too_many_arguments)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "wit",
         world: "agent",
         pub_export_macro: true,
         export_macro_name: "export_agent",

@@ -1,0 +1,110 @@
+//! The SDKs this mlrb was built with, embedded so that `mlrb agent new`
+//! and `mlrb agent build` work from any folder, offline, against exactly
+//! the WIT this host implements. They are written once per content hash
+//! under the cache (`sdk/<hash>/`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// (path inside the SDK folder, contents)
+const FILES: &[(&str, &str)] = &[
+    ("wit/mlrb-agent.wit", include_str!("../../../wit/mlrb-agent.wit")),
+    ("rust/wit/mlrb-agent.wit", include_str!("../../../wit/mlrb-agent.wit")),
+    ("rust/src/lib.rs", include_str!("../../../sdk/rust/src/lib.rs")),
+    ("rust/Cargo.toml", RUST_MANIFEST),
+    (
+        "python/mlrb_sdk/__init__.py",
+        include_str!("../../../sdk/python/mlrb_sdk/__init__.py"),
+    ),
+    (
+        "python/mlrb_sdk/_core.py",
+        include_str!("../../../sdk/python/mlrb_sdk/_core.py"),
+    ),
+    (
+        "python/mlrb_sdk/workspace.py",
+        include_str!("../../../sdk/python/mlrb_sdk/workspace.py"),
+    ),
+    (
+        "python/mlrb_sdk/exec.py",
+        include_str!("../../../sdk/python/mlrb_sdk/exec.py"),
+    ),
+    (
+        "python/mlrb_sdk/episode.py",
+        include_str!("../../../sdk/python/mlrb_sdk/episode.py"),
+    ),
+    ("python/mlrb_sdk/py.typed", ""),
+    ("c/mlrb_sdk.h", include_str!("../../../sdk/c/mlrb_sdk.h")),
+];
+
+/// The Rust SDK's manifest outside mlrb's own workspace.
+const RUST_MANIFEST: &str = r#"[package]
+name = "mlrb-sdk"
+description = "Write mlrb agents in Rust: bindings to the mlrb:agent WIT contract and an ergonomic API over them"
+version = "0.1.0"
+edition = "2024"
+license = "Apache-2.0"
+
+[dependencies]
+wit-bindgen = "0.46"
+"#;
+
+/// The SDK folder: `wit/`, `rust/` (a crate), `python/` (the `mlrb_sdk`
+/// package) and `c/` (the helper header).
+#[derive(Debug, Clone)]
+pub struct Sdk {
+    pub root: PathBuf,
+}
+
+impl Sdk {
+    pub fn wit(&self) -> PathBuf {
+        self.root.join("wit")
+    }
+    pub fn rust(&self) -> PathBuf {
+        self.root.join("rust")
+    }
+    pub fn python(&self) -> PathBuf {
+        self.root.join("python")
+    }
+    pub fn c(&self) -> PathBuf {
+        self.root.join("c")
+    }
+}
+
+/// Writes the embedded SDK under `cache` (once per content) and returns it.
+pub fn materialize(cache: &Path) -> Result<Sdk> {
+    let mut hasher = blake3::Hasher::new();
+    for (path, contents) in FILES {
+        hasher
+            .update(path.as_bytes())
+            .update(&[0])
+            .update(contents.as_bytes())
+            .update(&[0]);
+    }
+    let hash = hasher.finalize().to_hex();
+    let root = cache.join("sdk").join(&hash[..16]);
+    if root.join(".complete").is_file() {
+        return Ok(Sdk { root });
+    }
+    let parent = cache.join("sdk");
+    std::fs::create_dir_all(&parent).with_context(|| format!("{}: cannot create", parent.display()))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".staging-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("{}: cannot write", parent.display()))?;
+    for (path, contents) in FILES {
+        let target = staging.path().join(path);
+        std::fs::create_dir_all(target.parent().unwrap())?;
+        std::fs::write(&target, contents)?;
+    }
+    std::fs::write(staging.path().join(".complete"), "")?;
+    let staged = staging.keep();
+    if let Err(e) = std::fs::rename(&staged, &root) {
+        // Another process got there first; its copy is identical.
+        let _ = std::fs::remove_dir_all(&staged);
+        if !root.join(".complete").is_file() {
+            return Err(e).with_context(|| format!("{}: cannot write the SDK", root.display()));
+        }
+    }
+    Ok(Sdk { root })
+}
