@@ -40,8 +40,7 @@ if ! "$cargo_bin/wasm-tools" --version 2>/dev/null | grep -q ' 1\.239\.0'; then
 fi
 
 # Python agents: componentize-py (with the mlrb-sdk package) in mlrb's tools venv.
-cache="${MLRB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb}"
-venv="$cache/tools/python"
+venv="${MLRB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb/tools}/python"
 if ! "$venv/bin/componentize-py" --version 2>/dev/null | grep -q ' 0\.25\.1'; then
     echo "mlrb setup: installing componentize-py and mlrb-sdk into $venv"
     /usr/bin/python3 -m venv "$venv"

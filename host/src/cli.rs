@@ -325,8 +325,9 @@ fn init_logging(verbose: u8) {
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MLRB_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},cranelift=warn,wasmtime=warn,wasm_compose=error")));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MLRB_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{default},cranelift=warn,wasmtime=warn,wasm_compose=error"))
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

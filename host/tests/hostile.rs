@@ -17,6 +17,13 @@ fn attack(agent: &str, extra_env: &[(&str, &str)], extra_args: &[&str]) -> Attac
     Attack { tmp, finished }
 }
 
+/// The same attack by the agent of that name in tests/agents/hostile-py.
+fn python_attack(agent: &str, extra_args: &[&str]) -> Attack {
+    let path = common::built_agent("tests/agents/hostile-py", Some(agent));
+    let (tmp, finished) = common::run_on_hostile_task_with(&path, &[], extra_args);
+    Attack { tmp, finished }
+}
+
 impl Attack {
     fn answer_lines(&self) -> Vec<String> {
         self.finished.answer().lines().map(String::from).collect()
@@ -49,7 +56,15 @@ fn error_kinds(events: &[Value]) -> Vec<String> {
 
 #[test]
 fn path_traversal_with_dot_dot_is_denied() {
-    let attack = attack("path_traversal", &[], &[]);
+    check_path_traversal(attack("path_traversal", &[], &[]));
+}
+
+#[test]
+fn path_traversal_from_python_is_denied() {
+    check_path_traversal(python_attack("path_traversal", &[]));
+}
+
+fn check_path_traversal(attack: Attack) {
     assert_eq!(attack.finished.end_reason(), "completed");
     attack.assert_nothing_escaped();
     let lines = attack.answer_lines();
@@ -58,7 +73,7 @@ fn path_traversal_with_dot_dot_is_denied() {
         "{lines:?}"
     );
     assert!(lines.contains(&"inside still works: true".to_string()));
-    let runs = attack.tmp.path().join("runs/t/hostile/path_traversal/0");
+    let runs = &attack.finished.dir;
     assert!(!runs.join("escaped.txt").exists() && !runs.join("escaped.py").exists());
     assert!(
         error_kinds(&attack.finished.events())
@@ -163,7 +178,18 @@ fn latest_manifest(dir: &Path) -> Value {
 #[test]
 fn an_infinite_loop_in_the_agent_ends_at_the_deadline() {
     let started = std::time::Instant::now();
-    let attack = attack("infinite_loop", &[], &["--wall-seconds", "3"]);
+    check_infinite_loop(attack("infinite_loop", &[], &["--wall-seconds", "3"]), started);
+}
+
+#[test]
+fn an_infinite_loop_in_a_python_agent_ends_at_the_deadline() {
+    let attack = python_attack("infinite_loop", &["--wall-seconds", "3"]);
+    // Measured from after the build, which the helper may have had to do.
+    let started = std::time::Instant::now() - std::time::Duration::from_secs(3);
+    check_infinite_loop(attack, started);
+}
+
+fn check_infinite_loop(attack: Attack, started: std::time::Instant) {
     assert_eq!(attack.finished.end_reason(), "timeout");
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
     // The final snapshot and score are still there.
@@ -173,7 +199,15 @@ fn an_infinite_loop_in_the_agent_ends_at_the_deadline() {
 
 #[test]
 fn a_memory_bomb_in_the_agent_hits_its_memory_limit() {
-    let attack = attack("agent_memory_bomb", &[], &["--agent-memory-mb", "64"]);
+    check_memory_bomb(attack("agent_memory_bomb", &[], &["--agent-memory-mb", "64"]));
+}
+
+#[test]
+fn a_memory_bomb_in_a_python_agent_hits_its_memory_limit() {
+    check_memory_bomb(python_attack("agent_memory_bomb", &["--agent-memory-mb", "64"]));
+}
+
+fn check_memory_bomb(attack: Attack) {
     assert_eq!(attack.finished.end_reason(), "memory-limit", "{}", attack.finished.json);
     let peak = attack.finished.json["episode"]["end"]["agent_memory_peak_bytes"]
         .as_u64()
@@ -252,7 +286,15 @@ fn an_agent_printing_gigabytes_is_cut_at_the_log_cap() {
 
 #[test]
 fn an_agent_that_ignores_its_step_budget_is_stopped() {
-    let attack = attack("step_budget", &[], &["--max-steps", "7"]);
+    check_step_budget(attack("step_budget", &[], &["--max-steps", "7"]));
+}
+
+#[test]
+fn a_python_agent_that_ignores_its_step_budget_is_stopped() {
+    check_step_budget(python_attack("step_budget", &["--max-steps", "7"]));
+}
+
+fn check_step_budget(attack: Attack) {
     assert_eq!(attack.finished.end_reason(), "step-budget");
     assert_eq!(attack.finished.json["episode"]["end"]["steps"], 7);
     let events = attack.finished.events();
@@ -271,4 +313,18 @@ fn the_agent_itself_has_no_files_sockets_or_environment() {
     assert!(lines.contains(&"env vars: 0".to_string()), "{lines:?}");
     assert!(lines.contains(&"args: 0".to_string()), "{lines:?}");
     assert!(!Path::new("/tmp/mlrb-agent-escaped").exists());
+}
+
+#[test]
+fn an_uncaught_exception_in_a_python_agent_ends_it_as_a_trap() {
+    let attack = python_attack("agent_panics", &[]);
+    assert_eq!(attack.finished.end_reason(), "trap", "{}", attack.finished.json);
+    // The traceback is in the agent's log, the final snapshot and score are kept.
+    let log = std::fs::read_to_string(attack.episode_dir().join("agent.log")).unwrap();
+    assert!(
+        log.contains("RuntimeError: the agent gave up with an uncaught exception"),
+        "{log}"
+    );
+    assert!(attack.episode_dir().join("score.json").is_file());
+    assert_eq!(attack.finished.json["episode"]["end"]["steps"], 1);
 }

@@ -7,9 +7,20 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 
-/// Where `scripts/setup.sh` installs the Python build tools (a venv).
+/// Where `scripts/setup.sh` installs the Python build tools (a venv):
+/// `$MLRB_TOOLS_DIR/python`, else `$XDG_CACHE_HOME/mlrb/tools/python`, else
+/// `~/.cache/mlrb/tools/python`. Not under `MLRB_CACHE_DIR`: a separate
+/// compile cache (a test's, say) still finds the one installed toolchain.
 pub fn tools_venv() -> PathBuf {
-    crate::paths::cache_dir().join("tools/python")
+    if let Some(dir) = std::env::var_os("MLRB_TOOLS_DIR") {
+        return PathBuf::from(dir).join("python");
+    }
+    let cache = match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+        (Some(dir), _) => PathBuf::from(dir),
+        (None, Some(home)) => PathBuf::from(home).join(".cache"),
+        (None, None) => std::env::temp_dir(),
+    };
+    cache.join("mlrb/tools/python")
 }
 
 /// A tool: `$<env>` if set, else the first of `names` on `PATH`, in

@@ -57,6 +57,75 @@ pub fn agent(name: &str) -> PathBuf {
     path
 }
 
+/// An agent built with `mlrb agent build` from a project folder of the
+/// repository (`plugins/baseline-py`, `tests/agents/hostile-py` with an
+/// entry module, `sdk/c/baseline`), once: rebuilt only when a source file,
+/// the SDK or the mlrb binary is newer than the built component.
+pub fn built_agent(project: &str, entry: Option<&str>) -> PathBuf {
+    let dir = workspace_root().join(project);
+    let name = format!(
+        "{}{}",
+        project.replace('/', "_"),
+        entry.map(|e| format!("-{e}")).unwrap_or_default()
+    );
+    let output = target_dir().join("mlrb-built-agents").join(format!("{name}.wasm"));
+    let sources = [
+        dir.clone(),
+        workspace_root().join("sdk"),
+        PathBuf::from(env!("CARGO_BIN_EXE_mlrb")),
+    ];
+    let newest_source = sources
+        .iter()
+        .flat_map(|root| walk_files(root))
+        .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .max()
+        .unwrap();
+    let built_at = std::fs::metadata(&output).and_then(|m| m.modified()).ok();
+    if built_at.is_some_and(|t| t > newest_source) {
+        return output;
+    }
+    std::fs::create_dir_all(output.parent().unwrap()).unwrap();
+    // Built under a temporary name and renamed: concurrent tests may build it too.
+    let staging = output.with_extension(format!("{}.wasm", std::process::id()));
+    let mut command = mlrb();
+    command.args(["agent", "build"]).arg(&dir).arg("-o").arg(&staging);
+    if let Some(entry) = entry {
+        command.args(["--entry", entry]);
+    }
+    let built = command.output().unwrap();
+    assert!(
+        built.status.success(),
+        "mlrb agent build {project} {entry:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&built.stdout),
+        String::from_utf8_lossy(&built.stderr)
+    );
+    std::fs::rename(&staging, &output).unwrap();
+    output
+}
+
+fn walk_files(root: &Path) -> Vec<PathBuf> {
+    if root.is_file() {
+        return vec![root.to_path_buf()];
+    }
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if name == "__pycache__" || name == "target" || path.extension().is_some_and(|x| x == "wasm") {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
 pub fn cache_dir() -> PathBuf {
     target_dir().join("mlrb-test-cache")
 }
@@ -132,14 +201,18 @@ pub fn run_on_hostile_task(
     extra_env: &[(&str, &str)],
     extra_args: &[&str],
 ) -> (tempfile::TempDir, Finished) {
+    run_on_hostile_task_with(&self::agent(agent), extra_env, extra_args)
+}
+
+/// [`run_on_hostile_task`] for an agent given by its path.
+pub fn run_on_hostile_task_with(
+    agent: &Path,
+    extra_env: &[(&str, &str)],
+    extra_args: &[&str],
+) -> (tempfile::TempDir, Finished) {
     let tmp = tempfile::tempdir().unwrap();
     let task = hostile_task(tmp.path(), extra_env);
-    let finished = run_episode(
-        &self::agent(agent),
-        task.to_str().unwrap(),
-        &tmp.path().join("runs"),
-        extra_args,
-    );
+    let finished = run_episode(agent, task.to_str().unwrap(), &tmp.path().join("runs"), extra_args);
     (tmp, finished)
 }
 
