@@ -3,7 +3,6 @@
 //! this host will run it, with the reason when not.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::Result;
 use serde::Serialize;
@@ -38,10 +37,10 @@ const NEVER_GRANTED: &[(&str, &str)] = &[
 /// Inspects the component at `path`. `network_granted`: whether the task
 /// it is checked for grants network (sockets are refused otherwise).
 pub async fn check(engine: &AgentEngine, path: &Path, network_granted: bool) -> Result<Report> {
-    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
-    let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+    let bytes = crate::engine::map_file(path)?;
+    let sha256 = hex::encode(sha2::Sha256::digest(&bytes[..]));
     let size = bytes.len() as u64;
-    let loaded = engine.load(Arc::new(bytes), &sha256).await.map_err(|e| {
+    let loaded = engine.load(&bytes, &sha256).await.map_err(|e| {
         anyhow::anyhow!(
             "{}: not a WebAssembly component this host can compile: {e:#}",
             path.display()

@@ -64,7 +64,7 @@ impl AgentEngine {
 
     /// Loads a component: from the compile cache when this host compiled it
     /// before, otherwise compiles it (off the async threads) and caches it.
-    pub async fn load(&self, wasm: Arc<Vec<u8>>, sha256: &str) -> Result<LoadedComponent> {
+    pub async fn load(&self, wasm: &[u8], sha256: &str) -> Result<LoadedComponent> {
         if let Some(component) = self.cache.get(&self.engine, sha256)? {
             return Ok(LoadedComponent {
                 component,
@@ -72,15 +72,25 @@ impl AgentEngine {
             });
         }
         let engine = self.engine.clone();
-        let bytes = wasm.clone();
+        let bytes = wasm.to_vec();
         let compiled = tokio::task::spawn_blocking(move || engine.precompile_component(&bytes))
             .await
             .context("compile task panicked")?
             .map_err(anyhow::Error::from)
             .map_err(describe_compile_error)?;
-        self.cache.put(sha256, &compiled)?;
-        // SAFETY: `compiled` was produced by this engine just now.
-        let component = unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(anyhow::Error::from)?;
+        let component = match self.cache.put(sha256, &compiled) {
+            // Loaded back from the file: memory images map from it.
+            Ok(()) => self.cache.get(&self.engine, sha256)?,
+            Err(error) => {
+                tracing::warn!(%error, "could not write the compile cache");
+                None
+            }
+        };
+        let component = match component {
+            Some(component) => component,
+            // SAFETY: `compiled` was produced by this engine just now.
+            None => unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(anyhow::Error::from)?,
+        };
         Ok(LoadedComponent {
             component,
             from_cache: false,
@@ -121,16 +131,17 @@ fn first_line(text: &str) -> &str {
 }
 
 /// Compiled components on disk, keyed by the agent's sha256 and the engine's
-/// compatibility hash. An artifact is only loaded when it carries a MAC made
-/// with this cache's own key: wasmtime deserialisation trusts its input, so a
-/// corrupted or foreign file must never reach it.
+/// compatibility hash. An artifact (`.cwasm`) is only loaded when its MAC
+/// (`.mac`, beside it) was made with this cache's own key: wasmtime
+/// deserialisation trusts its input, so a corrupted or foreign file must
+/// never reach it. A verified artifact is mapped, not copied: the agent's
+/// initial memory is then mapped copy-on-write straight from the file, which
+/// is what makes a large (Python) agent start in milliseconds.
 pub struct CompileCache {
     dir: PathBuf,
     key: [u8; 32],
     engine_hash: String,
 }
-
-const MAC_LEN: usize = 32;
 
 impl CompileCache {
     pub fn open(dir: &Path, engine: &Engine) -> Result<Self> {
@@ -153,28 +164,25 @@ impl CompileCache {
     /// The cached component, or `None` when absent or not verifiably ours.
     pub fn get(&self, engine: &Engine, sha256: &str) -> Result<Option<Component>> {
         let path = self.path_for(sha256);
-        let Ok(bytes) = std::fs::read(&path) else {
+        let (Ok(mac), Ok(file)) = (std::fs::read(path.with_extension("mac")), std::fs::File::open(&path)) else {
             return Ok(None);
         };
-        if bytes.len() < MAC_LEN {
-            tracing::warn!(path = %path.display(), "ignoring a truncated compile-cache entry");
-            return Ok(None);
-        }
-        let (body, mac) = bytes.split_at(bytes.len() - MAC_LEN);
-        let expected = blake3::keyed_hash(&self.key, body);
-        if expected.as_bytes() != mac {
+        // SAFETY: a read-only map of a file only this cache writes, and
+        // always by rename, so its contents do not change under the map.
+        let verified = match unsafe { memmap2::Mmap::map(&file) } {
+            Ok(map) => blake3::keyed_hash(&self.key, &map).as_bytes().as_slice() == mac.as_slice(),
+            Err(_) => false,
+        };
+        if !verified {
             tracing::warn!(path = %path.display(), "ignoring a compile-cache entry this host did not write");
             return Ok(None);
         }
-        // SAFETY: the MAC proves this host's cache wrote these bytes from
+        // SAFETY: the MAC proves this host's cache wrote the file from
         // `Engine::precompile_component`, for an engine with this compatibility hash.
-        match unsafe { Component::deserialize(engine, body) } {
+        match unsafe { Component::deserialize_file(engine, &path) } {
             Ok(component) => {
                 // Recently used entries survive `mlrb cache prune`.
-                let _ = std::fs::File::options()
-                    .write(true)
-                    .open(&path)
-                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                let _ = file.set_modified(std::time::SystemTime::now());
                 Ok(Some(component))
             }
             Err(error) => {
@@ -202,6 +210,14 @@ impl CompileCache {
             let ours = name.ends_with(&format!("-{}.cwasm", self.engine_hash));
             let stale = if name.ends_with(".cwasm") {
                 !ours || age > unused_for
+            } else if let Some(stem) = name.strip_suffix(".mac") {
+                // A MAC goes with its artifact.
+                let artifact = self.dir.join(format!("{stem}.cwasm"));
+                let kept = stem.ends_with(&format!("-{}", self.engine_hash))
+                    && std::fs::metadata(&artifact)
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|t| now.duration_since(t).unwrap_or_default() <= unused_for);
+                !kept
             } else {
                 // An interrupted write's temp file.
                 age > std::time::Duration::from_secs(3600)
@@ -214,15 +230,18 @@ impl CompileCache {
         Ok(removed)
     }
 
-    /// Stores a compiled artifact atomically (temp file + rename), so
-    /// concurrent hosts never see half a file.
+    /// Stores a compiled artifact and then its MAC, each atomically (temp
+    /// file + rename), so concurrent hosts never see half a file; an
+    /// artifact whose MAC is missing or stale is simply not used.
     pub fn put(&self, sha256: &str, compiled: &[u8]) -> Result<()> {
-        let mac = blake3::keyed_hash(&self.key, compiled);
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
         use std::io::Write;
-        tmp.write_all(compiled)?;
-        tmp.write_all(mac.as_bytes())?;
-        tmp.persist(self.path_for(sha256))
+        let path = self.path_for(sha256);
+        let mut artifact = tempfile::NamedTempFile::new_in(&self.dir)?;
+        artifact.write_all(compiled)?;
+        artifact.persist(&path).context("writing a compile-cache entry")?;
+        let mut mac = tempfile::NamedTempFile::new_in(&self.dir)?;
+        mac.write_all(blake3::keyed_hash(&self.key, compiled).as_bytes())?;
+        mac.persist(path.with_extension("mac"))
             .context("writing a compile-cache entry")?;
         Ok(())
     }
@@ -253,4 +272,14 @@ fn load_or_create_key(path: &Path) -> Result<[u8; 32]> {
         Ok(_) => Ok(key),
         Err(_) => load_or_create_key(path),
     }
+}
+
+/// An agent file, mapped read-only rather than read: hashing it is all a
+/// cache hit needs, and an 18 MB Python agent need not be copied for that.
+pub fn map_file(path: &Path) -> Result<memmap2::Mmap> {
+    let file =
+        std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))?;
+    // SAFETY: read-only; a file changed while an episode starts gives a
+    // wrong hash or a failed compile, never unsafety in the host.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))
 }

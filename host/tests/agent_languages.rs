@@ -225,3 +225,28 @@ fn python_agents_import_no_sockets_or_preopens_and_cannot_use_them() {
     let leaks = common::files_containing(tmp.path(), &common::hidden_token());
     assert!(leaks.is_empty(), "{leaks:?}");
 }
+
+#[test]
+fn a_python_agent_draws_randomness_from_the_seed_and_can_give_up() {
+    let seeded = common::built_agent("tests/agents/probes-py", Some("seeded"));
+    let tmp = tempfile::tempdir().unwrap();
+    let answer = |out: &str, seed: &str| {
+        let finished = common::run_episode(&seeded, "digits", &tmp.path().join(out), &["--seed", seed]);
+        assert_eq!(finished.end_reason(), "completed", "{}", finished.json);
+        finished.answer()
+    };
+    let first = answer("a", "1");
+    assert_eq!(first, answer("b", "1"), "the same seed drew differently");
+    let other = answer("c", "2");
+    // Both `random` (seeded when the build imported it) and os.urandom follow the seed.
+    for (a, b) in first.split(' ').zip(other.split(' ')) {
+        assert_ne!(a, b, "two seeds drew the same: {first} / {other}");
+    }
+
+    let gives_up = common::built_agent("tests/agents/probes-py", Some("gives_up"));
+    let finished = common::run_episode(&gives_up, "digits", &tmp.path().join("d"), &[]);
+    assert_eq!(finished.end_reason(), "agent-error", "{}", finished.json);
+    let detail = finished.json["episode"]["end"]["detail"].as_str().unwrap();
+    assert!(detail.contains("no idea how to improve digits"), "{detail}");
+    assert!(finished.dir.join("score.json").is_file());
+}

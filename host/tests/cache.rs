@@ -62,7 +62,8 @@ fn prune_removes_foreign_stale_and_leftover_entries_and_keeps_the_rest() {
     let output = mlrb().args(["cache", "prune", "--unused-days", "30"]).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(
-        String::from_utf8_lossy(&output.stdout).contains("removed 5 item(s)"),
+        // The old artifact and its MAC, the foreign one, the temp file, two prepared folders.
+        String::from_utf8_lossy(&output.stdout).contains("removed 6 item(s)"),
         "{}",
         String::from_utf8_lossy(&output.stdout)
     );
@@ -73,6 +74,9 @@ fn prune_removes_foreign_stale_and_leftover_entries_and_keeps_the_rest() {
         "{left:?}"
     );
     assert_eq!(left.iter().filter(|n| n.ends_with(".cwasm")).count(), 1, "{left:?}");
+    let kept = left.iter().find(|n| n.ends_with(".cwasm")).unwrap();
+    let macs: Vec<&String> = left.iter().filter(|n| n.ends_with(".mac")).collect();
+    assert_eq!(macs, vec![&kept.replace(".cwasm", ".mac")], "{left:?}");
     assert_eq!(entries(&cache.join("prepared")), vec!["fresh-1-def".to_string()]);
     // The pruned agent compiles again on its next start.
     assert!(
@@ -84,4 +88,63 @@ fn prune_removes_foreign_stale_and_leftover_entries_and_keeps_the_rest() {
             .status
             .success()
     );
+}
+
+/// Runs the baseline on digits with `cache` and says whether it started from the compile cache.
+fn started_from_cache(cache: &std::path::Path, out: &std::path::Path) -> bool {
+    let finished = {
+        let mut command = common::run_command(&common::agent("baseline"), "digits", out, &["--json"]);
+        command.env("MLRB_CACHE_DIR", cache);
+        let output = command.output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    assert_eq!(finished["episode"]["end"]["reason"], "completed", "{finished}");
+    finished["episode"]["agent"]["compiled_from_cache"].as_bool().unwrap()
+}
+
+#[test]
+fn a_corrupted_truncated_or_foreign_cache_entry_is_never_loaded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let compiled = cache.join("compiled");
+    let run = |n: &str| started_from_cache(&cache, &tmp.path().join(n));
+    assert!(!run("cold"), "a fresh cache cannot hit");
+    assert!(run("warm"), "the second start must come from the cache");
+    let artifact = std::fs::read_dir(&compiled)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .unwrap();
+    let mac = artifact.with_extension("mac");
+    let original = std::fs::read(&artifact).unwrap();
+
+    // One flipped byte in the artifact.
+    let mut flipped = original.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x40;
+    std::fs::write(&artifact, &flipped).unwrap();
+    assert!(!run("flipped"), "a corrupted artifact was loaded");
+    assert_eq!(
+        std::fs::read(&artifact).unwrap(),
+        original,
+        "recompiling wrote the same artifact back"
+    );
+
+    // Truncated.
+    std::fs::write(&artifact, &original[..original.len() / 3]).unwrap();
+    assert!(!run("truncated"));
+
+    // A foreign cache's entry: a valid artifact with a MAC made under another key.
+    std::fs::write(&mac, [7u8; 32]).unwrap();
+    assert!(!run("foreign-mac"));
+
+    // The MAC missing altogether.
+    std::fs::remove_file(&mac).unwrap();
+    assert!(!run("no-mac"));
+    assert!(run("healed"), "after recompiling, the entry is trusted again");
+
+    // Another cache's key file: every entry becomes foreign.
+    std::fs::write(compiled.join("cache.key"), [9u8; 32]).unwrap();
+    assert!(!run("other-key"));
 }

@@ -138,13 +138,12 @@ impl Host {
     /// Reads, compiles (or loads from the cache) and type-checks an agent.
     pub async fn load_agent(&self, path: &Path) -> Result<LoadedAgent> {
         let started = Instant::now();
-        let bytes =
-            std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))?;
-        let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+        let bytes = crate::engine::map_file(path)?;
+        let sha256 = hex::encode(sha2::Sha256::digest(&bytes[..]));
         let size = bytes.len() as u64;
         let loaded = self
             .engine
-            .load(Arc::new(bytes), &sha256)
+            .load(&bytes, &sha256)
             .await
             .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
         let instance_pre = self.linker.instantiate_pre(&loaded.component).map_err(|e| {

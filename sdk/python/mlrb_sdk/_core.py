@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, TypeVar
 
 #: The WIT package this SDK targets.
@@ -85,6 +86,10 @@ class Agent:
 
         class WitWorld(_WorldBase):  # type: ignore[misc,valid-type]
             def run(self, task: TaskInfo) -> str:
+                # `random` seeded itself when the build imported it; reseed
+                # from the host's randomness, which follows --seed.
+                if "random" in sys.modules:
+                    sys.modules["random"].seed()
                 try:
                     return agent_class().run(task)
                 except AgentError as error:
