@@ -38,6 +38,7 @@ fn task_info() -> TaskInfoRecord {
         max_steps: u32::MAX,
         wall_seconds: 3600,
         llm_tokens: 0,
+        llm_cost_usd: 0.0,
     }
 }
 

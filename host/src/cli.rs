@@ -147,6 +147,27 @@ struct RunArgs {
     json: bool,
     #[command(flatten)]
     sandbox: SandboxArgs,
+    #[command(flatten)]
+    llm: LlmArgs,
+}
+
+/// Where the agent's LLM calls go, and how much they may spend.
+#[derive(Args, Debug, Clone)]
+struct LlmArgs {
+    /// The configuration with the `[llm]` providers and model aliases
+    /// [default: $MLRB_CONFIG, ./mlrb.toml, ~/.config/mlrb/mlrb.toml].
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+    /// `replay:<episode-dir>`: answer the agent's requests from a recorded
+    /// episode, in order, with no provider or key.
+    #[arg(long, value_name = "replay:DIR")]
+    llm: Option<String>,
+    /// Override the task's LLM token budget (input and output; 0: no limit).
+    #[arg(long)]
+    llm_tokens: Option<u64>,
+    /// Override the task's LLM cost budget in USD (0: no limit).
+    #[arg(long)]
+    llm_cost_usd: Option<f64>,
 }
 
 #[derive(Args, Debug)]
@@ -201,6 +222,15 @@ struct BenchArgs {
     image: Option<String>,
     #[arg(long, value_delimiter = ',', value_name = "IDS")]
     gpus: Vec<String>,
+    /// The configuration with the `[llm]` providers [default: mlrb's usual places].
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+    /// Override the tasks' LLM token budgets.
+    #[arg(long)]
+    llm_tokens: Option<u64>,
+    /// Override the tasks' LLM cost budgets, in USD.
+    #[arg(long)]
+    llm_cost_usd: Option<f64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -413,7 +443,8 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     // prepared ends the episode as soon as the agent starts, with records.
     let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
     let task = task::resolve(&args.task)?;
-    let host = host(&args.sandbox, &task).await?;
+    let llm = crate::llm::LlmSource::open(args.llm.llm.as_deref(), args.llm.config.as_deref())?;
+    let host = host(&args.sandbox, &task).await?.with_llm(llm);
     let bar = spinner("loading the agent");
     let agent = host.load_agent(&args.agent).await?;
     let agent_name = paths::safe_component(
@@ -445,6 +476,8 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
             memory_bytes: args.agent_memory_mb << 20,
             max_steps: args.max_steps,
             wall_seconds: args.wall_seconds,
+            llm_tokens: args.llm.llm_tokens,
+            llm_cost_usd: args.llm.llm_cost_usd,
             ..AgentLimits::default()
         },
         progress: Some(steps.clone()),
@@ -689,6 +722,9 @@ fn bench_plan(args: &BenchArgs) -> Result<bench::Plan> {
             cpus: None,
             max_steps: None,
             wall_seconds: None,
+            llm_tokens: None,
+            llm_cost_usd: None,
+            config: None,
             agent_memory_mb: 1024,
             retries: 2,
         },
@@ -717,6 +753,16 @@ fn bench_plan(args: &BenchArgs) -> Result<bench::Plan> {
     }
     plan.max_steps = args.max_steps.or(plan.max_steps);
     plan.wall_seconds = args.wall_seconds.or(plan.wall_seconds);
+    plan.llm_tokens = args.llm_tokens.or(plan.llm_tokens);
+    plan.llm_cost_usd = args.llm_cost_usd.or(plan.llm_cost_usd);
+    // Kept absolute in plan.json, so a resume elsewhere finds it.
+    if let Some(config) = args.config.clone().or(plan.config.take()) {
+        plan.config = Some(
+            config
+                .canonicalize()
+                .with_context(|| format!("{}: cannot read", config.display()))?,
+        );
+    }
     Ok(plan)
 }
 

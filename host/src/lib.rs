@@ -10,6 +10,7 @@ pub mod capability;
 pub mod cli;
 pub mod engine;
 pub mod episode;
+pub mod llm;
 pub mod paths;
 pub mod record;
 pub mod report;

@@ -12,6 +12,7 @@ const FILES: &[(&str, &str)] = &[
     ("wit/mlrb-agent.wit", include_str!("../../../wit/mlrb-agent.wit")),
     ("rust/wit/mlrb-agent.wit", include_str!("../../../wit/mlrb-agent.wit")),
     ("rust/src/lib.rs", include_str!("../../../sdk/rust/src/lib.rs")),
+    ("rust/src/actions.rs", include_str!("../../../sdk/rust/src/actions.rs")),
     ("rust/Cargo.toml", RUST_MANIFEST),
     (
         "python/mlrb_sdk/__init__.py",
@@ -33,6 +34,10 @@ const FILES: &[(&str, &str)] = &[
         "python/mlrb_sdk/episode.py",
         include_str!("../../../sdk/python/mlrb_sdk/episode.py"),
     ),
+    (
+        "python/mlrb_sdk/llm.py",
+        include_str!("../../../sdk/python/mlrb_sdk/llm.py"),
+    ),
     ("python/mlrb_sdk/py.typed", ""),
     ("c/mlrb_sdk.h", include_str!("../../../sdk/c/mlrb_sdk.h")),
 ];
@@ -47,6 +52,7 @@ license = "Apache-2.0"
 
 [dependencies]
 wit-bindgen = "0.46"
+similar = "2"
 "#;
 
 /// The SDK folder: `wit/`, `rust/` (a crate), `python/` (the `mlrb_sdk`

@@ -98,6 +98,16 @@ pub struct Plan {
     pub max_steps: Option<u32>,
     #[serde(default)]
     pub wall_seconds: Option<u64>,
+    /// Overrides the tasks' LLM token budgets.
+    #[serde(default)]
+    pub llm_tokens: Option<u64>,
+    /// Overrides the tasks' LLM cost budgets, in USD.
+    #[serde(default)]
+    pub llm_cost_usd: Option<f64>,
+    /// The mlrb.toml whose `[llm]` providers the agents' calls go to
+    /// [default: mlrb's usual places].
+    #[serde(default)]
+    pub config: Option<PathBuf>,
     #[serde(default = "default_memory")]
     pub agent_memory_mb: usize,
     /// Attempts after an infrastructure failure (never after the agent's own).
@@ -235,7 +245,8 @@ pub async fn run(
     let sandbox = sandbox::open(plan.sandbox, &image).await?;
     let gpus = GpuPool::new(&plan.gpus)?;
     let gpu_count = gpus.size();
-    let host = Host::new(cache_dir, sandbox)?.with_gpus(gpus);
+    let llm = crate::llm::LlmSource::open(None, plan.config.as_deref())?;
+    let host = Host::new(cache_dir, sandbox)?.with_gpus(gpus).with_llm(llm);
     // Refuse at once what cannot run here, before any episode starts.
     for task in &tasks {
         task::requirements::ensure(task, &host.offer()).await?;
@@ -316,7 +327,7 @@ pub async fn run(
             results.insert(cell.id.clone(), result);
         } else {
             if episode_dir.exists() {
-                std::fs::remove_dir_all(&episode_dir)
+                remove_settled(&episode_dir)
                     .with_context(|| format!("removing the partial episode {}", episode_dir.display()))?;
             }
             pending.push(cell.clone());
@@ -468,6 +479,8 @@ impl Bench {
                     memory_bytes: self.plan.agent_memory_mb << 20,
                     max_steps: self.plan.max_steps,
                     wall_seconds: self.plan.wall_seconds,
+                    llm_tokens: self.plan.llm_tokens,
+                    llm_cost_usd: self.plan.llm_cost_usd,
                     ..AgentLimits::default()
                 },
                 progress: Some(steps),
@@ -528,6 +541,23 @@ impl Bench {
                     tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
                 }
             }
+        }
+    }
+}
+
+/// Removes a partial episode's folder. Scripts of a killed host die with it,
+/// but not instantly: a file one of them writes while the folder is being
+/// removed makes that fail with "not empty", so it is tried again, briefly.
+fn remove_settled(dir: &Path) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match std::fs::remove_dir_all(dir) {
+            Err(error) if error.kind() == std::io::ErrorKind::DirectoryNotEmpty && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            other => return other,
         }
     }
 }

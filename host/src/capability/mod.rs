@@ -24,7 +24,7 @@ wasmtime::component::bindgen!({
 });
 
 /// The version of the WIT package this host implements.
-pub const WIT_PACKAGE: &str = "mlrb:agent@0.1.0";
+pub const WIT_PACKAGE: &str = "mlrb:agent@0.2.0";
 
 /// What a wasmtime store holds for one agent.
 pub struct AgentState {
@@ -52,7 +52,9 @@ pub fn linker(engine: &wasmtime::Engine) -> anyhow::Result<wasmtime::component::
     Ok(linker)
 }
 
-use mlrb::agent::{episode as wit_episode, exec as wit_exec, types as wit_types, workspace as wit_workspace};
+use mlrb::agent::{
+    episode as wit_episode, exec as wit_exec, llm as wit_llm, types as wit_types, workspace as wit_workspace,
+};
 
 impl From<ToolError> for wit_types::ToolError {
     fn from(error: ToolError) -> Self {
@@ -223,6 +225,7 @@ impl From<TaskInfoRecord> for wit_types::TaskInfo {
                 max_steps: t.max_steps,
                 wall_seconds: t.wall_seconds,
                 llm_tokens: t.llm_tokens,
+                llm_cost_usd: t.llm_cost_usd,
             },
         }
     }
@@ -253,6 +256,7 @@ impl wit_episode::Host for AgentState {
             elapsed_ms: usage.elapsed_ms,
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
+            llm_cost_usd: usage.llm_cost_usd,
         })
     }
 
@@ -270,6 +274,62 @@ impl wit_episode::Host for AgentState {
                 score: report.score,
                 valid: report.valid,
                 message: report.message,
+            })
+            .map_err(Into::into))
+    }
+}
+
+impl From<wit_llm::Request> for crate::llm::LlmRequest {
+    fn from(request: wit_llm::Request) -> Self {
+        use crate::llm::Role;
+        Self {
+            model: request.model,
+            messages: request
+                .messages
+                .into_iter()
+                .map(|m| crate::llm::Message {
+                    role: match m.role {
+                        wit_llm::Role::System => Role::System,
+                        wit_llm::Role::User => Role::User,
+                        wit_llm::Role::Assistant => Role::Assistant,
+                    },
+                    content: m.content,
+                })
+                .collect(),
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+            stop: request.stop,
+        }
+    }
+}
+
+impl From<crate::llm::LlmError> for wit_llm::LlmError {
+    fn from(error: crate::llm::LlmError) -> Self {
+        use crate::llm::LlmError as E;
+        match error {
+            E::BudgetExhausted(m) => Self::BudgetExhausted(m),
+            E::Refused(m) => Self::Refused(m),
+            E::Provider(m) => Self::Provider(m),
+            E::Timeout(m) => Self::Timeout(m),
+            E::InvalidRequest(m) => Self::InvalidRequest(m),
+            E::Unavailable(m) => Self::Unavailable(m),
+        }
+    }
+}
+
+impl wit_llm::Host for AgentState {
+    async fn complete(
+        &mut self,
+        request: wit_llm::Request,
+    ) -> wasmtime::Result<Result<wit_llm::Completion, wit_llm::LlmError>> {
+        let result = self.session.llm_complete(request.into()).await?;
+        Ok(result
+            .map(|c| wit_llm::Completion {
+                text: c.text,
+                model: c.model,
+                input_tokens: c.input_tokens,
+                output_tokens: c.output_tokens,
+                finish_reason: c.finish_reason,
             })
             .map_err(Into::into))
     }

@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 use super::exec::{ExecOutcome, ScriptRunner};
 use super::tool_error::{ToolError, ToolResult};
 use super::workspace::Workspace;
+use crate::llm::replay::Replayed;
+use crate::llm::{CallStats, Completion, LlmError, LlmRequest, LlmSource, LlmUsage};
 use crate::record::snapshot::{ManifestEntry, SnapshotStore};
 use crate::record::trace::{Event, Trace, raw};
 use crate::task::Evaluation;
@@ -62,6 +64,8 @@ pub struct TaskInfoRecord {
     pub max_steps: u32,
     pub wall_seconds: u64,
     pub llm_tokens: u64,
+    #[serde(default)]
+    pub llm_cost_usd: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -71,6 +75,7 @@ pub struct UsageRecord {
     pub elapsed_ms: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    pub llm_cost_usd: f64,
 }
 
 /// Why an episode ended.
@@ -93,6 +98,8 @@ pub enum EndReason {
     Interrupted,
     /// The host failed (disk full, sandbox broken): not the agent's fault.
     HostError,
+    /// Under `--llm replay:`, the agent asked what the recording never did.
+    ReplayDiverged,
 }
 
 /// A host call's request to end the episode now (raised as a trap).
@@ -126,6 +133,10 @@ pub struct Session {
     read_only_baseline: Vec<(String, ManifestEntry)>,
     validation: Option<ValidationPolicy>,
     validations: Vec<ValidationRecord>,
+    llm: LlmSource,
+    llm_usage: LlmUsage,
+    /// Requests answered so far from a replayed recording.
+    llm_replayed: usize,
 }
 
 /// How a tool result is recorded: `{"ok": value}` or `{"error": {...}}`.
@@ -181,7 +192,20 @@ impl Session {
             read_only_baseline: Vec::new(),
             validation: None,
             validations: Vec::new(),
+            llm: LlmSource::None,
+            llm_usage: LlmUsage::default(),
+            llm_replayed: 0,
         }
+    }
+
+    /// Where this episode's completions come from.
+    pub fn set_llm(&mut self, source: LlmSource) {
+        self.llm = source;
+    }
+
+    /// The episode's LLM spending so far.
+    pub fn llm_usage(&self) -> &LlmUsage {
+        &self.llm_usage
     }
 
     /// Allows intermediate scoring under `policy`.
@@ -221,8 +245,9 @@ impl Session {
             steps: self.steps,
             max_steps: self.task_info.max_steps,
             elapsed_ms: self.started.elapsed().as_millis() as u64,
-            input_tokens: 0,
-            output_tokens: 0,
+            input_tokens: self.llm_usage.input_tokens,
+            output_tokens: self.llm_usage.output_tokens,
+            llm_cost_usd: self.llm_usage.cost_usd,
         }
     }
 
@@ -283,6 +308,7 @@ impl Session {
         result: &serde_json::value::RawValue,
         started: Instant,
         snapshot: Option<u64>,
+        llm: Option<&serde_json::value::RawValue>,
     ) -> wasmtime::Result<()> {
         self.first_call_at.get_or_insert(started);
         let event = Event {
@@ -295,6 +321,7 @@ impl Session {
             result,
             duration_us: started.elapsed().as_micros() as u64,
             snapshot,
+            llm,
         };
         self.trace
             .write(&event)
@@ -304,8 +331,113 @@ impl Session {
     /// A call that is not a step (task, usage, validate): recorded only.
     pub fn record_plain(&mut self, interface: &str, function: &str, args: Value, result: Value) {
         let now = Instant::now();
-        if let Err(error) = self.write_event(interface, function, None, &raw(&args), &raw(&result), now, None) {
+        if let Err(error) = self.write_event(interface, function, None, &raw(&args), &raw(&result), now, None, None) {
             tracing::error!(%error, "trace write failed");
+        }
+    }
+
+    /// One `llm.complete`: checked against the budget, answered by the
+    /// episode's source, paid for, and recorded with both sides and how the
+    /// call went. Not a step.
+    pub async fn llm_complete(&mut self, request: LlmRequest) -> wasmtime::Result<Result<Completion, LlmError>> {
+        let started = Instant::now();
+        let (result, stats) = self.llm_answer(&request).await?;
+        let (input_price, output_price) = self.llm.prices(&request.model);
+        let mut cost = 0.0;
+        if let Ok(completion) = &result {
+            cost =
+                (completion.input_tokens as f64 * input_price + completion.output_tokens as f64 * output_price) / 1e6;
+            self.llm_usage.input_tokens += completion.input_tokens as u64;
+            self.llm_usage.output_tokens += completion.output_tokens as u64;
+            self.llm_usage.cost_usd += cost;
+        }
+        self.llm_usage.calls += 1;
+        if let Some(stats) = &stats {
+            self.llm_usage.waiting_ms += stats.queued_ms + stats.backoff_ms;
+            self.llm_usage.provider_ms += stats.provider_ms;
+        }
+        let recorded = match &result {
+            Ok(completion) => json!({ "ok": completion }),
+            Err(error) => json!({ "error": error }),
+        };
+        let call = json!({ "source": self.llm_source_kind(), "stats": stats, "cost_usd": cost });
+        self.write_event(
+            "llm",
+            "complete",
+            None,
+            &raw(&request),
+            &raw(&recorded),
+            started,
+            None,
+            Some(&raw(&call)),
+        )?;
+        Ok(result)
+    }
+
+    fn llm_source_kind(&self) -> &'static str {
+        match self.llm {
+            LlmSource::None => "none",
+            LlmSource::Live(_) => "live",
+            LlmSource::Replay(_) => "replay",
+        }
+    }
+
+    async fn llm_answer(
+        &mut self,
+        request: &LlmRequest,
+    ) -> wasmtime::Result<(Result<Completion, LlmError>, Option<CallStats>)> {
+        if let LlmSource::Replay(recording) = &self.llm {
+            // A replay answers everything, refusals included, as recorded.
+            return match recording.answer(self.llm_replayed, request) {
+                Replayed::Answer(result) => {
+                    self.llm_replayed += 1;
+                    Ok((result, None))
+                }
+                Replayed::Diverged(why) => Err(wasmtime::Error::new(EndEpisode {
+                    reason: EndReason::ReplayDiverged,
+                    detail: why,
+                })),
+            };
+        }
+        if request.messages.is_empty() {
+            return Ok((
+                Err(LlmError::InvalidRequest("a request needs at least one message".into())),
+                None,
+            ));
+        }
+        let used = self.llm_usage.input_tokens + self.llm_usage.output_tokens;
+        let budget = &self.task_info;
+        if budget.llm_tokens > 0 && used >= budget.llm_tokens {
+            return Ok((
+                Err(LlmError::BudgetExhausted(format!(
+                    "all {} LLM tokens of this episode are spent ({used} used)",
+                    budget.llm_tokens
+                ))),
+                None,
+            ));
+        }
+        if budget.llm_cost_usd > 0.0 && self.llm_usage.cost_usd >= budget.llm_cost_usd {
+            return Ok((
+                Err(LlmError::BudgetExhausted(format!(
+                    "the LLM budget of ${:.4} is spent (${:.4} used)",
+                    budget.llm_cost_usd, self.llm_usage.cost_usd
+                ))),
+                None,
+            ));
+        }
+        match &self.llm {
+            LlmSource::Live(client) => {
+                let client = client.clone();
+                let (result, stats) = client.complete(request, self.deadline).await;
+                Ok((result, Some(stats)))
+            }
+            _ => Ok((
+                Err(LlmError::Unavailable(
+                    "this host has no model configured: add [llm] to mlrb.toml (see mlrb.example.toml), or run with --llm replay:<episode-dir>"
+                        .into(),
+                )),
+                None,
+            )),
         }
     }
 
@@ -343,6 +475,7 @@ impl Session {
             &recorded(&result),
             started,
             snapshot,
+            None,
         )?;
         Ok(result)
     }
@@ -391,6 +524,7 @@ impl Session {
             &recorded(&result),
             started,
             snapshot,
+            None,
         )?;
         Ok(result)
     }
@@ -418,6 +552,7 @@ impl Session {
                     &raw(&Value::Null),
                     &recorded(&refused),
                     started,
+                    None,
                     None,
                 )?;
                 return Ok(refused);
@@ -488,6 +623,7 @@ impl Session {
             &raw(&recorded_result),
             started,
             snapshot,
+            None,
         )?;
         Ok(result)
     }

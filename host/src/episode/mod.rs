@@ -20,6 +20,7 @@ use crate::capability::session::EndReason;
 use crate::capability::workspace::{Workspace, WorkspaceLimits};
 use crate::capability::{self, AgentPre, AgentState, EndEpisode, Session, TaskInfoRecord, ValidationPolicy, Validator};
 use crate::engine::AgentEngine;
+use crate::llm::LlmSource;
 use crate::record::snapshot::{self, SnapshotStore};
 use crate::record::trace::Trace;
 use crate::sandbox::Sandbox;
@@ -43,6 +44,10 @@ pub struct AgentLimits {
     pub wall_seconds: Option<u64>,
     /// Bytes of agent stdout/stderr kept in agent.log.
     pub log_bytes: u64,
+    /// Overrides the task's LLM token budget (0: no limit).
+    pub llm_tokens: Option<u64>,
+    /// Overrides the task's LLM cost budget in USD (0: no limit).
+    pub llm_cost_usd: Option<f64>,
 }
 
 impl Default for AgentLimits {
@@ -52,6 +57,8 @@ impl Default for AgentLimits {
             max_steps: None,
             wall_seconds: None,
             log_bytes: 4 << 20,
+            llm_tokens: None,
+            llm_cost_usd: None,
         }
     }
 }
@@ -86,6 +93,7 @@ pub struct Host {
     sandbox: Arc<dyn Sandbox>,
     cache_dir: PathBuf,
     gpus: GpuPool,
+    llm: LlmSource,
 }
 
 impl Host {
@@ -98,7 +106,15 @@ impl Host {
             sandbox,
             cache_dir: cache_dir.to_path_buf(),
             gpus: GpuPool::default(),
+            llm: LlmSource::None,
         })
+    }
+
+    /// Where episodes' completions come from (one source, so one set of
+    /// provider limits, for every episode of this host).
+    pub fn with_llm(mut self, llm: LlmSource) -> Self {
+        self.llm = llm;
+        self
     }
 
     /// Gives this host GPUs to hand out to episodes.
@@ -228,7 +244,8 @@ impl Host {
             baseline: task.spec.metric.baseline,
             max_steps,
             wall_seconds: wall.as_secs(),
-            llm_tokens: task.spec.budget.llm_tokens,
+            llm_tokens: spec.limits.llm_tokens.unwrap_or(task.spec.budget.llm_tokens),
+            llm_cost_usd: spec.limits.llm_cost_usd.unwrap_or(task.spec.budget.llm_cost_usd),
         };
         let devices = gpus.as_ref().map(|lease| lease.devices().to_vec()).unwrap_or_default();
         let setup = episode_setup(&dir.display().to_string(), &workspace, &script_limits, devices.clone());
@@ -243,6 +260,7 @@ impl Host {
             deadline,
         );
         session.initial_snapshot()?;
+        session.set_llm(self.llm.clone());
         if task.spec.validation.enabled {
             session.allow_validation(ValidationPolicy {
                 validator: Arc::new(TaskValidator {
@@ -271,6 +289,9 @@ impl Host {
             wall,
             &script_limits,
         );
+        record.limits.llm_tokens = task_info.llm_tokens;
+        record.limits.llm_cost_usd = task_info.llm_cost_usd;
+        record.llm = self.llm.describe();
         record.write(dir)?;
 
         let log = AgentLog::create(&dir.join("agent.log"), spec.limits.log_bytes)?;

@@ -11,6 +11,7 @@ use super::{EpisodeSpec, LoadedAgent};
 use crate::capability::exec::ScriptLimits;
 use crate::capability::session::EndReason;
 use crate::capability::{Session, ValidationRecord};
+use crate::llm::LlmUsage;
 use crate::task::{self, Evaluation, Prepared, Task};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,6 +49,10 @@ pub struct HostProvenance {
 pub struct EpisodeLimits {
     pub max_steps: u32,
     pub wall_seconds: u64,
+    #[serde(default)]
+    pub llm_tokens: u64,
+    #[serde(default)]
+    pub llm_cost_usd: f64,
     pub agent_memory_bytes: usize,
     pub agent_log_bytes: u64,
     pub script_timeout_seconds: u64,
@@ -73,6 +78,9 @@ pub struct EpisodeEnd {
     /// Intermediate scorings through `episode.validate()`, in order.
     #[serde(default)]
     pub validations: Vec<ValidationRecord>,
+    /// What the agent's LLM calls used and cost.
+    #[serde(default)]
+    pub llm: LlmUsage,
 }
 
 /// `episode.json`: written when the agent starts (`end` is null while it
@@ -86,6 +94,9 @@ pub struct EpisodeRecord {
     pub task: TaskProvenance,
     pub host: HostProvenance,
     pub limits: EpisodeLimits,
+    /// Where completions came from: "none", "live (aliases)", "replay of <dir>".
+    #[serde(default)]
+    pub llm: String,
     pub end: Option<EpisodeEnd>,
 }
 
@@ -143,6 +154,8 @@ impl EpisodeRecord {
             limits: EpisodeLimits {
                 max_steps,
                 wall_seconds: wall.as_secs(),
+                llm_tokens: 0,
+                llm_cost_usd: 0.0,
                 agent_memory_bytes: spec.limits.memory_bytes,
                 agent_log_bytes: spec.limits.log_bytes,
                 script_timeout_seconds: scripts.max_timeout.as_secs(),
@@ -151,6 +164,7 @@ impl EpisodeRecord {
                 script_cpus: scripts.cpus,
                 network: scripts.network,
             },
+            llm: String::new(),
             end: None,
         }
     }
@@ -180,6 +194,7 @@ impl EpisodeRecord {
             final_snapshot,
             first_call_ms,
             validations: session.validations().to_vec(),
+            llm: session.llm_usage().clone(),
         });
     }
 

@@ -32,6 +32,9 @@ pub struct Event<'a> {
     /// The snapshot taken after this call, when it changed the workspace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<u64>,
+    /// For `llm` calls: the provider, attempts, waiting and working time, cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm: Option<&'a RawValue>,
 }
 
 pub struct Trace {

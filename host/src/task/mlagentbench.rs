@@ -151,6 +151,7 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
             max_steps: 50,
             wall_seconds: 5 * 3600,
             llm_tokens: 0,
+            llm_cost_usd: 0.0,
         },
         resources: Resources::default(),
         files: Files {

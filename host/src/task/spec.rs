@@ -64,7 +64,10 @@ fn yes() -> bool {
 pub struct Budget {
     pub max_steps: u32,
     pub wall_seconds: u64,
+    /// LLM tokens (input and output) per episode; 0: no limit.
     pub llm_tokens: u64,
+    /// LLM spending per episode in USD; 0: no limit.
+    pub llm_cost_usd: f64,
 }
 
 impl Default for Budget {
@@ -73,6 +76,7 @@ impl Default for Budget {
             max_steps: 50,
             wall_seconds: 1800,
             llm_tokens: 0,
+            llm_cost_usd: 0.0,
         }
     }
 }

@@ -8,6 +8,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod llm_server;
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
@@ -25,8 +27,9 @@ pub fn build_guests() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let builds: [&[&str]; 4] = [
+        let builds: [&[&str]; 5] = [
             &["-p", "baseline"],
+            &["-p", "research-agent"],
             &["-p", "hostile-agents", "--examples"],
             &["-p", "probe-agents", "--examples"],
             &["-p", "other-world"],
@@ -48,8 +51,10 @@ pub fn build_guests() {
 pub fn agent(name: &str) -> PathBuf {
     build_guests();
     let release = target_dir().join("wasm32-wasip2/release");
-    let path = if name == "baseline" || name == "other-world" {
+    let path = if ["baseline", "other-world"].contains(&name) {
         release.join(format!("{name}.wasm"))
+    } else if name == "research-agent" {
+        release.join("research_agent.wasm")
     } else {
         release.join("examples").join(format!("{name}.wasm"))
     };

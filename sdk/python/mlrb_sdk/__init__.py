@@ -7,7 +7,8 @@ in a small, typed API, the same as the Rust SDK's:
 
 * :mod:`mlrb_sdk.workspace`: list, read, write, append, copy, undo, inspect lines;
 * :mod:`mlrb_sdk.exec`: run a script of the workspace in the host's sandbox;
-* :mod:`mlrb_sdk.episode`: the task, the usage so far, the research log, validation.
+* :mod:`mlrb_sdk.episode`: the task, the usage so far, the research log, validation;
+* :mod:`mlrb_sdk.llm`: a language model, through the host (the agent holds no key).
 
 Every tool call either returns its value or raises :class:`ToolError`, whose
 ``kind`` (``"not-found"``, ``"permission-denied"``, ...) and ``message`` say
@@ -45,13 +46,14 @@ from ._core import (
     DirEntry,
     EntryKind,
     ExecResult,
+    LlmError,
     ScoreReport,
     TaskInfo,
     Termination,
     ToolError,
     Usage,
 )
-from . import episode, exec, workspace
+from . import episode, exec, llm, workspace
 
 __all__ = [
     "WIT_PACKAGE",
@@ -61,6 +63,7 @@ __all__ = [
     "DirEntry",
     "EntryKind",
     "ExecResult",
+    "LlmError",
     "ScoreReport",
     "TaskInfo",
     "Termination",
@@ -68,6 +71,7 @@ __all__ = [
     "Usage",
     "episode",
     "exec",
+    "llm",
     "workspace",
 ]
 __version__ = "0.1.0"

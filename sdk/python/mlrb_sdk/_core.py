@@ -6,13 +6,14 @@ import sys
 from typing import Any, Callable, TypeVar
 
 #: The WIT package this SDK targets.
-WIT_PACKAGE = "mlrb:agent@0.1.0"
+WIT_PACKAGE = "mlrb:agent@0.2.0"
 
 try:  # Inside a component built by componentize-py.
     import wit_world as _world
     from componentize_py_types import Err as _Err
     from wit_world.imports import episode as _episode
     from wit_world.imports import exec as _exec
+    from wit_world.imports import llm as _llm
     from wit_world.imports import types as _types
     from wit_world.imports import workspace as _workspace
 
@@ -26,7 +27,7 @@ try:  # Inside a component built by componentize-py.
     ScoreReport = _episode.ScoreReport
     _WorldBase: Any = _world.WitWorld
 except ImportError:  # In an editor or a test outside a component.
-    _world = _episode = _exec = _types = _workspace = None
+    _world = _episode = _exec = _llm = _types = _workspace = None
     _Err = None
     TaskInfo = Budget = Usage = DirEntry = EntryKind = Any  # type: ignore[misc,assignment]
     ExecResult = Termination = ScoreReport = Any  # type: ignore[misc,assignment]
@@ -39,6 +40,19 @@ class ToolError(Exception):
     ``kind`` is one of ``not-found``, ``permission-denied``,
     ``invalid-argument``, ``too-large``, ``timeout``, ``budget-exhausted``,
     ``unavailable`` and ``io``; ``message`` is what the host said.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+class LlmError(Exception):
+    """An LLM call that gave no completion.
+
+    ``kind`` is one of ``budget-exhausted``, ``refused``, ``provider``,
+    ``timeout``, ``invalid-request`` and ``unavailable``.
     """
 
     def __init__(self, kind: str, message: str) -> None:
@@ -70,6 +84,17 @@ def _call(function: Callable[..., T], *args: Any) -> T:
     except _Err as err:
         value = err.value
         raise ToolError(_kebab(type(value).__name__), str(getattr(value, "value", value))) from None
+
+
+def _call_llm(function: Callable[..., T], *args: Any) -> T:
+    """Like :func:`_call`, for ``llm`` calls and their :class:`LlmError`."""
+    if _Err is None:
+        raise RuntimeError("mlrb_sdk tools exist only inside an mlrb agent component (build it with `mlrb agent build`)")
+    try:
+        return function(*args)
+    except _Err as err:
+        value = err.value
+        raise LlmError(_kebab(type(value).__name__), str(getattr(value, "value", value))) from None
 
 
 class Agent:

@@ -6,7 +6,10 @@
 //!
 //! * [`workspace`]: list, read, write, append, copy, undo, inspect lines;
 //! * [`exec`]: run a script of the workspace in the host's sandbox;
-//! * [`episode`]: the task, the usage so far, the research log, validation.
+//! * [`episode`]: the task, the usage so far, the research log, validation;
+//! * [`llm`]: a language model, through the host (the agent holds no key);
+//! * [`actions`]: the MLAgentBench research agent's high-level actions
+//!   (Understand File, Edit Script (AI), Reflection, the research log, ...).
 //!
 //! Every tool call returns `Result<_, ToolError>`; a failure is information
 //! for the agent, never a crash ([`ToolErrorExt`] gives its kind and message).
@@ -44,8 +47,11 @@ pub mod bindings {
 
 use bindings::mlrb::agent as wit;
 
+pub mod actions;
+
 pub use wit::episode::ScoreReport;
 pub use wit::exec::{ExecResult, Termination};
+pub use wit::llm::{Completion, LlmError, Message, Request as LlmRequest, Role};
 pub use wit::types::{Budget, TaskInfo, ToolError, Usage};
 pub use wit::workspace::{DirEntry, EntryKind};
 
@@ -179,5 +185,52 @@ pub mod episode {
     /// Scores the current workspace, where the task allows it.
     pub fn validate() -> Result<ScoreReport, ToolError> {
         e::validate()
+    }
+}
+
+/// A language model, through the host: the host picks the provider for a
+/// model alias, enforces the episode's token and cost budget, and records
+/// the exchange. A call is not a step.
+pub mod llm {
+    use super::{Completion, LlmError, LlmRequest, Message, Role, wit::llm as l};
+
+    /// Sends a full request.
+    pub fn complete(request: &LlmRequest) -> Result<Completion, LlmError> {
+        l::complete(request)
+    }
+
+    /// One question with an optional system prompt; the answer's text.
+    pub fn ask(model: &str, system: Option<&str>, prompt: &str, max_tokens: u32) -> Result<String, LlmError> {
+        let mut messages = Vec::new();
+        if let Some(system) = system {
+            messages.push(Message {
+                role: Role::System,
+                content: system.to_string(),
+            });
+        }
+        messages.push(Message {
+            role: Role::User,
+            content: prompt.to_string(),
+        });
+        let request = LlmRequest {
+            model: model.to_string(),
+            messages,
+            max_tokens: Some(max_tokens),
+            temperature: None,
+            stop: Vec::new(),
+        };
+        complete(&request).map(|c| c.text)
+    }
+
+    /// The kind of an error, e.g. `budget-exhausted`, and its message.
+    pub fn describe(error: &LlmError) -> (&'static str, &str) {
+        match error {
+            LlmError::BudgetExhausted(m) => ("budget-exhausted", m),
+            LlmError::Refused(m) => ("refused", m),
+            LlmError::Provider(m) => ("provider", m),
+            LlmError::Timeout(m) => ("timeout", m),
+            LlmError::InvalidRequest(m) => ("invalid-request", m),
+            LlmError::Unavailable(m) => ("unavailable", m),
+        }
     }
 }

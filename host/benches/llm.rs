@@ -1,0 +1,86 @@
+//! The host's overhead per LLM call, apart from the provider's time:
+//! 200 calls of a probe agent against a loopback server that answers at
+//! once, in both wire formats. For each call, the host's time is the
+//! call's duration in the trace minus the time its HTTP request was in
+//! flight (which covers loopback and the server). Also the whole round
+//! trip as the trace records it.
+//!
+//! Run with `scripts/bench.sh` (it builds the probe agents).
+
+#[path = "../tests/common/llm_server.rs"]
+#[allow(dead_code)]
+mod llm_server;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mlrb::episode::{AgentLimits, EpisodeSpec, Host};
+use mlrb::llm::LlmSource;
+use mlrb::sandbox::local::LocalSandbox;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    values[((values.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let target = std::env::current_exe()
+        .unwrap()
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .to_path_buf();
+    let probe = target.join("wasm32-wasip2/release/examples/llm_latency.wasm");
+    assert!(probe.is_file(), "build the probes first: scripts/bench.sh does");
+    let task = mlrb::task::Task::load(&root().join("tests/fixtures/tasks/hostile")).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for api in ["openai", "anthropic"] {
+        let server = llm_server::LlmServer::start(Vec::new());
+        let tmp = tempfile::tempdir().unwrap();
+        let config = tmp.path().join("mlrb.toml");
+        std::fs::write(&config, server.config(api, "")).unwrap();
+        // SAFETY: set before any thread of this process reads the environment.
+        unsafe { std::env::set_var("MLRB_TEST_LLM_KEY", "bench-key") };
+        let source = LlmSource::open(None, Some(&config)).unwrap();
+        let host = Host::new(&tmp.path().join("cache"), Arc::new(LocalSandbox::detect().unwrap()))
+            .unwrap()
+            .with_llm(source);
+        let dir = tmp.path().join("episode");
+        runtime.block_on(async {
+            let agent = host.load_agent(&probe).await.unwrap();
+            let spec = EpisodeSpec {
+                agent: probe.clone(),
+                task: task.clone(),
+                seed: 0,
+                dir: dir.clone(),
+                limits: AgentLimits::default(),
+                progress: None,
+            };
+            let (record, _) = host.run_episode(&agent, &spec, std::future::pending()).await.unwrap();
+            let end = record.end.unwrap();
+            assert_eq!(end.answer.as_deref(), Some("200 calls"), "{}", end.detail);
+        });
+        let (mut overhead, mut total) = (Vec::new(), Vec::new());
+        for line in std::fs::read_to_string(dir.join("events.jsonl")).unwrap().lines() {
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            if event["interface"] != "llm" {
+                continue;
+            }
+            let duration_us = event["duration_us"].as_f64().unwrap();
+            let provider_us = event["llm"]["stats"]["provider_ms"].as_f64().unwrap() * 1000.0;
+            overhead.push(duration_us - provider_us);
+            total.push(duration_us);
+        }
+        println!(
+            "{api}: {} calls; host overhead per call (excluding the provider's time): median {:.0} µs, p90 {:.0} µs (target ≤ 200 µs); whole call on loopback: median {:.0} µs",
+            overhead.len(),
+            percentile(&mut overhead, 0.5),
+            percentile(&mut overhead, 0.9),
+            percentile(&mut total, 0.5)
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! The `llm` capability: agents ask the host, the host asks a provider.
+//!
+//! * [`config`]: `mlrb.toml`, the providers, model aliases and prices;
+//! * [`keys`]: keys from the environment or `.env`, never printed;
+//! * [`wire`]: the OpenAI-compatible and Anthropic wire formats;
+//! * [`client`]: concurrency limits, timeouts and retries;
+//! * [`replay`]: answering an episode's requests from a recorded one.
+
+pub mod client;
+pub mod config;
+pub mod keys;
+pub mod replay;
+pub mod wire;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+pub use client::{CallStats, LlmClient, LlmError};
+pub use wire::{Completion, LlmRequest, Message, Role};
+
+/// Where an episode's completions come from.
+#[derive(Clone)]
+pub enum LlmSource {
+    /// No model configured: every call is `unavailable`.
+    None,
+    /// Providers, as `mlrb.toml` configures them (one client per host process).
+    Live(Arc<LlmClient>),
+    /// The answers of a recorded episode, in order.
+    Replay(Arc<replay::Recording>),
+}
+
+impl LlmSource {
+    /// From `--llm`: `replay:<episode-dir>` replays; otherwise the
+    /// configuration file (`config`, or the default places) if it has `[llm]`.
+    pub fn open(spec: Option<&str>, config: Option<&Path>) -> Result<LlmSource> {
+        if let Some(spec) = spec {
+            let Some(dir) = spec.strip_prefix("replay:") else {
+                bail!("--llm {spec:?}: the only form is replay:<episode-dir> (providers come from mlrb.toml)");
+            };
+            return Ok(LlmSource::Replay(Arc::new(replay::Recording::open(Path::new(dir))?)));
+        }
+        let Some(path) = config::locate(config) else {
+            return Ok(LlmSource::None);
+        };
+        match config::load(&path)? {
+            Some(llm) => {
+                let client = LlmClient::new(llm, &keys::dotenv_files(Some(&path)))?;
+                Ok(LlmSource::Live(Arc::new(client)))
+            }
+            None => Ok(LlmSource::None),
+        }
+    }
+
+    /// What the episode record says about it.
+    pub fn describe(&self) -> String {
+        match self {
+            LlmSource::None => "none".into(),
+            LlmSource::Live(client) => format!("live ({})", client.aliases().join(", ")),
+            LlmSource::Replay(recording) => format!("replay of {}", recording.dir.display()),
+        }
+    }
+
+    /// The price of an alias's tokens, USD per million (input, output).
+    pub fn prices(&self, alias: &str) -> (f64, f64) {
+        match self {
+            LlmSource::Live(client) => client
+                .model(alias)
+                .map(|m| (m.input_usd_per_mtok, m.output_usd_per_mtok))
+                .unwrap_or_default(),
+            _ => (0.0, 0.0),
+        }
+    }
+}
+
+/// An episode's LLM spending so far.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct LlmUsage {
+    pub calls: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    /// Waiting for a request slot or out a rate limit: not working time.
+    pub waiting_ms: f64,
+    /// The providers' time.
+    pub provider_ms: f64,
+}

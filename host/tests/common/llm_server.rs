@@ -1,0 +1,215 @@
+//! A test double for LLM providers: a real HTTP server on 127.0.0.1 that
+//! speaks both wire formats mlrb calls — OpenAI-compatible chat completions
+//! (`POST /v1/chat/completions`) and Anthropic messages (`POST /v1/messages`)
+//! — and answers from a script, faults included. It records every request
+//! it receives.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A completion with this text.
+    Text(String),
+    /// An HTTP error, optionally with Retry-After.
+    Status {
+        code: u16,
+        retry_after: Option<String>,
+        body: String,
+    },
+    /// Never answers (the connection stays open).
+    Hang,
+    /// A 200 whose body is exactly this (malformed JSON, say).
+    Raw(String),
+    /// The model declines (content filter / refusal stop reason).
+    Refuse,
+    /// Answers with `text` after sleeping `delay`.
+    Slow(Duration, String),
+}
+
+/// A request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+pub struct LlmServer {
+    pub addr: SocketAddr,
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    received: Arc<Mutex<Vec<Received>>>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+/// Tokens of a text, roughly: its words.
+fn words(text: &str) -> u64 {
+    text.split_whitespace().count().max(1) as u64
+}
+
+impl LlmServer {
+    /// Starts the server with `script`; once it is used up every request
+    /// gets the text "(end of script)".
+    pub fn start(script: Vec<Reply>) -> LlmServer {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (s, r) = (script.clone(), received.clone());
+        runtime.spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (s, r) = (s.clone(), r.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| answer(request, s.clone(), r.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        LlmServer {
+            addr,
+            script,
+            received,
+            _runtime: runtime,
+        }
+    }
+
+    /// Appends answers to the script.
+    pub fn push(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.script.lock().unwrap().extend(replies);
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// An `mlrb.toml` pointing model alias `main` at this server, speaking
+    /// `api` ("openai" or "anthropic"), its key in `$MLRB_TEST_LLM_KEY`.
+    pub fn config(&self, api: &str, extra_llm: &str) -> String {
+        let base = match api {
+            "openai" => format!("http://{}/v1", self.addr),
+            _ => format!("http://{}", self.addr),
+        };
+        format!(
+            "[llm]\n{extra_llm}\n\n[llm.providers.test]\napi = \"{api}\"\nbase_url = \"{base}\"\napi_key_env = \"MLRB_TEST_LLM_KEY\"\nmax_concurrency = 2\n\n[llm.models.main]\nprovider = \"test\"\nmodel = \"scripted-1\"\ninput_usd_per_mtok = 1000.0\noutput_usd_per_mtok = 2000.0\nmax_tokens = 256\n"
+        )
+    }
+}
+
+async fn answer(
+    request: Request<Incoming>,
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    received: Arc<Mutex<Vec<Received>>>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let path = request.uri().path().to_string();
+    let headers = request
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or_default().to_string()))
+        .collect();
+    let bytes = request
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let anthropic = path.ends_with("/v1/messages");
+    let prompt_words: u64 = body["messages"]
+        .as_array()
+        .map(|m| m.iter().map(|m| words(m["content"].as_str().unwrap_or(""))).sum())
+        .unwrap_or(0)
+        + words(body["system"].as_str().unwrap_or(""));
+    received.lock().unwrap().push(Received { path, headers, body });
+    let reply = script
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or(Reply::Text("(end of script)".into()));
+    let json_response = |code: u16, value: Value| {
+        Response::builder()
+            .status(code)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(value.to_string())))
+            .unwrap()
+    };
+    let completion = |text: &str, refused: bool| -> Value {
+        if anthropic {
+            json!({
+                "id": "msg_test", "type": "message", "role": "assistant", "model": "scripted-1",
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": if refused { "refusal" } else { "end_turn" },
+                "usage": {"input_tokens": prompt_words, "output_tokens": words(text)}
+            })
+        } else {
+            json!({
+                "id": "chatcmpl-test", "object": "chat.completion", "model": "scripted-1",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                             "finish_reason": if refused { "content_filter" } else { "stop" }}],
+                "usage": {"prompt_tokens": prompt_words, "completion_tokens": words(text)}
+            })
+        }
+    };
+    Ok(match reply {
+        Reply::Text(text) => json_response(200, completion(&text, false)),
+        Reply::Slow(delay, text) => {
+            tokio::time::sleep(delay).await;
+            json_response(200, completion(&text, false))
+        }
+        Reply::Refuse => json_response(200, completion("", true)),
+        Reply::Raw(raw) => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(raw)))
+            .unwrap(),
+        Reply::Status {
+            code,
+            retry_after,
+            body,
+        } => {
+            let mut response = Response::builder()
+                .status(code)
+                .header("content-type", "application/json");
+            if let Some(after) = retry_after {
+                response = response.header("retry-after", after);
+            }
+            response
+                .body(Full::new(Bytes::from(
+                    json!({"type": "error", "error": {"type": "test", "message": body}}).to_string(),
+                )))
+                .unwrap()
+        }
+        Reply::Hang => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            json_response(500, json!({}))
+        }
+    })
+}
