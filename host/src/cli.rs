@@ -83,6 +83,9 @@ enum Command {
     /// The container image scripts run in with `--sandbox docker`.
     #[command(subcommand)]
     Image(ImageCommand),
+    /// The local model (the offline default for agents' LLM calls).
+    #[command(subcommand)]
+    Llm(LlmCommand),
     /// Remove containers left behind by an mlrb host that was killed.
     Gc {
         /// Remove every mlrb container, also those of hosts still running.
@@ -231,6 +234,16 @@ struct BenchArgs {
     /// Override the tasks' LLM cost budgets, in USD.
     #[arg(long)]
     llm_cost_usd: Option<f64>,
+}
+
+#[derive(Subcommand, Debug)]
+enum LlmCommand {
+    /// Serve SmolLM2-135M-Instruct on 127.0.0.1 with an OpenAI-compatible
+    /// API (llama-cpp-python's server), until Ctrl-C.
+    Serve {
+        #[arg(long, default_value_t = 8765)]
+        port: u16,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -392,6 +405,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         }) => tasks_test(tasks, suite.as_deref(), keep, json, &sandbox).await,
         Command::Image(ImageCommand::Build { with_torch }) => image_build(with_torch).await,
         Command::Gc { all } => gc(all).await,
+        Command::Llm(LlmCommand::Serve { port }) => llm_serve(port).await,
     }
 }
 
@@ -415,6 +429,22 @@ async fn image_build(with_torch: bool) -> Result<ExitCode> {
     bar.finish_and_clear();
     let (tag, new) = built?;
     println!("{tag} {}", if new { "built" } else { "is up to date" });
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn llm_serve(port: u16) -> Result<ExitCode> {
+    let server = tokio::task::spawn_blocking(move || crate::llm::local::start(Some(port), true)).await??;
+    println!(
+        "serving {} on http://127.0.0.1:{}/v1 (OpenAI-compatible); in mlrb.toml:\n\n\
+         [llm.providers.local]\napi = \"openai\"\nbase_url = \"http://127.0.0.1:{}/v1\"\n\n\
+         [llm.models.main]\nprovider = \"local\"\nmodel = \"{}\"\n\nCtrl-C stops it.",
+        crate::llm::local::MODEL,
+        server.port,
+        server.port,
+        crate::llm::local::MODEL
+    );
+    tokio::signal::ctrl_c().await?;
+    drop(server);
     Ok(ExitCode::SUCCESS)
 }
 

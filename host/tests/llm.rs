@@ -264,7 +264,7 @@ fn the_token_and_cost_budgets_hold() {
 
 #[test]
 fn without_a_configured_model_calls_are_unavailable() {
-    let episode = run("llm_caller", "# no [llm] here\n", &[]);
+    let episode = run("llm_caller", "# no [llm] here\n", &["--llm", "none"]);
     assert_eq!(episode.finished.end_reason(), "completed");
     let lines = episode.lines();
     assert!(
@@ -452,9 +452,21 @@ fn step(thought: &str, action: &str, input: &str) -> Reply {
 
 #[test]
 fn the_research_agent_reads_edits_runs_and_submits_a_better_model() {
+    research_episode(&common::agent("research-agent"), &["openai", "anthropic"]);
+}
+
+#[test]
+fn the_python_research_agent_does_the_same() {
+    research_episode(&common::built_agent("plugins/research-agent-py", None), &["anthropic"]);
+}
+
+/// The research agent on digits against a script: it reads the starter
+/// code, has the model rewrite train.py into the task's reference model,
+/// runs it (after one malformed answer, asked again) and submits.
+fn research_episode(agent: &Path, apis: &[&str]) {
     let reference =
         std::fs::read_to_string(common::workspace_root().join("tasks/digits/scripts/reference/train.py")).unwrap();
-    for api in ["openai", "anthropic"] {
+    for &api in apis {
         let server = LlmServer::start(vec![
             step(
                 "Read the starter code first.",
@@ -486,7 +498,7 @@ fn the_research_agent_reads_edits_runs_and_submits_a_better_model() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("mlrb.toml"), server.config(api, "")).unwrap();
         let mut command = common::run_command(
-            &common::agent("research-agent"),
+            agent,
             "digits",
             &tmp.path().join("runs"),
             &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],

@@ -38,6 +38,10 @@ const FILES: &[(&str, &str)] = &[
         "python/mlrb_sdk/llm.py",
         include_str!("../../../sdk/python/mlrb_sdk/llm.py"),
     ),
+    (
+        "python/mlrb_sdk/actions.py",
+        include_str!("../../../sdk/python/mlrb_sdk/actions.py"),
+    ),
     ("python/mlrb_sdk/py.typed", ""),
     ("c/mlrb_sdk.h", include_str!("../../../sdk/c/mlrb_sdk.h")),
 ];
@@ -113,4 +117,35 @@ pub fn materialize(cache: &Path) -> Result<Sdk> {
         }
     }
     Ok(Sdk { root })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Every file of the SDK folders is embedded, as it is on disk.
+    #[test]
+    fn the_embedded_sdk_is_the_sdk_in_the_repository() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        for (dir, ext, prefix) in [
+            ("sdk/python/mlrb_sdk", "py", "python/mlrb_sdk"),
+            ("sdk/rust/src", "rs", "rust/src"),
+            ("sdk/c", "h", "c"),
+        ] {
+            for entry in std::fs::read_dir(repo.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|x| x != ext) {
+                    continue;
+                }
+                let name = format!("{prefix}/{}", path.file_name().unwrap().to_string_lossy());
+                let embedded = super::FILES.iter().find(|(p, _)| *p == name);
+                let on_disk = std::fs::read_to_string(&path).unwrap();
+                assert_eq!(
+                    embedded.map(|(_, c)| *c),
+                    Some(on_disk.as_str()),
+                    "{name} is not embedded as it is"
+                );
+            }
+        }
+    }
 }

@@ -378,6 +378,7 @@ impl Session {
         match self.llm {
             LlmSource::None => "none",
             LlmSource::Live(_) => "live",
+            LlmSource::Local(_) => "local",
             LlmSource::Replay(_) => "replay",
         }
     }
@@ -431,9 +432,16 @@ impl Session {
                 let (result, stats) = client.complete(request, self.deadline).await;
                 Ok((result, Some(stats)))
             }
+            LlmSource::Local(on_demand) => match on_demand.clone().client().await {
+                Ok(client) => {
+                    let (result, stats) = client.complete(request, self.deadline).await;
+                    Ok((result, Some(stats)))
+                }
+                Err(why) => Ok((Err(LlmError::Unavailable(format!("the local model: {why}"))), None)),
+            },
             _ => Ok((
                 Err(LlmError::Unavailable(
-                    "this host has no model configured: add [llm] to mlrb.toml (see mlrb.example.toml), or run with --llm replay:<episode-dir>"
+                    "this host has no model configured: add [llm] to mlrb.toml (see mlrb.example.toml), install the local model (scripts/setup.sh), or run with --llm replay:<episode-dir>"
                         .into(),
                 )),
                 None,

@@ -171,3 +171,19 @@ pub fn load(path: &Path) -> Result<Option<LlmConfig>> {
     }
     Ok(Some(config))
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_documented_example_is_a_valid_configuration() {
+        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../mlrb.example.toml");
+        let config = super::load(&example).unwrap().expect("the example has [llm]");
+        assert_eq!(config.models["main"].provider, "anthropic");
+        assert!(
+            config
+                .models
+                .values()
+                .all(|m| config.providers.contains_key(&m.provider))
+        );
+    }
+}

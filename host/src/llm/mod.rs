@@ -4,11 +4,13 @@
 //! * [`keys`]: keys from the environment or `.env`, never printed;
 //! * [`wire`]: the OpenAI-compatible and Anthropic wire formats;
 //! * [`client`]: concurrency limits, timeouts and retries;
-//! * [`replay`]: answering an episode's requests from a recorded one.
+//! * [`replay`]: answering an episode's requests from a recorded one;
+//! * [`local`]: the offline default, a small real model on loopback.
 
 pub mod client;
 pub mod config;
 pub mod keys;
+pub mod local;
 pub mod replay;
 pub mod wire;
 
@@ -28,30 +30,42 @@ pub enum LlmSource {
     None,
     /// Providers, as `mlrb.toml` configures them (one client per host process).
     Live(Arc<LlmClient>),
+    /// The local model, started at the first request.
+    Local(Arc<local::OnDemand>),
     /// The answers of a recorded episode, in order.
     Replay(Arc<replay::Recording>),
 }
 
 impl LlmSource {
-    /// From `--llm`: `replay:<episode-dir>` replays; otherwise the
-    /// configuration file (`config`, or the default places) if it has `[llm]`.
+    /// From `--llm`: `replay:<episode-dir>` replays, `local` uses the local
+    /// model, `none` answers `unavailable`. Without it: the providers of the
+    /// configuration file (`config`, or the default places) if it has
+    /// `[llm]`, else the local model if it is installed, else none.
     pub fn open(spec: Option<&str>, config: Option<&Path>) -> Result<LlmSource> {
-        if let Some(spec) = spec {
-            let Some(dir) = spec.strip_prefix("replay:") else {
-                bail!("--llm {spec:?}: the only form is replay:<episode-dir> (providers come from mlrb.toml)");
-            };
-            return Ok(LlmSource::Replay(Arc::new(replay::Recording::open(Path::new(dir))?)));
-        }
-        let Some(path) = config::locate(config) else {
-            return Ok(LlmSource::None);
-        };
-        match config::load(&path)? {
-            Some(llm) => {
-                let client = LlmClient::new(llm, &keys::dotenv_files(Some(&path)))?;
-                Ok(LlmSource::Live(Arc::new(client)))
+        match spec {
+            Some("none") => return Ok(LlmSource::None),
+            Some("local") => {
+                local::model_file()?;
+                return Ok(LlmSource::Local(Arc::default()));
             }
-            None => Ok(LlmSource::None),
+            Some(spec) => {
+                let Some(dir) = spec.strip_prefix("replay:") else {
+                    bail!("--llm {spec:?}: use replay:<episode-dir>, local or none (providers come from mlrb.toml)");
+                };
+                return Ok(LlmSource::Replay(Arc::new(replay::Recording::open(Path::new(dir))?)));
+            }
+            None => {}
         }
+        if let Some(path) = config::locate(config)
+            && let Some(llm) = config::load(&path)?
+        {
+            let client = LlmClient::new(llm, &keys::dotenv_files(Some(&path)))?;
+            return Ok(LlmSource::Live(Arc::new(client)));
+        }
+        if local::installed() {
+            return Ok(LlmSource::Local(Arc::default()));
+        }
+        Ok(LlmSource::None)
     }
 
     /// What the episode record says about it.
@@ -59,6 +73,7 @@ impl LlmSource {
         match self {
             LlmSource::None => "none".into(),
             LlmSource::Live(client) => format!("live ({})", client.aliases().join(", ")),
+            LlmSource::Local(_) => format!("local ({})", local::MODEL),
             LlmSource::Replay(recording) => format!("replay of {}", recording.dir.display()),
         }
     }

