@@ -167,11 +167,14 @@ pub fn config(port: u16) -> LlmConfig {
     }
 }
 
+/// A started server and the client that calls it, or why it did not start.
+type Started = Result<(Arc<LlmClient>, Arc<LocalModel>), String>;
+
 /// The local model, started at the first request of any episode of this
 /// host and shared by all of them.
 #[derive(Default)]
 pub struct OnDemand {
-    started: tokio::sync::OnceCell<Result<(Arc<LlmClient>, Arc<LocalModel>), String>>,
+    started: tokio::sync::OnceCell<Started>,
 }
 
 impl OnDemand {
