@@ -544,3 +544,128 @@ fn research_episode(agent: &Path, apis: &[&str]) {
         );
     }
 }
+
+/// `mlrb bench -j 2` of llm_caller over two seeds against a server that
+/// takes 300 ms per answer, with the provider limited to `limit` requests
+/// in flight; the most requests the server saw at once, and the longest
+/// an episode's call waited for a slot.
+fn concurrent_bench(limit: usize) -> (usize, f64) {
+    let server = LlmServer::start(
+        (0..10)
+            .map(|i| Reply::Slow(Duration::from_millis(300), format!("slow {i}")))
+            .collect(),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let task = common::hostile_task(tmp.path(), &[]);
+    let config = tmp.path().join("mlrb.toml");
+    std::fs::write(
+        &config,
+        server
+            .config("openai", "")
+            .replace("max_concurrency = 2", &format!("max_concurrency = {limit}")),
+    )
+    .unwrap();
+    let output = common::mlrb()
+        .env("MLRB_TEST_LLM_KEY", KEY)
+        .args([
+            "bench",
+            "--quiet",
+            "--run-name",
+            "c",
+            "-j",
+            "2",
+            "--seeds",
+            "2",
+            "--out",
+        ])
+        .arg(tmp.path().join("runs"))
+        .arg("--agent")
+        .arg(common::agent("llm_caller"))
+        .args(["--task", task.to_str().unwrap(), "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let mut queued: f64 = 0.0;
+    for events in walk(&tmp.path().join("runs/c"), "events.jsonl") {
+        for line in std::fs::read_to_string(events).unwrap().lines() {
+            let event: Value = serde_json::from_str(line).unwrap();
+            if let Some(ms) = event["llm"]["stats"]["queued_ms"].as_f64() {
+                queued = queued.max(ms);
+            }
+        }
+    }
+    assert_eq!(server.received().len(), 10, "both episodes asked all five questions");
+    (server.most_at_once(), queued)
+}
+
+fn walk(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path, name));
+        } else if path.file_name().is_some_and(|n| n == name) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_provider_limit_holds_across_the_episodes_of_one_host() {
+    let (most, queued) = concurrent_bench(1);
+    assert_eq!(most, 1, "two requests reached a provider limited to one");
+    assert!(queued > 100.0, "no call ever waited for the slot: {queued} ms");
+    // The control: with room for two, the two episodes do overlap.
+    let (most, _) = concurrent_bench(2);
+    assert_eq!(
+        most, 2,
+        "the episodes never overlapped, so the limit above proved nothing"
+    );
+}
+
+#[test]
+fn a_long_observation_is_summarised_before_the_model_sees_it() {
+    let server = LlmServer::start(vec![
+        step(
+            "Write a noisy script.",
+            "Edit Script (AI)",
+            r#"{"script_name": "noisy.py", "edit_instruction": "print a lot", "save_name": "noisy.py"}"#,
+        ),
+        Reply::Text("```python\nprint('x' * 15000)\n```".into()),
+        step("Run it.", "Execute Script", r#"{"script_name": "noisy.py"}"#),
+        // Two chunks of at most 10 000 characters, one summary each.
+        Reply::Text("[Observation]: the first part is all x".into()),
+        Reply::Text("[Observation]: the rest is x too".into()),
+        step("Done.", "Final Answer", r#"{"final_answer": "it printed x"}"#),
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let task = common::hostile_task(tmp.path(), &[]);
+    std::fs::write(tmp.path().join("mlrb.toml"), server.config("openai", "")).unwrap();
+    let mut command = common::run_command(
+        &common::agent("research-agent"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],
+    );
+    command.env("MLRB_TEST_LLM_KEY", KEY);
+    let finished = finish(command);
+    assert_eq!(finished.answer(), "it printed x", "{}", finished.json);
+    let received = server.received();
+    assert_eq!(received.len(), 6);
+    let summary_request = received[3].body["messages"].to_string();
+    assert!(
+        summary_request.contains("The full observation is too long"),
+        "{summary_request}"
+    );
+    // The step after sees the summaries, not fifteen thousand x's.
+    let last_prompt = received[5].body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        last_prompt.contains("the first part is all x\n[Observation]: the rest is x too"),
+        "{last_prompt}"
+    );
+    assert!(
+        !last_prompt.contains(&"x".repeat(1000)),
+        "the raw observation reached the model"
+    );
+}

@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -54,10 +55,18 @@ impl Received {
     }
 }
 
+/// Requests being answered now, and the most ever at once.
+#[derive(Default)]
+struct Load {
+    now: AtomicUsize,
+    most: AtomicUsize,
+}
+
 pub struct LlmServer {
     pub addr: SocketAddr,
     script: Arc<Mutex<VecDeque<Reply>>>,
     received: Arc<Mutex<Vec<Received>>>,
+    load: Arc<Load>,
     _runtime: tokio::runtime::Runtime,
 }
 
@@ -79,15 +88,25 @@ impl LlmServer {
         let received = Arc::new(Mutex::new(Vec::new()));
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
-        let (s, r) = (script.clone(), received.clone());
+        let load = Arc::new(Load::default());
+        let (s, r, l) = (script.clone(), received.clone(), load.clone());
         runtime.spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
-                let (s, r) = (s.clone(), r.clone());
+                let (s, r, l) = (s.clone(), r.clone(), l.clone());
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request| answer(request, s.clone(), r.clone()));
+                    let service = hyper::service::service_fn(move |request| {
+                        let (s, r, l) = (s.clone(), r.clone(), l.clone());
+                        async move {
+                            let now = l.now.fetch_add(1, Ordering::SeqCst) + 1;
+                            l.most.fetch_max(now, Ordering::SeqCst);
+                            let response = answer(request, s, r).await;
+                            l.now.fetch_sub(1, Ordering::SeqCst);
+                            response
+                        }
+                    });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                         .await;
@@ -98,6 +117,7 @@ impl LlmServer {
             addr,
             script,
             received,
+            load,
             _runtime: runtime,
         }
     }
@@ -105,6 +125,11 @@ impl LlmServer {
     /// Appends answers to the script.
     pub fn push(&self, replies: impl IntoIterator<Item = Reply>) {
         self.script.lock().unwrap().extend(replies);
+    }
+
+    /// The most requests it was ever answering at once.
+    pub fn most_at_once(&self) -> usize {
+        self.load.most.load(Ordering::SeqCst)
     }
 
     pub fn received(&self) -> Vec<Received> {
