@@ -47,25 +47,12 @@ fn run(agent: &str, config: &str, extra: &[&str]) -> Episode {
     args.extend_from_slice(extra);
     let mut command = common::run_command(&common::agent(agent), task.to_str().unwrap(), &out, &args);
     command.env("MLRB_TEST_LLM_KEY", KEY);
-    let finished = finish(command);
+    let finished = common::finish(command);
     Episode {
         _tmp: tmp,
         out,
         finished,
     }
-}
-
-fn finish(mut command: std::process::Command) -> common::Finished {
-    let output = command.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "mlrb run failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
-    let dir = PathBuf::from(json["dir"].as_str().unwrap());
-    common::Finished { output, json, dir }
 }
 
 fn texts(n: usize) -> Vec<Reply> {
@@ -385,7 +372,7 @@ fn a_key_can_come_from_a_dotenv_file_beside_the_configuration() {
         &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],
     );
     command.env_remove("MLRB_TEST_LLM_KEY");
-    let finished = finish(command);
+    let finished = common::finish(command);
     assert!(finished.answer().starts_with("call 1: ok"), "{}", finished.answer());
     assert_eq!(
         server.received()[0].header("authorization"),
@@ -414,7 +401,7 @@ fn a_recorded_episode_replays_offline_and_a_changed_agent_fails_at_its_first_new
             &["--llm", &replay_from, "--json", "--config", "/nonexistent/mlrb.toml"],
         );
         command.env_remove("MLRB_TEST_LLM_KEY");
-        finish(command)
+        common::finish(command)
     };
     let tmp = tempfile::tempdir().unwrap();
     let again = replay("llm_caller", &tmp.path().join("same"));
@@ -504,7 +491,7 @@ fn research_episode(agent: &Path, apis: &[&str]) {
             &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],
         );
         command.env("MLRB_TEST_LLM_KEY", KEY);
-        let finished = finish(command);
+        let finished = common::finish(command);
         assert_eq!(finished.end_reason(), "completed", "{api}: {}", finished.json);
         assert_eq!(finished.answer(), "Replaced the decision tree with an RBF-kernel SVM.");
         let score = &finished.json["score"];
@@ -649,7 +636,7 @@ fn a_long_observation_is_summarised_before_the_model_sees_it() {
         &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],
     );
     command.env("MLRB_TEST_LLM_KEY", KEY);
-    let finished = finish(command);
+    let finished = common::finish(command);
     assert_eq!(finished.answer(), "it printed x", "{}", finished.json);
     let received = server.received();
     assert_eq!(received.len(), 6);

@@ -179,7 +179,13 @@ pub fn run_command(agent_path: &Path, task: &str, out: &Path, extra: &[&str]) ->
 pub fn run_episode(agent_path: &Path, task: &str, out: &Path, extra: &[&str]) -> Finished {
     let mut extra = extra.to_vec();
     extra.push("--json");
-    let output = run_command(agent_path, task, out, &extra).output().unwrap();
+    finish(run_command(agent_path, task, out, &extra))
+}
+
+/// Runs a prepared `mlrb run ... --json` and parses what it printed;
+/// panics with stderr on failure.
+pub fn finish(mut command: Command) -> Finished {
+    let output = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

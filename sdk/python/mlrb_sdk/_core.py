@@ -75,26 +75,17 @@ def _kebab(name: str) -> str:
 T = TypeVar("T")
 
 
-def _call(function: Callable[..., T], *args: Any) -> T:
-    """Calls a generated binding, turning its ``Err(tool-error)`` into :class:`ToolError`."""
+def _call(function: Callable[..., T], *args: Any, error: type = ToolError) -> T:
+    """Calls a generated binding, turning its ``Err`` into ``error``
+    (:class:`ToolError`, or :class:`LlmError` for ``llm`` calls) with the
+    case's kebab-case kind and its message."""
     if _Err is None:
         raise RuntimeError("mlrb_sdk tools exist only inside an mlrb agent component (build it with `mlrb agent build`)")
     try:
         return function(*args)
     except _Err as err:
         value = err.value
-        raise ToolError(_kebab(type(value).__name__), str(getattr(value, "value", value))) from None
-
-
-def _call_llm(function: Callable[..., T], *args: Any) -> T:
-    """Like :func:`_call`, for ``llm`` calls and their :class:`LlmError`."""
-    if _Err is None:
-        raise RuntimeError("mlrb_sdk tools exist only inside an mlrb agent component (build it with `mlrb agent build`)")
-    try:
-        return function(*args)
-    except _Err as err:
-        value = err.value
-        raise LlmError(_kebab(type(value).__name__), str(getattr(value, "value", value))) from None
+        raise error(_kebab(type(value).__name__), str(getattr(value, "value", value))) from None
 
 
 class Agent:

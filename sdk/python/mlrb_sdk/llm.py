@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional, Sequence, Tuple
 
 from . import _core
-from ._core import LlmError, _call_llm
+from ._core import LlmError, _call
 
 #: (role, content) pairs, role one of "system", "user", "assistant".
 Messages = Sequence[Tuple[str, str]]
@@ -33,7 +33,7 @@ def complete(
         temperature=temperature,
         stop=list(stop),
     )
-    return _call_llm(llm.complete, request)
+    return _call(llm.complete, request, error=LlmError)
 
 
 def ask(model: str, prompt: str, system: Optional[str] = None, max_tokens: int = 1024) -> str:
