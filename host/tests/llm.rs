@@ -582,6 +582,13 @@ fn concurrent_bench(limit: usize) -> (usize, f64) {
         }
     }
     assert_eq!(server.received().len(), 10, "both episodes asked all five questions");
+    // The bench's results carry each episode's tokens and cost.
+    let results = std::fs::read_to_string(tmp.path().join("runs/c/results.jsonl")).unwrap();
+    for line in results.lines() {
+        let result: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(result["output_tokens"], 10, "two words per answer: {result}");
+        assert!(result["cost_usd"].as_f64().unwrap() > 0.0, "{result}");
+    }
     (server.most_at_once(), queued)
 }
 

@@ -70,9 +70,9 @@ impl ResultLine {
                 .unwrap_or_default(),
             steps: end.map_or(0, |e| e.steps),
             wall_ms: end.map_or(0, |e| e.wall_ms),
-            input_tokens: 0,
-            output_tokens: 0,
-            cost_usd: 0.0,
+            input_tokens: end.map_or(0, |e| e.llm.input_tokens),
+            output_tokens: end.map_or(0, |e| e.llm.output_tokens),
+            cost_usd: end.map_or(0.0, |e| e.llm.cost_usd),
             attempts: 1,
             infra_error: None,
         }
