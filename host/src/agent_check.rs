@@ -6,7 +6,6 @@ use std::path::Path;
 
 use anyhow::Result;
 use serde::Serialize;
-use sha2::Digest;
 use wasmtime::component::types::ComponentItem;
 
 use crate::capability::WIT_PACKAGE;
@@ -37,8 +36,7 @@ const NEVER_GRANTED: &[(&str, &str)] = &[
 /// Inspects the component at `path`. `network_granted`: whether the task
 /// it is checked for grants network (sockets are refused otherwise).
 pub async fn check(engine: &AgentEngine, path: &Path, network_granted: bool) -> Result<Report> {
-    let bytes = crate::engine::map_file(path)?;
-    let sha256 = hex::encode(sha2::Sha256::digest(&bytes[..]));
+    let (bytes, sha256) = crate::engine::map_agent(path)?;
     let size = bytes.len() as u64;
     let loaded = engine.load(&bytes, &sha256).await.map_err(|e| {
         anyhow::anyhow!(

@@ -274,12 +274,16 @@ fn load_or_create_key(path: &Path) -> Result<[u8; 32]> {
     }
 }
 
-/// An agent file, mapped read-only rather than read: hashing it is all a
-/// cache hit needs, and an 18 MB Python agent need not be copied for that.
-pub fn map_file(path: &Path) -> Result<memmap2::Mmap> {
+/// An agent file and its sha256. The file is mapped read-only rather than
+/// read: hashing it is all a cache hit needs, and an 18 MB Python agent
+/// need not be copied for that.
+pub fn map_agent(path: &Path) -> Result<(memmap2::Mmap, String)> {
     let file =
         std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))?;
     // SAFETY: read-only; a file changed while an episode starts gives a
     // wrong hash or a failed compile, never unsafety in the host.
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))
+    let bytes = unsafe { memmap2::Mmap::map(&file) }
+        .map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))?;
+    let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes[..]));
+    Ok((bytes, sha256))
 }

@@ -316,11 +316,6 @@ fn a_bad_configuration_is_refused_in_one_line() {
     assert!(err.contains("timout_seconds"), "{err}");
 }
 
-/// Every file under `dir` whose bytes contain `needle`.
-fn files_with(dir: &Path, needle: &str) -> Vec<PathBuf> {
-    common::files_containing(dir, needle)
-}
-
 #[test]
 fn no_key_reaches_the_run_directory_the_log_or_a_script() {
     // The provider rejects the key and quotes it back, as some do.
@@ -347,7 +342,7 @@ fn no_key_reaches_the_run_directory_the_log_or_a_script() {
         "{env_line}"
     );
     // Nothing on disk, and nothing the host logged at -vv, holds it.
-    let leaks = files_with(&episode.out, KEY);
+    let leaks = common::files_containing(&episode.out, KEY);
     assert!(leaks.is_empty(), "the key leaked into {leaks:?}");
     let stderr = String::from_utf8_lossy(&episode.finished.output.stderr);
     assert!(!stderr.contains(KEY), "the key is in the host's log");
@@ -378,7 +373,7 @@ fn a_key_can_come_from_a_dotenv_file_beside_the_configuration() {
         server.received()[0].header("authorization"),
         Some(format!("Bearer {KEY}").as_str())
     );
-    assert!(files_with(&out, KEY).is_empty());
+    assert!(common::files_containing(&out, KEY).is_empty());
     assert!(!finished.answer().contains(KEY), "a script saw the .env key");
 }
 
@@ -592,17 +587,14 @@ fn concurrent_bench(limit: usize) -> (usize, f64) {
     (server.most_at_once(), queued)
 }
 
+/// Every file called `name` under `dir`.
 fn walk(dir: &Path, name: &str) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(walk(&path, name));
-        } else if path.file_name().is_some_and(|n| n == name) {
-            found.push(path);
-        }
-    }
-    found
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name() == name)
+        .map(|e| e.into_path())
+        .collect()
 }
 
 #[test]

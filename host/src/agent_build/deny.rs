@@ -40,12 +40,16 @@ const HEAP_START: u32 = 1024;
 /// The closed interfaces `component` imports (empty: nothing to do).
 pub fn closed_imports(component: &[u8]) -> Result<Vec<String>> {
     let (resolve, world) = decode(component)?;
-    Ok(resolve.worlds[world]
+    Ok(closed_in(&resolve, world))
+}
+
+fn closed_in(resolve: &Resolve, world: wit_parser::WorldId) -> Vec<String> {
+    resolve.worlds[world]
         .imports
         .keys()
         .map(|key| resolve.name_world_key(key))
         .filter(|name| is_closed(name))
-        .collect())
+        .collect()
 }
 
 fn decode(component: &[u8]) -> Result<(Resolve, wit_parser::WorldId)> {
@@ -59,12 +63,7 @@ fn decode(component: &[u8]) -> Result<(Resolve, wit_parser::WorldId)> {
 /// the same versions, or `None` when it imports none.
 pub fn deny_component(component: &[u8]) -> Result<Option<Vec<u8>>> {
     let (mut resolve, agent_world) = decode(component)?;
-    let closed: Vec<String> = resolve.worlds[agent_world]
-        .imports
-        .keys()
-        .map(|key| resolve.name_world_key(key))
-        .filter(|name| is_closed(name))
-        .collect();
+    let closed = closed_in(&resolve, agent_world);
     if closed.is_empty() {
         return Ok(None);
     }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use sha2::Digest;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 use wasmtime_wasi::WasiCtx;
@@ -154,8 +153,7 @@ impl Host {
     /// Reads, compiles (or loads from the cache) and type-checks an agent.
     pub async fn load_agent(&self, path: &Path) -> Result<LoadedAgent> {
         let started = Instant::now();
-        let bytes = crate::engine::map_file(path)?;
-        let sha256 = hex::encode(sha2::Sha256::digest(&bytes[..]));
+        let (bytes, sha256) = crate::engine::map_agent(path)?;
         let size = bytes.len() as u64;
         let loaded = self
             .engine

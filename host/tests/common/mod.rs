@@ -109,26 +109,13 @@ pub fn built_agent(project: &str, entry: Option<&str>) -> PathBuf {
 }
 
 fn walk_files(root: &Path) -> Vec<PathBuf> {
-    if root.is_file() {
-        return vec![root.to_path_buf()];
-    }
-    let mut files = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            let name = entry.file_name();
-            if name == "__pycache__" || name == "target" || path.extension().is_some_and(|x| x == "wasm") {
-                continue;
-            }
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                files.push(path);
-            }
-        }
-    }
-    files
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != "__pycache__" && e.file_name() != "target")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file() && e.path().extension().is_none_or(|x| x != "wasm"))
+        .map(|e| e.into_path())
+        .collect()
 }
 
 pub fn cache_dir() -> PathBuf {
