@@ -655,3 +655,45 @@ fn a_long_observation_is_summarised_before_the_model_sees_it() {
         "the raw observation reached the model"
     );
 }
+
+#[test]
+fn retry_waits_are_capped_and_never_pass_the_deadline() {
+    // A provider asking for an hour is waited on for max_backoff_seconds.
+    let server = LlmServer::start(vec![
+        Reply::Status {
+            code: 429,
+            retry_after: Some("3600".into()),
+            body: "come back in an hour".into(),
+        },
+        Reply::Text("after the cap".into()),
+    ]);
+    let episode = run(
+        "llm_caller",
+        &server.config("openai", "max_retries = 2\nmax_backoff_seconds = 1"),
+        &[],
+    );
+    assert!(
+        episode.lines()[0].starts_with("call 1: ok after the cap"),
+        "{:?}",
+        episode.lines()
+    );
+    let backoff = episode.llm_events()[0]["llm"]["stats"]["backoff_ms"].as_f64().unwrap();
+    assert!((900.0..3000.0).contains(&backoff), "waited {backoff} ms");
+
+    // A wait that would outlast the episode is not made: a timeout at once.
+    let server = LlmServer::start(vec![Reply::Status {
+        code: 429,
+        retry_after: Some("30".into()),
+        body: "slow down".into(),
+    }]);
+    let started = std::time::Instant::now();
+    let episode = run("llm_caller", &server.config("openai", ""), &["--wall-seconds", "10"]);
+    let lines = episode.lines();
+    assert!(
+        lines[0].starts_with("call 1: timeout: provider test: HTTP 429: slow down; waiting 30.0 s to retry would pass the episode's deadline"),
+        "{lines:?}"
+    );
+    let stats = &episode.llm_events()[0]["llm"]["stats"];
+    assert_eq!(stats["statuses"], serde_json::json!([429]), "{stats}");
+    assert!(started.elapsed() < Duration::from_secs(30), "the host waited anyway");
+}
