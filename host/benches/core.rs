@@ -59,6 +59,13 @@ fn session(dir: &Path, read_only: &[String]) -> Session {
         output_cap: 32 << 10,
         output_kill_bytes: 1 << 28,
         max_args: 16,
+        max_arg_bytes: 64 << 10,
+        max_total_arg_bytes: 256 << 10,
+        workspace: mlrb::record::walk::Usage {
+            entries: 1_000_000,
+            bytes: 10 << 30,
+            allocated_bytes: 10 << 30,
+        },
     };
     let started = Instant::now();
     let sandbox = LocalSandbox::detect().unwrap();
@@ -70,7 +77,7 @@ fn session(dir: &Path, read_only: &[String]) -> Session {
     let mut session = Session::new(
         workspace,
         ScriptRunner::new(episode_sandbox, limits, dir.join("exec")),
-        Trace::create(&dir.join("events.jsonl"), started).unwrap(),
+        Trace::create(&dir.join("events.jsonl"), started, u64::MAX).unwrap(),
         SnapshotStore::create(&dir.join("snapshots")).unwrap(),
         task_info(),
         started,

@@ -55,6 +55,7 @@ fn main() {
             max_processes: 128,
             cpus: 1.0,
             gpus: vec![],
+            max_file_bytes: 1 << 30,
         };
         let exec = Exec {
             argv: argv.clone(),
@@ -63,6 +64,7 @@ fn main() {
             output_cap: 32 << 10,
             output_kill_bytes: 1 << 20,
             log_prefix: None,
+            stop: Default::default(),
         };
 
         let episode = sandbox.open_episode(setup.clone()).await.unwrap();
@@ -92,6 +94,7 @@ fn main() {
                 },
                 gpus: Vec::new(),
                 log_prefix: None,
+                stop: Default::default(),
             };
             let started = Instant::now();
             assert!(sandbox.run(command).await.unwrap().success());

@@ -145,6 +145,10 @@ struct RunArgs {
     /// The agent's own memory limit, in MiB (all its linear memories together).
     #[arg(long, default_value_t = 1024)]
     agent_memory_mb: usize,
+    /// What the agent's calls may write to the trace, in MiB; past it the
+    /// episode ends as `trace-limit`.
+    #[arg(long, default_value_t = 256)]
+    trace_mb: u64,
     /// Print the episode and score records as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -356,7 +360,7 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             // One line: the chain of causes, joined.
-            eprintln!("error: {}", format!("{error:#}").replace('\n', " "));
+            eprintln!("error: {}", paths::shorten(&format!("{error:#}").replace('\n', " ")));
             ExitCode::FAILURE
         }
     }
@@ -508,6 +512,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
             wall_seconds: args.wall_seconds,
             llm_tokens: args.llm.llm_tokens,
             llm_cost_usd: args.llm.llm_cost_usd,
+            trace_bytes: args.trace_mb << 20,
             ..AgentLimits::default()
         },
         progress: Some(steps.clone()),

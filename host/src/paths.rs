@@ -36,3 +36,34 @@ pub fn safe_component(name: &str) -> String {
         trimmed.to_string()
     }
 }
+
+/// `text` with absolute paths shortened for a reader: the current folder's
+/// prefix dropped (`./runs/...` becomes `runs/...`) and the home folder
+/// written `~`.
+pub fn shorten(text: &str) -> String {
+    let mut out = text.to_string();
+    if let Ok(cwd) = std::env::current_dir()
+        && cwd.as_os_str().len() > 1
+    {
+        out = out.replace(&format!("{}/", cwd.display()), "");
+    }
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
+        && home.as_os_str().len() > 1
+    {
+        out = out.replace(&format!("{}/", home.display()), "~/");
+    }
+    out
+}
+
+#[cfg(test)]
+mod shorten_tests {
+    use super::*;
+
+    #[test]
+    fn paths_under_the_current_folder_and_home_are_shortened() {
+        let cwd = std::env::current_dir().unwrap();
+        let text = format!("error: {}/runs/x/episode.json: missing", cwd.display());
+        assert_eq!(shorten(&text), "error: runs/x/episode.json: missing");
+        assert_eq!(shorten("/etc/passwd"), "/etc/passwd");
+    }
+}

@@ -123,7 +123,7 @@ impl Viewer {
                 "<tr><td><a href=\"/e/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&id),
                 esc(&id),
-                esc(record["end"]["reason"].as_str().unwrap_or("running or killed")),
+                esc(&status(&record)),
                 record["end"]["steps"],
                 esc(&score["score"].to_string()),
                 score["valid"]
@@ -150,7 +150,7 @@ impl Viewer {
             esc(record["task"]["name"].as_str().unwrap_or("")),
             esc(record["task"]["version"].as_str().unwrap_or("")),
             record["seed"],
-            esc(record["end"]["reason"].as_str().unwrap_or("running or killed")),
+            esc(&status(&record)),
             esc(record["end"]["detail"].as_str().unwrap_or("")),
             record["end"]["steps"],
             esc(&score["score"].to_string()),
@@ -189,7 +189,7 @@ impl Viewer {
 
     /// The form choosing two snapshots to compare.
     fn diff_form(&self, dir: &Path, id: &str) -> Result<String> {
-        let manifests = snapshot::all_manifests(&dir.join("snapshots"))?;
+        let manifests = snapshot::list_manifests(&dir.join("snapshots"))?;
         let options = |selected: Option<u64>| -> String {
             manifests
                 .iter()
@@ -244,7 +244,7 @@ impl Viewer {
             let text = |entry: Option<&ManifestEntry>| -> Option<String> {
                 match entry {
                     None => Some(String::new()),
-                    Some(ManifestEntry::File { hash, size, .. }) if *size <= DIFF_BYTES => {
+                    Some(ManifestEntry::File { hash, size, .. }) if *size <= DIFF_BYTES && snapshot::is_hash(hash) => {
                         std::fs::read_to_string(snapshots.join("objects").join(hash)).ok()
                     }
                     _ => None,
@@ -264,6 +264,18 @@ impl Viewer {
         }
         Ok(layout(&format!("diff {id}"), &body))
     }
+}
+
+/// How an episode ended, or "running" / "host killed" while it has no end.
+fn status(record: &Value) -> String {
+    serde_json::from_value::<crate::episode::EpisodeRecord>(record.clone())
+        .map(|r| r.status())
+        .unwrap_or_else(|_| {
+            record["end"]["reason"]
+                .as_str()
+                .unwrap_or("unreadable record")
+                .to_string()
+        })
 }
 
 fn colour_diff(unified: &str) -> String {

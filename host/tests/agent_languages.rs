@@ -14,10 +14,9 @@ use serde_json::Value;
 fn outcome(finished: &common::Finished) -> (Value, Value) {
     let end = &finished.json["episode"]["end"];
     let snapshot = end["final_snapshot"].as_u64().expect("a final snapshot");
-    let manifest: Value = serde_json::from_str(
-        &std::fs::read_to_string(finished.dir.join(format!("snapshots/manifests/{snapshot:06}.json"))).unwrap(),
-    )
-    .unwrap();
+    let manifest =
+        serde_json::to_value(mlrb::record::snapshot::read_manifest(&finished.dir.join("snapshots"), snapshot).unwrap())
+            .unwrap();
     (manifest["entries"].clone(), finished.json["score"]["score"].clone())
 }
 

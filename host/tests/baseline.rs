@@ -54,8 +54,8 @@ fn check_task(task: &str) {
     assert_eq!(exec["result"]["ok"]["termination"], "exited");
     assert_eq!(exec["result"]["ok"]["exit_code"], 0);
     let snapshot = exec["snapshot"].as_u64().expect("a snapshot after the script");
-    let manifest = std::fs::read_to_string(dir.join(format!("snapshots/manifests/{snapshot:06}.json"))).unwrap();
-    assert!(manifest.contains("submission.csv"));
+    let manifest = mlrb::record::snapshot::read_manifest(&dir.join("snapshots"), snapshot).unwrap();
+    assert!(manifest.entries.contains_key("submission.csv"));
     assert!(events.iter().any(|e| e["function"] == "note"));
 
     // Provenance.

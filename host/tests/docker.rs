@@ -343,6 +343,7 @@ fn a_panic_while_an_episode_container_is_open_still_removes_it() {
         max_processes: 32,
         cpus: 1.0,
         gpus: vec![],
+        max_file_bytes: 1 << 30,
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let episode = runtime.block_on(async {

@@ -14,6 +14,8 @@ fn an_agent_that_traps_is_recorded_as_a_trap() {
     assert_eq!(finished.end_reason(), "trap", "{}", finished.json);
     let detail = finished.json["episode"]["end"]["detail"].as_str().unwrap();
     assert!(detail.contains("trapped"), "{detail}");
+    // The cause in words, not only a wasm backtrace.
+    assert!(detail.contains("Rust panic"), "{detail}");
     // The panic message went to agent.log, and the one step is in the trace.
     let log = std::fs::read_to_string(finished.dir.join("agent.log")).unwrap();
     assert!(log.contains("index out of bounds"), "{log}");

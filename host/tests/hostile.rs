@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -167,12 +167,7 @@ fn read_only_files_hold_under_every_spelling_and_from_scripts() {
 }
 
 fn latest_manifest(dir: &Path) -> Value {
-    let mut names: Vec<PathBuf> = std::fs::read_dir(dir.join("snapshots/manifests"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    names.sort();
-    serde_json::from_str(&std::fs::read_to_string(names.last().unwrap()).unwrap()).unwrap()
+    serde_json::to_value(mlrb::record::snapshot::latest_manifest(&dir.join("snapshots")).unwrap()).unwrap()
 }
 
 #[test]

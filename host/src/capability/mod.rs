@@ -154,7 +154,10 @@ impl wit_workspace::Host for AgentState {
             "copy-file",
             serde_json::json!({"source": source, "destination": destination}),
             true,
-            |s| s.workspace.copy_file(&source, &destination),
+            |s| {
+                let used = s.snapshots.last().map_or(0, |m| m.stats.bytes);
+                s.workspace.copy_file(&source, &destination, used)
+            },
         )?;
         Ok(to_wit(result))
     }
@@ -239,7 +242,7 @@ impl wit_episode::Host for AgentState {
             "task",
             serde_json::Value::Null,
             serde_json::json!({"name": info.name}),
-        );
+        )?;
         Ok(info.into())
     }
 
@@ -250,7 +253,7 @@ impl wit_episode::Host for AgentState {
             "current-usage",
             serde_json::Value::Null,
             serde_json::to_value(&usage).unwrap_or_default(),
-        );
+        )?;
         Ok(wit_types::Usage {
             steps: usage.steps,
             elapsed_ms: usage.elapsed_ms,
@@ -261,8 +264,7 @@ impl wit_episode::Host for AgentState {
     }
 
     async fn note(&mut self, text: String) -> wasmtime::Result<()> {
-        self.session.note(text);
-        Ok(())
+        self.session.note(text)
     }
 
     async fn validate(&mut self) -> HostResult<wit_episode::ScoreReport> {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -16,6 +17,7 @@ use crate::llm::replay::Replayed;
 use crate::llm::{CallStats, Completion, LlmError, LlmRequest, LlmSource, LlmUsage};
 use crate::record::snapshot::{ManifestEntry, SnapshotStore};
 use crate::record::trace::{Event, Trace, raw};
+use crate::record::walk::{DirHandle, Opened};
 use crate::task::Evaluation;
 
 /// Scores a copy of the agent's workspace for `episode.validate()`, in a
@@ -100,6 +102,8 @@ pub enum EndReason {
     HostError,
     /// Under `--llm replay:`, the agent asked what the recording never did.
     ReplayDiverged,
+    /// The agent's calls filled the trace's byte budget.
+    TraceLimit,
 }
 
 /// A host call's request to end the episode now (raised as a trap).
@@ -109,6 +113,9 @@ pub struct EndEpisode {
     pub reason: EndReason,
     pub detail: String,
 }
+
+/// The text one LLM request may carry (every provider's context is smaller).
+const MAX_LLM_REQUEST_BYTES: usize = 8 << 20;
 
 /// Calls past an exhausted step budget that are answered with an error
 /// before the episode is ended: enough for an agent to notice and return.
@@ -137,6 +144,8 @@ pub struct Session {
     llm_usage: LlmUsage,
     /// Requests answered so far from a replayed recording.
     llm_replayed: usize,
+    /// What the last snapshot refused, to record each change once.
+    last_refused: (Vec<crate::record::snapshot::Refused>, Option<String>),
 }
 
 /// How a tool result is recorded: `{"ok": value}` or `{"error": {...}}`.
@@ -195,6 +204,7 @@ impl Session {
             llm: LlmSource::None,
             llm_usage: LlmUsage::default(),
             llm_replayed: 0,
+            last_refused: (Vec::new(), None),
         }
     }
 
@@ -264,12 +274,39 @@ impl Session {
         Ok(id)
     }
 
+    /// What the workspace held at the last snapshot.
+    fn used(&self) -> crate::record::walk::Usage {
+        let stats = self.snapshots.last().map(|m| m.stats.clone()).unwrap_or_default();
+        crate::record::walk::Usage {
+            entries: stats.entries,
+            bytes: stats.bytes,
+            allocated_bytes: stats.allocated_bytes,
+        }
+    }
+
     /// Snapshots the workspace if it changed; the new manifest's id.
+    /// Entries the snapshot refused are recorded (a `host` event) whenever
+    /// they change, so a cap that was hit is in the trace.
     pub fn snapshot_now(&mut self, label: &str) -> anyhow::Result<Option<u64>> {
-        let read_only = self.workspace.read_only();
-        let is_read_only = |rel: &str| read_only.matches_path(rel);
-        let root = self.workspace.root().to_path_buf();
-        Ok(self.snapshots.snapshot(&root, label, &is_read_only)?.map(|m| m.id))
+        let Some(manifest) = self.snapshots.snapshot(self.workspace.handle(), label)? else {
+            return Ok(None);
+        };
+        let id = manifest.id;
+        let refused = (manifest.refused.clone(), manifest.stats.truncated.clone());
+        if refused != self.last_refused && (!refused.0.is_empty() || refused.1.is_some()) {
+            const SHOWN: usize = 20;
+            let args = json!({
+                "snapshot": id,
+                "refused": refused.0.len(),
+                "truncated": refused.1,
+                "first": &refused.0[..refused.0.len().min(SHOWN)],
+            });
+            if let Err(error) = self.record_plain("host", "snapshot-refused", args, Value::Null) {
+                tracing::warn!(%error, "recording what the snapshot refused");
+            }
+        }
+        self.last_refused = refused;
+        Ok(Some(id))
     }
 
     /// Counts a step, or refuses it when the budget is spent.
@@ -325,15 +362,31 @@ impl Session {
         };
         self.trace
             .write(&event)
-            .map_err(|e| host_fault("writing events.jsonl", e))
+            .map_err(|e| host_fault("writing events.jsonl", e))?;
+        if self.trace.spent() {
+            return Err(wasmtime::Error::new(EndEpisode {
+                reason: EndReason::TraceLimit,
+                detail: format!(
+                    "the agent's calls filled the trace's budget of {} MiB ({} calls recorded)",
+                    self.trace.budget() >> 20,
+                    self.trace.events()
+                ),
+            }));
+        }
+        Ok(())
     }
 
-    /// A call that is not a step (task, usage, validate): recorded only.
-    pub fn record_plain(&mut self, interface: &str, function: &str, args: Value, result: Value) {
+    /// A call that is not a step (task, usage, notes): recorded only, and
+    /// counted against the trace's budget like every other call.
+    pub fn record_plain(
+        &mut self,
+        interface: &str,
+        function: &str,
+        args: Value,
+        result: Value,
+    ) -> wasmtime::Result<()> {
         let now = Instant::now();
-        if let Err(error) = self.write_event(interface, function, None, &raw(&args), &raw(&result), now, None, None) {
-            tracing::error!(%error, "trace write failed");
-        }
+        self.write_event(interface, function, None, &raw(&args), &raw(&result), now, None, None)
     }
 
     /// One `llm.complete`: checked against the budget, answered by the
@@ -406,6 +459,18 @@ impl Session {
                 None,
             ));
         }
+        let bytes: usize = request.messages.iter().map(|m| m.content.len()).sum::<usize>()
+            + request.stop.iter().map(String::len).sum::<usize>();
+        if bytes > MAX_LLM_REQUEST_BYTES {
+            return Ok((
+                Err(LlmError::InvalidRequest(format!(
+                    "a request of {} KiB; at most {} KiB of messages per request",
+                    bytes >> 10,
+                    MAX_LLM_REQUEST_BYTES >> 10
+                ))),
+                None,
+            ));
+        }
         let used = self.llm_usage.input_tokens + self.llm_usage.output_tokens;
         let budget = &self.task_info;
         if budget.llm_tokens > 0 && used >= budget.llm_tokens {
@@ -449,9 +514,9 @@ impl Session {
         }
     }
 
-    pub fn note(&mut self, text: String) {
+    pub fn note(&mut self, text: String) -> wasmtime::Result<()> {
         self.notes += 1;
-        self.record_plain("episode", "note", json!({ "text": text }), Value::Null);
+        self.record_plain("episode", "note", json!({ "text": text }), Value::Null)
     }
 
     /// Runs one synchronous workspace call as a step: budget, the call, a
@@ -502,7 +567,14 @@ impl Session {
             Ok(step) => {
                 let result = self
                     .scripts
-                    .execute(&self.workspace, &script, &args, timeout_seconds, self.deadline)
+                    .execute(
+                        &self.workspace,
+                        &script,
+                        &args,
+                        timeout_seconds,
+                        self.deadline,
+                        self.used(),
+                    )
                     .await;
                 (Some(step), result)
             }
@@ -545,7 +617,7 @@ impl Session {
             let refused: ToolResult<ScoreReportRecord> = Err(ToolError::Unavailable(
                 "this task does not offer intermediate scoring; the final workspace is scored when you return".into(),
             ));
-            self.record_plain("episode", "validate", Value::Null, result_json(&refused));
+            self.record_plain("episode", "validate", Value::Null, result_json(&refused))?;
             return Ok(refused);
         };
         let (hide_score, max_calls, validator) = (policy.hide_score, policy.max_calls, policy.validator.clone());
@@ -639,14 +711,8 @@ impl Session {
     /// Materialises the latest snapshot (without links that leave it) and
     /// has the validator score it; returns the evaluation and the snapshot id.
     async fn score_copy(&mut self, validator: &dyn Validator, step: u32) -> anyhow::Result<(Evaluation, u64)> {
-        use anyhow::Context;
         let manifest = self.snapshots.last().context("no snapshot")?.clone();
-        let snapshot_dir = self
-            .snapshots
-            .objects_dir()
-            .parent()
-            .context("snapshot store")?
-            .to_path_buf();
+        let snapshot_dir = self.snapshots.dir().to_path_buf();
         let scratch = tempfile::Builder::new()
             .prefix(".validate-")
             .tempdir_in(snapshot_dir.parent().unwrap_or(&snapshot_dir))?;
@@ -672,26 +738,45 @@ impl Session {
         if changed.is_empty() {
             return Ok(false);
         }
-        let objects = self.snapshots.objects_dir().to_path_buf();
+        let objects = DirHandle::open_root(self.snapshots.objects_dir())?;
         for (path, entry) in &changed {
-            let target = self.workspace.root().join(path);
-            if let Ok(meta) = target.symlink_metadata() {
-                if meta.is_dir() {
-                    std::fs::remove_dir_all(&target)?;
-                } else {
-                    std::fs::remove_file(&target)?;
-                }
-            }
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            if let ManifestEntry::File { hash, .. } = entry {
-                std::fs::copy(objects.join(hash), &target)?;
+            if let ManifestEntry::File { hash, executable, .. } = entry {
+                restore_file(self.workspace.handle(), path, &objects, hash, *executable)
+                    .with_context(|| format!("restoring read-only {path}"))?;
             }
         }
         let paths: Vec<&str> = changed.iter().map(|(p, _)| p.as_str()).collect();
         tracing::warn!(?paths, "a script changed read-only files; they were restored");
-        self.record_plain("host", "restore-read-only", json!({ "paths": paths }), Value::Null);
+        if let Err(error) = self.record_plain("host", "restore-read-only", json!({ "paths": paths }), Value::Null) {
+            tracing::warn!(%error, "recording the restore");
+        }
         Ok(true)
     }
+}
+
+/// Puts object `hash` back at `rel` under `root`, replacing whatever a
+/// script left on the way (a link, a file where a folder was) without ever
+/// following a link.
+fn restore_file(root: &DirHandle, rel: &str, objects: &DirHandle, hash: &str, executable: bool) -> anyhow::Result<()> {
+    let (parents, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let mut dir = root.try_clone()?;
+    for part in parents.split('/').filter(|p| !p.is_empty()) {
+        dir = match dir.open_entry(part.as_bytes()) {
+            Ok(Opened::Dir(sub, _)) => sub,
+            Ok(_) => {
+                dir.remove_entry(part.as_bytes())?;
+                dir.create_dir(part.as_bytes())?
+            }
+            Err(_) => dir.create_dir(part.as_bytes())?,
+        };
+    }
+    match dir.remove_entry(name.as_bytes()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
+    let (source, _) = objects.open_file(hash.as_bytes())?;
+    let out = dir.create_file(name.as_bytes(), if executable { 0o755 } else { 0o644 })?;
+    crate::record::walk::copy_sparse(&source, &out)?;
+    Ok(())
 }

@@ -40,7 +40,7 @@ impl ToolError {
                 // symlink leading out) as a generic error with this wording.
                 let text = error.to_string();
                 if text.contains("outside of the filesystem") || text.contains("escape") {
-                    Self::PermissionDenied(format!("{shown}: leads outside the workspace"))
+                    Self::PermissionDenied(format!("{shown}: leads outside of the workspace"))
                 } else {
                     Self::Io(format!("{shown}: {error}"))
                 }

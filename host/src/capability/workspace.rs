@@ -13,11 +13,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
 use super::tool_error::{ToolError, ToolResult};
+use crate::record::walk::{DirHandle, copy_sparse};
 
 /// Size caps of workspace calls.
 #[derive(Debug, Clone, Serialize)]
@@ -26,6 +27,12 @@ pub struct WorkspaceLimits {
     pub max_write_bytes: u64,
     pub max_list_entries: usize,
     pub max_inspect_lines: u32,
+    /// Bytes of a path argument.
+    pub max_path_bytes: usize,
+    /// Bytes of earlier versions kept for `undo-edit`, in all.
+    pub max_history_bytes: u64,
+    /// Bytes the workspace's files may hold (apparent and on disk, each).
+    pub max_workspace_bytes: u64,
 }
 
 impl Default for WorkspaceLimits {
@@ -35,6 +42,9 @@ impl Default for WorkspaceLimits {
             max_write_bytes: 16 << 20,
             max_list_entries: 10_000,
             max_inspect_lines: 2_000,
+            max_path_bytes: 1024,
+            max_history_bytes: 1 << 30,
+            max_workspace_bytes: 10 << 30,
         }
     }
 }
@@ -139,7 +149,7 @@ pub fn normalize(path: &str) -> ToolResult<String> {
             ".." => {
                 if parts.pop().is_none() {
                     return Err(ToolError::PermissionDenied(format!(
-                        "{path}: leads outside the workspace"
+                        "{path}: leads outside of the workspace"
                     )));
                 }
             }
@@ -164,16 +174,21 @@ fn fs_path(rel: &str) -> &str {
 enum PriorVersion {
     Absent,
     Saved(PathBuf),
+    /// Too large for the history's budget: not kept.
+    NotKept(u64),
 }
 
 /// The workspace of one episode.
 pub struct Workspace {
     root: PathBuf,
     dir: Dir,
+    /// The root for walks that never follow a link (snapshots, restores).
+    handle: DirHandle,
     read_only: ReadOnlyFiles,
     history_dir: PathBuf,
     undo: HashMap<String, Vec<PriorVersion>>,
     saved_versions: u64,
+    history_bytes: u64,
     limits: WorkspaceLimits,
 }
 
@@ -190,19 +205,27 @@ impl Workspace {
             .with_context(|| format!("opening workspace {}", root.display()))?;
         std::fs::create_dir_all(history_dir)?;
         let read_only = ReadOnlyFiles::scan(root, read_only_patterns)?;
+        let handle = DirHandle::open_root(root).with_context(|| format!("opening workspace {}", root.display()))?;
         Ok(Self {
             root: root.to_path_buf(),
             dir,
+            handle,
             read_only,
             history_dir: history_dir.to_path_buf(),
             undo: HashMap::new(),
             saved_versions: 0,
+            history_bytes: 0,
             limits,
         })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The root as a handle that walks never leave.
+    pub fn handle(&self) -> &DirHandle {
+        &self.handle
     }
 
     pub fn read_only(&self) -> &ReadOnlyFiles {
@@ -267,7 +290,7 @@ impl Workspace {
     }
 
     pub fn list_files(&self, dir: &str) -> ToolResult<Vec<DirEntry>> {
-        let rel = normalize(dir)?;
+        let rel = normalize_within(dir, &self.limits)?;
         let entries = self
             .dir
             .read_dir(fs_path(&rel))
@@ -282,11 +305,17 @@ impl Workspace {
                     self.limits.max_list_entries
                 )));
             }
-            let name = entry.file_name().to_string_lossy().into_owned();
+            let file_name = entry.file_name();
+            // A name that is not UTF-8 cannot be named by a tool call: it is
+            // listed (lossily) as `other`, as snapshots record it as refused.
+            let utf8 = file_name.to_str().is_some();
+            let name = file_name.to_string_lossy().into_owned();
             let path = if rel.is_empty() { name } else { format!("{rel}/{name}") };
             let meta = entry.metadata().map_err(|e| ToolError::from_io(&path, &e))?;
             let file_type = meta.file_type();
-            let kind = if file_type.is_symlink() {
+            let kind = if !utf8 {
+                EntryKind::Other
+            } else if file_type.is_symlink() {
                 EntryKind::Symlink
             } else if file_type.is_dir() {
                 EntryKind::Directory
@@ -313,7 +342,7 @@ impl Workspace {
     }
 
     pub fn read_file(&self, path: &str) -> ToolResult<String> {
-        let rel = normalize(path)?;
+        let rel = normalize_within(path, &self.limits)?;
         let mut file = self.open_regular(path, &rel)?;
         let size = file.metadata().map_err(|e| ToolError::from_io(path, &e))?.len();
         if size > self.limits.max_read_bytes {
@@ -336,23 +365,65 @@ impl Workspace {
         text_or_refuse(path, bytes)
     }
 
+    /// Opens a regular file for reading. Never blocks (a FIFO is opened
+    /// non-blocking and refused by its type), whatever the path names.
     fn open_regular(&self, path: &str, rel: &str) -> ToolResult<cap_std::fs::File> {
         if rel.is_empty() {
             return Err(ToolError::InvalidArgument(format!(
                 "`{path}` is the workspace root, not a file"
             )));
         }
-        let file = self.dir.open(rel).map_err(|e| ToolError::from_io(path, &e))?;
+        let mut options = OpenOptions::new();
+        options.read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+        let file = self
+            .dir
+            .open_with(rel, &options)
+            .map_err(|e| self.open_error(path, rel, &e))?;
         let meta = file.metadata().map_err(|e| ToolError::from_io(path, &e))?;
-        if meta.is_dir() {
-            return Err(ToolError::InvalidArgument(format!(
-                "{path} is a directory: use list-files"
-            )));
-        }
-        if !meta.is_file() {
-            return Err(ToolError::InvalidArgument(format!("{path} is not a regular file")));
-        }
+        refuse_non_file(path, &meta)?;
         Ok(file)
+    }
+
+    /// The error of a failed open, naming a socket or FIFO for what it is.
+    fn open_error(&self, path: &str, rel: &str, error: &std::io::Error) -> ToolError {
+        if error.raw_os_error() == Some(libc::ENXIO)
+            && let Ok(meta) = self.dir.metadata(rel)
+            && let Err(refused) = refuse_non_file(path, &meta)
+        {
+            return refused;
+        }
+        ToolError::from_io(path, error)
+    }
+
+    /// Opens (creating) a regular file for writing, without blocking on a
+    /// FIFO and refusing anything that is not a regular file.
+    fn open_for_write(&self, path: &str, rel: &str, append: bool) -> ToolResult<cap_std::fs::File> {
+        if let Ok(meta) = self.dir.metadata(rel) {
+            refuse_non_file(path, &meta)?;
+        }
+        let mut options = OpenOptions::new();
+        options
+            .write(true)
+            .create(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+        if append {
+            options.append(true);
+        } else {
+            options.truncate(true);
+        }
+        let file = self
+            .dir
+            .open_with(rel, &options)
+            .map_err(|e| self.open_error(path, rel, &e))?;
+        let meta = file.metadata().map_err(|e| ToolError::from_io(path, &e))?;
+        refuse_non_file(path, &meta)?;
+        Ok(file)
+    }
+
+    /// Whether `path` is a regular file of the workspace (for scripts).
+    pub fn check_regular_file(&self, path: &str) -> ToolResult<()> {
+        let rel = normalize_within(path, &self.limits)?;
+        self.open_regular(path, &rel).map(drop)
     }
 
     pub fn write_file(&mut self, path: &str, content: &str) -> ToolResult<()> {
@@ -364,7 +435,7 @@ impl Workspace {
     }
 
     fn write_impl(&mut self, path: &str, content: &str, append: bool) -> ToolResult<()> {
-        let rel = normalize(path)?;
+        let rel = normalize_within(path, &self.limits)?;
         if content.len() as u64 > self.limits.max_write_bytes {
             return Err(ToolError::TooLarge(format!(
                 "{} bytes for {path}; one write may carry at most {} bytes",
@@ -373,19 +444,9 @@ impl Workspace {
             )));
         }
         self.check_writable(path, &rel)?;
-        self.save_prior_version(&rel)?;
+        self.save_prior_version(path, &rel)?;
         self.create_parents(path, &rel)?;
-        let mut options = OpenOptions::new();
-        options.write(true).create(true);
-        if append {
-            options.append(true);
-        } else {
-            options.truncate(true);
-        }
-        let mut file = self
-            .dir
-            .open_with(&rel, &options)
-            .map_err(|e| ToolError::from_io(path, &e))?;
+        let mut file = self.open_for_write(path, &rel, append)?;
         file.write_all(content.as_bytes())
             .map_err(|e| ToolError::from_io(path, &e))?;
         Ok(())
@@ -400,51 +461,71 @@ impl Workspace {
         Ok(())
     }
 
-    pub fn copy_file(&mut self, source: &str, destination: &str) -> ToolResult<()> {
-        let src = normalize(source)?;
-        let dst = normalize(destination)?;
-        let mut input = self.open_regular(source, &src)?;
+    /// Copies a file inside the workspace; a sparse file stays sparse, and
+    /// a copy that would take the workspace past its size cap is refused.
+    /// `used_bytes` is what the workspace holds now (its last snapshot).
+    pub fn copy_file(&mut self, source: &str, destination: &str, used_bytes: u64) -> ToolResult<()> {
+        let src = normalize_within(source, &self.limits)?;
+        let dst = normalize_within(destination, &self.limits)?;
+        let input = self.open_regular(source, &src)?;
         self.check_writable(destination, &dst)?;
         if self.resolved(&src).is_some() && self.resolved(&src) == self.resolved(&dst) {
             return Err(ToolError::InvalidArgument(format!(
                 "{source} and {destination} are the same file"
             )));
         }
-        self.save_prior_version(&dst)?;
+        let size = input.metadata().map_err(|e| ToolError::from_io(source, &e))?.len();
+        if used_bytes.saturating_add(size) > self.limits.max_workspace_bytes {
+            return Err(ToolError::TooLarge(format!(
+                "copying {source} ({} MiB) would take the workspace past its cap of {} MiB",
+                size >> 20,
+                self.limits.max_workspace_bytes >> 20
+            )));
+        }
+        self.save_prior_version(destination, &dst)?;
         self.create_parents(destination, &dst)?;
-        let mut output = self.dir.create(&dst).map_err(|e| ToolError::from_io(destination, &e))?;
-        std::io::copy(&mut input, &mut output).map_err(|e| ToolError::from_io(destination, &e))?;
+        let output = self.open_for_write(destination, &dst, false)?;
+        copy_sparse(&input.into_std(), &output.into_std()).map_err(|e| ToolError::from_io(destination, &e))?;
         Ok(())
     }
 
     /// Keeps the current content of `rel` (or the fact it does not exist) so
-    /// that `undo-edit` can bring it back.
-    fn save_prior_version(&mut self, rel: &str) -> ToolResult<()> {
-        let prior = match self.dir.open(rel) {
-            Ok(mut file) => {
-                self.saved_versions += 1;
-                let saved = self.history_dir.join(format!("{:06}", self.saved_versions));
-                let mut out = std::fs::File::create(&saved)
-                    .map_err(|e| ToolError::Io(format!("saving the prior version of {rel}: {e}")))?;
-                std::io::copy(&mut file, &mut out)
-                    .map_err(|e| ToolError::Io(format!("saving the prior version of {rel}: {e}")))?;
-                PriorVersion::Saved(saved)
+    /// that `undo-edit` can bring it back, within the history's budget.
+    fn save_prior_version(&mut self, path: &str, rel: &str) -> ToolResult<()> {
+        let prior = match self.open_regular(path, rel) {
+            Ok(file) => {
+                let size = file.metadata().map_err(|e| ToolError::from_io(path, &e))?.len();
+                if self.history_bytes + size > self.limits.max_history_bytes {
+                    PriorVersion::NotKept(size)
+                } else {
+                    self.saved_versions += 1;
+                    let saved = self.history_dir.join(format!("{:06}", self.saved_versions));
+                    let out = std::fs::File::create(&saved)
+                        .map_err(|e| ToolError::Io(format!("saving the prior version of {path}: {e}")))?;
+                    copy_sparse(&file.into_std(), &out)
+                        .map_err(|e| ToolError::Io(format!("saving the prior version of {path}: {e}")))?;
+                    self.history_bytes += size;
+                    PriorVersion::Saved(saved)
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => PriorVersion::Absent,
-            Err(e) => return Err(ToolError::from_io(rel, &e)),
+            Err(ToolError::NotFound(_)) => PriorVersion::Absent,
+            Err(e) => return Err(e),
         };
         self.undo.entry(rel.to_string()).or_default().push(prior);
         Ok(())
     }
 
     pub fn undo_edit(&mut self, path: &str) -> ToolResult<String> {
-        let rel = normalize(path)?;
+        let rel = normalize_within(path, &self.limits)?;
         self.check_writable(path, &rel)?;
         let Some(prior) = self.undo.get_mut(&rel).and_then(Vec::pop) else {
             return Err(ToolError::NotFound(format!("{path}: no earlier version to restore")));
         };
         match prior {
             PriorVersion::Absent => {
+                if let Ok(meta) = self.dir.symlink_metadata(&rel) {
+                    refuse_non_file(path, &meta)?;
+                }
                 match self.dir.remove_file(&rel) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -454,18 +535,23 @@ impl Workspace {
                     "{path} did not exist before its last edit; it has been removed"
                 ))
             }
+            PriorVersion::NotKept(size) => Err(ToolError::TooLarge(format!(
+                "the version of {path} before its last edit ({} MiB) was too large for the undo history, which keeps at most {} MiB",
+                size >> 20,
+                self.limits.max_history_bytes >> 20
+            ))),
             PriorVersion::Saved(saved) => {
-                let mut input = std::fs::File::open(&saved)
+                let input = std::fs::File::open(&saved)
                     .map_err(|e| ToolError::Io(format!("reading the saved version of {path}: {e}")))?;
-                let mut output = self.dir.create(&rel).map_err(|e| ToolError::from_io(path, &e))?;
-                let bytes = std::io::copy(&mut input, &mut output).map_err(|e| ToolError::from_io(path, &e))?;
+                let output = self.open_for_write(path, &rel, false)?;
+                let bytes = copy_sparse(&input, &output.into_std()).map_err(|e| ToolError::from_io(path, &e))?;
                 Ok(format!("{path} restored to its previous version ({bytes} bytes)"))
             }
         }
     }
 
     pub fn inspect_lines(&self, path: &str, start: u32, end: u32) -> ToolResult<String> {
-        let rel = normalize(path)?;
+        let rel = normalize_within(path, &self.limits)?;
         if start == 0 || end < start {
             return Err(ToolError::InvalidArgument(format!(
                 "lines {start}..{end}: lines are numbered from 1 and end must not be before start"
@@ -514,6 +600,42 @@ impl Workspace {
         }
         Ok(out)
     }
+}
+
+/// Refuses anything but a regular file, naming what it is.
+fn refuse_non_file(path: &str, meta: &cap_std::fs::Metadata) -> ToolResult<()> {
+    use cap_std::fs::FileTypeExt;
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        return Ok(());
+    } else if kind.is_dir() {
+        return Err(ToolError::InvalidArgument(format!(
+            "{path} is a directory: use list-files"
+        )));
+    } else if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    Err(ToolError::InvalidArgument(format!(
+        "{path} is {what}; tool calls only read and write regular files"
+    )))
+}
+
+/// [`normalize`], refusing paths longer than the workspace allows.
+fn normalize_within(path: &str, limits: &WorkspaceLimits) -> ToolResult<String> {
+    if path.len() > limits.max_path_bytes {
+        return Err(ToolError::InvalidArgument(format!(
+            "a path of {} bytes; paths may be at most {} bytes",
+            path.len(),
+            limits.max_path_bytes
+        )));
+    }
+    normalize(path)
 }
 
 /// Text for the agent, or a clear refusal for binary content.
@@ -586,7 +708,7 @@ mod tests {
             );
         }
         assert!(matches!(
-            ws.copy_file("train.py", "data/train.csv"),
+            ws.copy_file("train.py", "data/train.csv", 0),
             Err(ToolError::PermissionDenied(_))
         ));
         assert_eq!(

@@ -20,8 +20,9 @@ use crate::capability::workspace::{Workspace, WorkspaceLimits};
 use crate::capability::{self, AgentPre, AgentState, EndEpisode, Session, TaskInfoRecord, ValidationPolicy, Validator};
 use crate::engine::AgentEngine;
 use crate::llm::LlmSource;
-use crate::record::snapshot::{self, SnapshotStore};
+use crate::record::snapshot::{self, SnapshotLimits, SnapshotStore};
 use crate::record::trace::Trace;
+use crate::record::walk::Usage;
 use crate::sandbox::Sandbox;
 use crate::sandbox::gpu::{GpuLease, GpuPool};
 use crate::task::requirements::{self, HostOffer};
@@ -47,6 +48,10 @@ pub struct AgentLimits {
     pub llm_tokens: Option<u64>,
     /// Overrides the task's LLM cost budget in USD (0: no limit).
     pub llm_cost_usd: Option<f64>,
+    /// Bytes the agent's calls may add to the trace; past it the episode ends.
+    pub trace_bytes: u64,
+    /// Bytes of the final answer kept; a longer one is cut, with its length and hash.
+    pub answer_bytes: usize,
 }
 
 impl Default for AgentLimits {
@@ -58,6 +63,8 @@ impl Default for AgentLimits {
             log_bytes: 4 << 20,
             llm_tokens: None,
             llm_cost_usd: None,
+            trace_bytes: 256 << 20,
+            answer_bytes: 1 << 20,
         }
     }
 }
@@ -209,18 +216,26 @@ impl Host {
 
         let workspace_dir = dir.join("workspace");
         task::workspace::populate(task, &prepared, &workspace_dir)?;
+        let resources = &task.spec.resources;
+        let workspace_caps = Usage {
+            entries: resources.workspace_files,
+            bytes: resources.workspace_mb << 20,
+            allocated_bytes: resources.workspace_mb << 20,
+        };
         let workspace = Workspace::open(
             &workspace_dir,
             &dir.join("history"),
             &task.spec.files.read_only,
-            WorkspaceLimits::default(),
+            WorkspaceLimits {
+                max_workspace_bytes: workspace_caps.bytes,
+                ..WorkspaceLimits::default()
+            },
         )?;
 
         let max_steps = spec.limits.max_steps.unwrap_or(task.spec.budget.max_steps);
         let wall = Duration::from_secs(spec.limits.wall_seconds.unwrap_or(task.spec.budget.wall_seconds));
         let started = Instant::now();
         let deadline = started + wall;
-        let resources = &task.spec.resources;
         let script_limits = ScriptLimits {
             max_timeout: Duration::from_secs(resources.script_timeout_seconds),
             memory_bytes: resources.memory_mb << 20,
@@ -230,6 +245,9 @@ impl Host {
             output_cap: 32 << 10,
             output_kill_bytes: 256 << 20,
             max_args: 256,
+            max_arg_bytes: 64 << 10,
+            max_total_arg_bytes: 256 << 10,
+            workspace: workspace_caps,
         };
         let exec_dir = dir.join("exec");
         std::fs::create_dir_all(&exec_dir)?;
@@ -251,8 +269,15 @@ impl Host {
         let mut session = Session::new(
             workspace,
             ScriptRunner::new(episode_sandbox, script_limits.clone(), exec_dir),
-            Trace::create(&dir.join("events.jsonl"), started)?,
-            SnapshotStore::create(&dir.join("snapshots"))?,
+            Trace::create(&dir.join("events.jsonl"), started, spec.limits.trace_bytes)?,
+            SnapshotStore::with_limits(
+                &dir.join("snapshots"),
+                SnapshotLimits {
+                    max_bytes: workspace_caps.bytes,
+                    max_entries: workspace_caps.entries,
+                    ..SnapshotLimits::default()
+                },
+            )?,
             task_info.clone(),
             started,
             deadline,
@@ -484,11 +509,39 @@ fn classify_trap(error: &wasmtime::Error, memory_denied: bool) -> (EndReason, St
             format!("the agent ran out of its memory limit: {}", first_line(&text)),
         );
     }
-    (
-        EndReason::Trap,
+    let cause = error
+        .downcast_ref::<wasmtime::Trap>()
+        .map(|trap| trap_in_words(*trap))
+        .unwrap_or_else(|| first_line(&text).to_string());
+    let context: Vec<&str> = text.lines().skip(1).take(2).map(str::trim).collect();
+    let detail = if context.is_empty() {
+        format!("the agent trapped: {cause}; its own output is in agent.log")
+    } else {
         format!(
-            "the agent trapped: {}",
-            text.lines().take(3).collect::<Vec<_>>().join(" | ")
-        ),
-    )
+            "the agent trapped: {cause}; its own output is in agent.log ({})",
+            context.join(" | ")
+        )
+    };
+    (EndReason::Trap, detail)
+}
+
+/// What a WebAssembly trap means for someone who wrote the agent.
+fn trap_in_words(trap: wasmtime::Trap) -> String {
+    use wasmtime::Trap as T;
+    match trap {
+        T::UnreachableCodeReached => {
+            "it reached an `unreachable` instruction, which is how a Rust panic, a C abort() or an uncaught Python exception ends".into()
+        }
+        T::StackOverflow => "it overflowed its call stack (runaway recursion)".into(),
+        T::MemoryOutOfBounds => "it read or wrote memory outside its own (a bug in the agent or its runtime)".into(),
+        T::IntegerDivisionByZero => "it divided an integer by zero".into(),
+        T::IntegerOverflow => "an integer operation overflowed".into(),
+        T::BadConversionToInteger => "it converted a NaN or out-of-range float to an integer".into(),
+        T::IndirectCallToNull | T::BadSignature | T::TableOutOfBounds => {
+            "it called a function through a bad pointer".into()
+        }
+        T::AllocationTooLarge => "it asked for an allocation larger than allowed".into(),
+        T::InvalidChar => "it passed an invalid character to the host".into(),
+        other => format!("a WebAssembly trap: {other}"),
+    }
 }

@@ -43,6 +43,44 @@ pub struct HostProvenance {
     pub os: String,
     pub arch: String,
     pub sandbox: String,
+    /// The host process running the episode, to tell a running episode
+    /// from one whose host was killed.
+    #[serde(default)]
+    pub process: Option<HostProcess>,
+}
+
+/// One process, told apart from a later one with the same pid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostProcess {
+    pub pid: u32,
+    /// Its start time (clock ticks since boot) and the boot it belongs to.
+    pub started: u64,
+    pub boot_id: String,
+}
+
+impl HostProcess {
+    /// This process.
+    pub fn current() -> Option<Self> {
+        Self::of(std::process::id())
+    }
+
+    fn of(pid: u32) -> Option<Self> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name (which may hold spaces) are plain.
+        let after = stat.rsplit_once(')')?.1;
+        let started = after.split_whitespace().nth(19)?.parse().ok()?;
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        Some(Self {
+            pid,
+            started,
+            boot_id: boot_id.trim().to_string(),
+        })
+    }
+
+    /// Whether this process still runs.
+    pub fn alive(&self) -> bool {
+        Self::of(self.pid).as_ref() == Some(self)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -60,6 +98,16 @@ pub struct EpisodeLimits {
     pub script_max_processes: u32,
     pub script_cpus: f64,
     pub network: bool,
+    /// Bytes the trace may hold (the agent's calls), and of the answer kept.
+    #[serde(default)]
+    pub trace_bytes: u64,
+    #[serde(default)]
+    pub answer_bytes: usize,
+    /// What the workspace may hold.
+    #[serde(default)]
+    pub workspace_bytes: u64,
+    #[serde(default)]
+    pub workspace_files: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,6 +115,10 @@ pub struct EpisodeEnd {
     pub reason: EndReason,
     pub detail: String,
     pub answer: Option<String>,
+    /// Set when the answer was longer than the host keeps: its full length
+    /// and blake3 (`answer` holds its head).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_cut: Option<AnswerCut>,
     pub steps: u32,
     pub notes: u32,
     pub wall_ms: u64,
@@ -81,6 +133,33 @@ pub struct EpisodeEnd {
     /// What the agent's LLM calls used and cost.
     #[serde(default)]
     pub llm: LlmUsage,
+}
+
+/// What an over-long answer was, before it was cut.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AnswerCut {
+    pub bytes: u64,
+    pub blake3: String,
+}
+
+/// The answer as kept: at most `cap` bytes (cut at a character boundary),
+/// and what was cut.
+pub fn keep_answer(answer: Option<&str>, cap: usize) -> (Option<String>, Option<AnswerCut>) {
+    let Some(answer) = answer else {
+        return (None, None);
+    };
+    if answer.len() <= cap {
+        return (Some(answer.to_string()), None);
+    }
+    let mut end = cap;
+    while !answer.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = AnswerCut {
+        bytes: answer.len() as u64,
+        blake3: blake3::hash(answer.as_bytes()).to_hex().to_string(),
+    };
+    (Some(answer[..end].to_string()), Some(cut))
 }
 
 /// `episode.json`: written when the agent starts (`end` is null while it
@@ -150,6 +229,7 @@ impl EpisodeRecord {
                 os: std::env::consts::OS.to_string(),
                 arch: std::env::consts::ARCH.to_string(),
                 sandbox: sandbox.to_string(),
+                process: HostProcess::current(),
             },
             limits: EpisodeLimits {
                 max_steps,
@@ -163,6 +243,10 @@ impl EpisodeRecord {
                 script_max_processes: scripts.max_processes,
                 script_cpus: scripts.cpus,
                 network: scripts.network,
+                trace_bytes: spec.limits.trace_bytes,
+                answer_bytes: spec.limits.answer_bytes,
+                workspace_bytes: scripts.workspace.bytes,
+                workspace_files: scripts.workspace.entries,
             },
             llm: String::new(),
             end: None,
@@ -182,10 +266,12 @@ impl EpisodeRecord {
         first_call_ms: Option<f64>,
     ) {
         self.ended_at = Some(now());
+        let (answer, answer_cut) = keep_answer(answer, self.limits.answer_bytes);
         self.end = Some(EpisodeEnd {
             reason,
             detail: detail.to_string(),
-            answer: answer.map(str::to_string),
+            answer,
+            answer_cut,
             steps: session.steps(),
             notes: session.notes(),
             wall_ms: session.started.elapsed().as_millis() as u64,
@@ -200,6 +286,19 @@ impl EpisodeRecord {
 
     pub fn write(&self, dir: &Path) -> Result<()> {
         write_json(&dir.join("episode.json"), self)
+    }
+
+    /// How the episode ended, "running" while its host runs, or "host
+    /// killed" when the host died before it could end it.
+    pub fn status(&self) -> String {
+        match (&self.end, &self.host.process) {
+            (Some(end), _) => serde_json::to_value(end.reason)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+            (None, Some(process)) if process.alive() => "running".into(),
+            (None, _) => "host killed".into(),
+        }
     }
 
     pub fn read(dir: &Path) -> Result<Self> {

@@ -59,8 +59,26 @@ pub fn model_file() -> Result<PathBuf> {
 /// A running server; stopped when dropped.
 pub struct LocalModel {
     child: Child,
+    /// The write end of the server's lifeline: when this process ends, for
+    /// any reason (SIGKILL included), the kernel closes it and the server goes.
+    _lifeline: Option<std::process::ChildStdin>,
     pub port: u16,
 }
+
+/// Runs the server as a child that dies with this wrapper (PR_SET_PDEATHSIG
+/// from the wrapper's one thread), and ends it when stdin reaches EOF,
+/// which happens when the mlrb that started it dies.
+const LIFELINE: &str = r#"
+import ctypes, signal, subprocess, sys, threading
+def die_with_parent():
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+server = subprocess.Popen([sys.executable] + sys.argv[1:], stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+def watch():
+    sys.stdin.buffer.read()
+    server.kill()
+threading.Thread(target=watch, daemon=True).start()
+sys.exit(server.wait())
+"#;
 
 impl Drop for LocalModel {
     fn drop(&mut self) {
@@ -103,8 +121,8 @@ pub fn start(port: Option<u16>, inherit_output: bool) -> Result<LocalModel> {
     } else {
         Stdio::null()
     };
-    let child = Command::new(python())
-        .args(["-m", "llama_cpp.server", "--model"])
+    let mut child = Command::new(python())
+        .args(["-c", LIFELINE, "-m", "llama_cpp.server", "--model"])
         .arg(&model)
         .args([
             "--model_alias",
@@ -115,7 +133,7 @@ pub fn start(port: Option<u16>, inherit_output: bool) -> Result<LocalModel> {
             &port.to_string(),
         ])
         .args(["--n_ctx", "8192", "--n_threads", &threads.to_string()])
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(if inherit_output {
             Stdio::inherit()
         } else {
@@ -124,7 +142,12 @@ pub fn start(port: Option<u16>, inherit_output: bool) -> Result<LocalModel> {
         .stderr(log)
         .spawn()
         .with_context(|| format!("starting {} -m llama_cpp.server", python().display()))?;
-    let mut server = LocalModel { child, port };
+    let lifeline = child.stdin.take();
+    let mut server = LocalModel {
+        child,
+        _lifeline: lifeline,
+        port,
+    };
     let started = Instant::now();
     while !ready(port) {
         if let Some(status) = server.child.try_wait()? {

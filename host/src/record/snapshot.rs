@@ -1,20 +1,34 @@
-//! Content-addressed workspace snapshots.
+//! Content-addressed workspace snapshots, stored as trees.
 //!
-//! `snapshots/objects/<blake3>` holds each distinct file content once;
-//! `snapshots/manifests/<id>.json` lists every path of one snapshot with its
-//! hash. A file whose size, mtime, inode and ctime are unchanged since the
-//! last snapshot is not read again, so a step costs what it changed, not the
-//! size of the workspace.
+//! * `snapshots/objects/<blake3>`: each distinct file content, once.
+//! * `snapshots/trees/<blake3>`: one JSON object per directory (its entries,
+//!   and the entries refused with why); a directory of more than
+//!   [`SHARD_ENTRIES`] entries is split into shards by the hash of each
+//!   name. A tree is written once: a step that changes one file writes that
+//!   file, the trees on its path and a small manifest, not the whole listing.
+//! * `snapshots/manifests/<id>.json`: the root tree, a label and totals.
+//!
+//! The walk never follows what the agent made (see [`super::walk`]): entries
+//! are opened beneath their parent's handle, typed by the opened handle and
+//! read from it. FIFOs, sockets, devices, names that are not UTF-8, paths
+//! past the depth or length limits and files past the workspace's caps are
+//! recorded as refused, with why, and never read. A file whose size, times
+//! and inode are unchanged since the last snapshot is not read again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+use super::walk::{DirHandle, Kind, Opened, display_name, read_chunks, utf8_name};
+
+/// Directories with more entries than this are stored as shards.
+pub const SHARD_ENTRIES: usize = 2048;
+
+/// One path of a snapshot, as readers see it (the flattened view).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum ManifestEntry {
@@ -23,11 +37,50 @@ pub enum ManifestEntry {
     Symlink { target: String },
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Something in the workspace that is not recorded as content, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refused {
+    /// The path, readable (lossy where the name is not UTF-8).
+    pub path: String,
+    /// The exact bytes of the path, in hex, where they are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
+    pub kind: Kind,
+    pub why: String,
+}
+
+/// Totals of one snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotStats {
+    /// Entries walked: files, directories, links and refused ones.
+    pub entries: u64,
+    /// Apparent bytes of the recorded files.
+    pub bytes: u64,
+    /// Bytes the recorded files occupy on disk.
+    pub allocated_bytes: u64,
+    pub refused: u64,
+    /// Set when a cap stopped the walk: what was not recorded, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<String>,
+    /// Bytes this snapshot added to the store (objects and trees).
+    pub written_bytes: u64,
+}
+
+/// A snapshot: its header as stored, and the flattened entries.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Manifest {
     pub id: u64,
     pub label: String,
+    /// The root tree's hash (empty for snapshots of the older, flat format).
+    #[serde(default)]
+    pub root: String,
+    #[serde(default)]
+    pub stats: SnapshotStats,
+    /// Every recorded path; loaded from the trees, not stored in the manifest.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub entries: BTreeMap<String, ManifestEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Refused>,
 }
 
 impl Manifest {
@@ -42,193 +95,621 @@ impl Manifest {
     }
 }
 
+/// What the snapshot walk may record.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotLimits {
+    /// Apparent and allocated bytes of the files recorded, each.
+    pub max_bytes: u64,
+    /// Entries of every kind.
+    pub max_entries: u64,
+    pub max_depth: usize,
+    /// Bytes of one workspace-relative path.
+    pub max_path_bytes: usize,
+}
+
+impl Default for SnapshotLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 10 << 30,
+            max_entries: 1_000_000,
+            max_depth: 64,
+            max_path_bytes: 1024,
+        }
+    }
+}
+
+/// How a tree names one of its entries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+enum TreeEntry {
+    File { hash: String, size: u64, executable: bool },
+    Dir { tree: String },
+    Symlink { target: String },
+}
+
+/// A refused entry inside a tree: its name and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct RefusedName {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name_hex: Option<String>,
+    kind: Kind,
+    why: String,
+}
+
+/// One directory (or one shard of a large one).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Tree {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    entries: BTreeMap<String, TreeEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    refused: Vec<RefusedName>,
+    /// Set instead of the above for a large directory: shard key → tree.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    shards: BTreeMap<String, String>,
+}
+
 /// What identifies an unchanged file without reading it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct StatKey {
     size: u64,
-    mtime_ns: i64,
-    ctime_ns: i64,
+    mtime_ns: i128,
+    ctime_ns: i128,
     ino: u64,
     dev: u64,
 }
 
 impl StatKey {
-    fn of(meta: &fs::Metadata) -> Self {
+    fn of(stat: &rustix::fs::Stat) -> Self {
         Self {
-            size: meta.size(),
-            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-            ino: meta.ino(),
-            dev: meta.dev(),
+            size: stat.st_size as u64,
+            mtime_ns: stat.st_mtime as i128 * 1_000_000_000 + stat.st_mtime_nsec as i128,
+            ctime_ns: stat.st_ctime as i128 * 1_000_000_000 + stat.st_ctime_nsec as i128,
+            ino: stat.st_ino,
+            dev: stat.st_dev,
         }
     }
 }
 
 pub struct SnapshotStore {
+    dir: PathBuf,
     objects: PathBuf,
+    trees: PathBuf,
     manifests: PathBuf,
+    limits: SnapshotLimits,
     known: HashMap<String, (StatKey, String)>,
+    trees_stored: HashSet<String>,
     next_id: u64,
+    tmp_counter: u64,
     last: Option<Manifest>,
 }
 
 impl SnapshotStore {
     pub fn create(dir: &Path) -> Result<Self> {
-        let objects = dir.join("objects");
-        let manifests = dir.join("manifests");
-        fs::create_dir_all(&objects)?;
-        fs::create_dir_all(&manifests)?;
-        Ok(Self {
-            objects,
-            manifests,
+        Self::with_limits(dir, SnapshotLimits::default())
+    }
+
+    pub fn with_limits(dir: &Path, limits: SnapshotLimits) -> Result<Self> {
+        let store = Self {
+            dir: dir.to_path_buf(),
+            objects: dir.join("objects"),
+            trees: dir.join("trees"),
+            manifests: dir.join("manifests"),
+            limits,
             known: HashMap::new(),
+            trees_stored: HashSet::new(),
             next_id: 0,
+            tmp_counter: 0,
             last: None,
-        })
+        };
+        for sub in [&store.objects, &store.trees, &store.manifests] {
+            fs::create_dir_all(sub).with_context(|| format!("creating {}", sub.display()))?;
+        }
+        Ok(store)
+    }
+
+    /// The snapshot directory (`objects/`, `trees/`, `manifests/`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub fn objects_dir(&self) -> &Path {
         &self.objects
     }
 
+    pub fn limits(&self) -> &SnapshotLimits {
+        &self.limits
+    }
+
     pub fn last(&self) -> Option<&Manifest> {
         self.last.as_ref()
     }
 
-    /// Records the current state of `root`. Returns `None` when nothing
-    /// changed since the last snapshot (no new manifest is written).
-    pub fn snapshot(
-        &mut self,
-        root: &Path,
-        label: &str,
-        read_only: &dyn Fn(&str) -> bool,
-    ) -> Result<Option<&Manifest>> {
-        let mut entries = BTreeMap::new();
-        let mut seen = HashMap::with_capacity(self.known.len());
-        for entry in walkdir::WalkDir::new(root)
-            .follow_links(false)
-            .min_depth(1)
-            .sort_by_file_name()
-        {
-            let entry = entry.with_context(|| format!("walking {}", root.display()))?;
-            let rel = entry.path().strip_prefix(root)?.to_string_lossy().into_owned();
-            let file_type = entry.file_type();
-            if file_type.is_dir() {
-                entries.insert(rel, ManifestEntry::Dir);
-            } else if file_type.is_symlink() {
-                let target = fs::read_link(entry.path())?.to_string_lossy().into_owned();
-                entries.insert(rel, ManifestEntry::Symlink { target });
-            } else if file_type.is_file() {
-                let meta = entry.metadata()?;
-                let key = StatKey::of(&meta);
-                let hash = match self.known.get(&rel) {
-                    Some((known, hash)) if *known == key => hash.clone(),
-                    _ => self.store_object(entry.path(), read_only(&rel))?,
-                };
-                entries.insert(
-                    rel.clone(),
-                    ManifestEntry::File {
-                        hash: hash.clone(),
-                        size: key.size,
-                        executable: meta.permissions().mode() & 0o111 != 0,
-                    },
-                );
-                seen.insert(rel, (key, hash));
-            }
-            // Sockets, fifos and devices are not workspace content.
-        }
+    /// Records the current state of the tree under `root`. Returns `None`
+    /// when nothing changed since the last snapshot (nothing is written).
+    /// Errors are the host's own (the store cannot be written); whatever
+    /// the agent left in the tree is recorded, or refused with why.
+    pub fn snapshot(&mut self, root: &DirHandle, label: &str) -> Result<Option<&Manifest>> {
+        let mut walk = Walk {
+            store: self,
+            entries: BTreeMap::new(),
+            refused: Vec::new(),
+            seen: HashMap::new(),
+            stats: SnapshotStats::default(),
+        };
+        let root_tree = walk.dir(root, "", 0)?;
+        let Walk {
+            entries,
+            refused,
+            seen,
+            mut stats,
+            ..
+        } = walk;
         self.known = seen;
-        if self.last.as_ref().is_some_and(|m| m.entries == entries) {
+        if self.last.as_ref().is_some_and(|m| m.root == root_tree) {
             return Ok(None);
         }
-        let manifest = Manifest {
+        stats.refused = refused.len() as u64;
+        let mut manifest = Manifest {
             id: self.next_id,
             label: label.to_string(),
-            entries,
+            root: root_tree,
+            stats,
+            entries: BTreeMap::new(),
+            refused: Vec::new(),
         };
-        self.next_id += 1;
         let path = self.manifests.join(format!("{:06}.json", manifest.id));
-        let mut file = fs::File::create(&path)?;
-        serde_json::to_writer(&mut file, &manifest)?;
-        file.write_all(b"\n")?;
+        let header = serde_json::to_vec(&manifest)?;
+        write_new(&path, &[&header, b"\n"]).with_context(|| format!("writing {}", path.display()))?;
+        manifest.entries = entries;
+        manifest.refused = refused;
+        self.next_id += 1;
         self.last = Some(manifest);
         Ok(self.last.as_ref())
     }
 
-    /// Hashes a file and stores its content if this is the first time.
-    /// Read-only files are hard-linked (they cannot change); others copied.
-    fn store_object(&self, path: &Path, read_only: bool) -> Result<String> {
+    /// Stores the content read from `file` (at most `limit` bytes) as an
+    /// object; its hash and size, or `None` if it holds more than `limit`.
+    fn store_object(&mut self, file: &fs::File, limit: u64) -> Result<Option<(String, u64, u64)>> {
+        use std::os::unix::fs::FileExt;
+        self.tmp_counter += 1;
+        let tmp = self
+            .objects
+            .join(format!(".tmp-{}-{}", std::process::id(), self.tmp_counter));
+        let out = fs::File::create(&tmp)?;
         let mut hasher = blake3::Hasher::new();
-        hasher
-            .update_mmap(path)
-            .with_context(|| format!("hashing {}", path.display()))?;
+        let mut offset = 0u64;
+        let mut written = 0u64;
+        // Chunks of zeros are skipped, not written: a sparse file's object stays sparse.
+        let read = read_chunks(file, limit, |chunk| {
+            hasher.update(chunk);
+            if chunk.iter().any(|&b| b != 0) {
+                out.write_all_at(chunk, offset)?;
+                written += chunk.len() as u64;
+            }
+            offset += chunk.len() as u64;
+            Ok(())
+        })
+        .and_then(|read| {
+            out.set_len(offset)?;
+            Ok(read)
+        });
+        let size = match read {
+            Ok(Some(size)) => size,
+            Ok(None) => {
+                drop(out);
+                let _ = fs::remove_file(&tmp);
+                return Ok(None);
+            }
+            Err(e) => {
+                drop(out);
+                let _ = fs::remove_file(&tmp);
+                return Err(e).context("reading a workspace file");
+            }
+        };
+        drop(out);
         let hash = hasher.finalize().to_hex().to_string();
         let object = self.objects.join(&hash);
-        if !object.exists() {
-            let linked = read_only && fs::hard_link(path, &object).is_ok();
-            if !linked {
-                let tmp = self.objects.join(format!(".tmp-{hash}"));
-                fs::copy(path, &tmp).with_context(|| format!("copying {} into the snapshot store", path.display()))?;
-                fs::set_permissions(&tmp, fs::Permissions::from_mode(0o444))?;
-                fs::rename(&tmp, &object)?;
-            }
+        if object.exists() {
+            fs::remove_file(&tmp)?;
+            return Ok(Some((hash, size, 0)));
         }
-        Ok(hash)
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o444))?;
+        fs::rename(&tmp, &object)?;
+        Ok(Some((hash, size, written)))
+    }
+
+    /// Stores a tree (once) and returns its hash and the bytes written.
+    fn store_tree(&mut self, tree: &Tree) -> Result<(String, u64)> {
+        let bytes = serde_json::to_vec(tree)?;
+        let hash = blake3::hash(&bytes).to_hex().to_string();
+        if self.trees_stored.contains(&hash) {
+            return Ok((hash, 0));
+        }
+        let path = self.trees.join(&hash);
+        let written = if path.exists() {
+            0
+        } else {
+            write_new(&path, &[&bytes])?;
+            bytes.len() as u64
+        };
+        self.trees_stored.insert(hash.clone());
+        Ok((hash, written))
     }
 }
 
-/// The manifest `id` of an episode's snapshot directory.
-pub fn read_manifest(dir: &Path, id: u64) -> Result<Manifest> {
-    let path = dir.join("manifests").join(format!("{id:06}.json"));
-    let text = fs::read_to_string(&path).with_context(|| format!("{}: no such snapshot", path.display()))?;
+/// Writes a file through a temporary name, so a reader never sees half of it.
+fn write_new(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut out = BufWriter::new(fs::File::create(&tmp)?);
+    for part in parts {
+        out.write_all(part)?;
+    }
+    out.flush()?;
+    drop(out);
+    fs::rename(&tmp, path)
+}
+
+/// One snapshot walk in progress.
+struct Walk<'a> {
+    store: &'a mut SnapshotStore,
+    entries: BTreeMap<String, ManifestEntry>,
+    refused: Vec<Refused>,
+    seen: HashMap<String, (StatKey, String)>,
+    stats: SnapshotStats,
+}
+
+fn join(parent: &str, name: &str) -> String {
+    if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// How many bits of a name's hash pick its shard in a directory of `n`
+/// entries: about sqrt(n/2) shards, which keeps a one-file change's rewrite
+/// (one shard plus the shard index) smallest.
+fn shard_bits(n: usize) -> u32 {
+    let shards = ((n / 2) as f64).sqrt().max(2.0);
+    (shards.log2().round() as u32).clamp(1, 16)
+}
+
+/// The shard a name belongs to in a large directory.
+fn shard_of(name: &[u8], bits: u32) -> String {
+    let hash = blake3::hash(name);
+    let prefix = u32::from_be_bytes(hash.as_bytes()[..4].try_into().unwrap_or_default());
+    format!("{:04x}", prefix >> (32 - bits))
+}
+
+impl Walk<'_> {
+    /// Records the directory `dir` at `rel`; the hash of its tree.
+    fn dir(&mut self, dir: &DirHandle, rel: &str, depth: usize) -> Result<String> {
+        let mut trees: BTreeMap<String, Tree> = BTreeMap::new();
+        let names = match dir.names() {
+            Ok(names) => names,
+            Err(e) => {
+                self.refuse(
+                    rel,
+                    None,
+                    Kind::Directory,
+                    format!("its entries could not be listed: {e}"),
+                );
+                Vec::new()
+            }
+        };
+        let sharded = names.len() > SHARD_ENTRIES;
+        let bits = shard_bits(names.len());
+        for name in names {
+            if self.stats.truncated.is_some() {
+                break;
+            }
+            if self.stats.entries >= self.store.limits.max_entries {
+                self.stats.truncated = Some(format!(
+                    "the workspace holds more than {} entries; the rest is not recorded",
+                    self.store.limits.max_entries
+                ));
+                break;
+            }
+            self.stats.entries += 1;
+            let tree = trees
+                .entry(if sharded { shard_of(&name, bits) } else { String::new() })
+                .or_default();
+            self.entry(dir, &name, rel, depth, tree)?;
+        }
+        if !sharded {
+            let tree = trees.remove("").unwrap_or_default();
+            let (hash, written) = self.store.store_tree(&tree)?;
+            self.stats.written_bytes += written;
+            return Ok(hash);
+        }
+        let mut index = Tree::default();
+        for (key, shard) in trees {
+            let (hash, written) = self.store.store_tree(&shard)?;
+            self.stats.written_bytes += written;
+            index.shards.insert(key, hash);
+        }
+        let (hash, written) = self.store.store_tree(&index)?;
+        self.stats.written_bytes += written;
+        Ok(hash)
+    }
+
+    fn refuse(&mut self, path: &str, path_hex: Option<String>, kind: Kind, why: String) {
+        self.refused.push(Refused {
+            path: path.to_string(),
+            path_hex,
+            kind,
+            why,
+        });
+    }
+
+    /// Records one entry of `dir` into `tree` (or as refused).
+    fn entry(&mut self, dir: &DirHandle, name: &[u8], parent: &str, depth: usize, tree: &mut Tree) -> Result<()> {
+        let kind_now = || dir.stat_entry(name).map(|s| Kind::of(&s)).unwrap_or(Kind::Unknown);
+        let Some(text) = utf8_name(name) else {
+            let path = join(parent, &display_name(name));
+            let hex = hex::encode([parent.as_bytes(), if parent.is_empty() { b"" } else { b"/" }, name].concat());
+            let why = "its name is not UTF-8, so no tool call can name it; not recorded".to_string();
+            let kind = kind_now();
+            tree.refused.push(RefusedName {
+                name: display_name(name),
+                name_hex: Some(hex::encode(name)),
+                kind,
+                why: why.clone(),
+            });
+            self.refuse(&path, Some(hex), kind, why);
+            return Ok(());
+        };
+        let rel = join(parent, text);
+        let outcome = if rel.len() > self.store.limits.max_path_bytes {
+            Err((
+                kind_now(),
+                format!("its path is longer than {} bytes", self.store.limits.max_path_bytes),
+            ))
+        } else {
+            self.record(dir, name, &rel, depth)?
+        };
+        match outcome {
+            Ok(entry) => {
+                tree.entries.insert(text.to_string(), entry);
+            }
+            Err((kind, why)) => {
+                tree.refused.push(RefusedName {
+                    name: text.to_string(),
+                    name_hex: None,
+                    kind,
+                    why: why.clone(),
+                });
+                self.refuse(&rel, None, kind, why);
+            }
+        }
+        Ok(())
+    }
+
+    /// The tree entry for `name`, or the kind and why it is refused.
+    #[allow(clippy::type_complexity)]
+    fn record(
+        &mut self,
+        dir: &DirHandle,
+        name: &[u8],
+        rel: &str,
+        depth: usize,
+    ) -> Result<std::result::Result<TreeEntry, (Kind, String)>> {
+        let stat = match dir.stat_entry(name) {
+            Ok(stat) => stat,
+            Err(e) => return Ok(Err((Kind::Unknown, format!("it could not be examined: {e}")))),
+        };
+        // Fast path: an unchanged file is not opened at all.
+        if Kind::of(&stat) == Kind::File {
+            let key = StatKey::of(&stat);
+            let known = self
+                .store
+                .known
+                .get(rel)
+                .filter(|(k, _)| *k == key)
+                .map(|(_, h)| h.clone());
+            if let Some(hash) = known {
+                if let Some(over) = self.over_caps(&stat) {
+                    return Ok(Err((Kind::File, over)));
+                }
+                return Ok(Ok(self.file_entry(rel, &stat, key, hash)));
+            }
+        }
+        let opened = match dir.open_entry(name) {
+            Ok(opened) => opened,
+            Err(e) => return Ok(Err((Kind::of(&stat), format!("it could not be opened: {e}")))),
+        };
+        match opened {
+            Opened::File(file, stat) => {
+                if let Some(over) = self.over_caps(&stat) {
+                    return Ok(Err((Kind::File, over)));
+                }
+                let left = self.store.limits.max_bytes - self.stats.bytes;
+                match self.store.store_object(&file, left)? {
+                    Some((hash, _size, written)) => {
+                        self.stats.written_bytes += written;
+                        Ok(Ok(self.file_entry(rel, &stat, StatKey::of(&stat), hash)))
+                    }
+                    None => Ok(Err((
+                        Kind::File,
+                        format!(
+                            "it grew past the workspace's cap of {} bytes while being read",
+                            self.store.limits.max_bytes
+                        ),
+                    ))),
+                }
+            }
+            Opened::Dir(sub, _) => {
+                if depth + 1 > self.store.limits.max_depth {
+                    return Ok(Err((
+                        Kind::Directory,
+                        format!("it is deeper than {} levels", self.store.limits.max_depth),
+                    )));
+                }
+                self.entries.insert(rel.to_string(), ManifestEntry::Dir);
+                let tree = self.dir(&sub, rel, depth + 1)?;
+                Ok(Ok(TreeEntry::Dir { tree }))
+            }
+            Opened::Symlink => match dir.read_link(name) {
+                Ok(target) => match String::from_utf8(target) {
+                    Ok(target) => {
+                        self.entries
+                            .insert(rel.to_string(), ManifestEntry::Symlink { target: target.clone() });
+                        Ok(Ok(TreeEntry::Symlink { target }))
+                    }
+                    Err(_) => Ok(Err((Kind::Symlink, "its target is not UTF-8".into()))),
+                },
+                Err(e) => Ok(Err((Kind::Symlink, format!("it could not be read: {e}")))),
+            },
+            Opened::Special(kind) => Ok(Err((
+                kind,
+                format!("it is {}, which is not workspace content", kind.describe()),
+            ))),
+        }
+    }
+
+    /// Why a file of this size cannot be recorded, if the caps say so.
+    fn over_caps(&self, stat: &rustix::fs::Stat) -> Option<String> {
+        let max = self.store.limits.max_bytes;
+        let size = stat.st_size as u64;
+        let allocated = stat.st_blocks as u64 * 512;
+        if self.stats.bytes + size > max || self.stats.allocated_bytes + allocated > max {
+            return Some(format!(
+                "the workspace's files exceed its cap of {} MiB (this one is {} MiB, {} MiB on disk)",
+                max >> 20,
+                size >> 20,
+                allocated >> 20
+            ));
+        }
+        None
+    }
+
+    fn file_entry(&mut self, rel: &str, stat: &rustix::fs::Stat, key: StatKey, hash: String) -> TreeEntry {
+        let size = stat.st_size as u64;
+        self.stats.bytes += size;
+        self.stats.allocated_bytes += stat.st_blocks as u64 * 512;
+        let executable = stat.st_mode & 0o111 != 0;
+        self.entries.insert(
+            rel.to_string(),
+            ManifestEntry::File {
+                hash: hash.clone(),
+                size,
+                executable,
+            },
+        );
+        self.seen.insert(rel.to_string(), (key, hash.clone()));
+        TreeEntry::File { hash, size, executable }
+    }
+}
+
+/// Whether `hash` names an object or tree (and so is safe to join to a path).
+pub fn is_hash(hash: &str) -> bool {
+    hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+fn read_tree(dir: &Path, hash: &str) -> Result<Tree> {
+    if !is_hash(hash) {
+        bail!("{}: `{hash}` is not a tree hash", dir.display());
+    }
+    let path = dir.join("trees").join(hash);
+    let text = fs::read(&path).with_context(|| format!("{}: missing tree", path.display()))?;
+    serde_json::from_slice(&text).with_context(|| format!("{}: malformed tree", path.display()))
+}
+
+/// Fills `manifest.entries` and `refused` from its trees.
+fn flatten(dir: &Path, manifest: &mut Manifest) -> Result<()> {
+    let mut stack = vec![(String::new(), manifest.root.clone())];
+    while let Some((rel, hash)) = stack.pop() {
+        let tree = read_tree(dir, &hash)?;
+        if !tree.shards.is_empty() {
+            stack.extend(tree.shards.into_values().map(|h| (rel.clone(), h)));
+            continue;
+        }
+        for refused in tree.refused {
+            manifest.refused.push(Refused {
+                path: join(&rel, &refused.name),
+                path_hex: refused.name_hex,
+                kind: refused.kind,
+                why: refused.why,
+            });
+        }
+        for (name, entry) in tree.entries {
+            if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+                bail!("{}: tree {hash} has a malformed name `{name}`", dir.display());
+            }
+            let path = join(&rel, &name);
+            let flat = match entry {
+                TreeEntry::File { hash, size, executable } => {
+                    if !is_hash(&hash) {
+                        bail!("{}: tree {hash} has a malformed object hash", dir.display());
+                    }
+                    ManifestEntry::File { hash, size, executable }
+                }
+                TreeEntry::Symlink { target } => ManifestEntry::Symlink { target },
+                TreeEntry::Dir { tree } => {
+                    stack.push((path.clone(), tree));
+                    ManifestEntry::Dir
+                }
+            };
+            manifest.entries.insert(path, flat);
+        }
+    }
+    manifest.refused.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(())
+}
+
+fn read_header(path: &Path) -> Result<Manifest> {
+    let text = fs::read_to_string(path).with_context(|| format!("{}: no such snapshot", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{}: malformed manifest", path.display()))
 }
 
-/// Every manifest of an episode's snapshot directory, in order.
-pub fn all_manifests(dir: &Path) -> Result<Vec<Manifest>> {
+/// Reads a manifest with its entries (from the trees; an older flat
+/// manifest holds them itself).
+fn load(dir: &Path, path: &Path) -> Result<Manifest> {
+    let mut manifest = read_header(path)?;
+    if !manifest.root.is_empty() {
+        flatten(dir, &mut manifest)?;
+    }
+    for (rel, entry) in &manifest.entries {
+        if let ManifestEntry::File { hash, .. } = entry
+            && !is_hash(hash)
+        {
+            bail!("{}: `{rel}` has a malformed object hash", path.display());
+        }
+    }
+    Ok(manifest)
+}
+
+/// The manifest `id` of an episode's snapshot directory, with its entries.
+pub fn read_manifest(dir: &Path, id: u64) -> Result<Manifest> {
+    load(dir, &dir.join("manifests").join(format!("{id:06}.json")))
+}
+
+fn manifest_paths(dir: &Path) -> Result<Vec<PathBuf>> {
     let manifests = dir.join("manifests");
-    let mut names: Vec<_> = fs::read_dir(&manifests)
+    let mut names: Vec<PathBuf> = fs::read_dir(&manifests)
         .with_context(|| format!("{}: no snapshots here", manifests.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     names.sort();
-    names
-        .iter()
-        .map(|path| {
-            let text = fs::read_to_string(path)?;
-            serde_json::from_str(&text).with_context(|| format!("{}: malformed manifest", path.display()))
-        })
-        .collect()
+    Ok(names)
+}
+
+/// Every manifest header of an episode's snapshot directory, in order
+/// (without entries: listing stays cheap however large the trees).
+pub fn list_manifests(dir: &Path) -> Result<Vec<Manifest>> {
+    manifest_paths(dir)?.iter().map(|p| read_header(p)).collect()
 }
 
 /// The manifest with the highest id in an episode's snapshot directory.
 pub fn latest_manifest(dir: &Path) -> Result<Manifest> {
-    let manifests = dir.join("manifests");
-    let mut names: Vec<_> = fs::read_dir(&manifests)
-        .with_context(|| format!("{}: no snapshots here", manifests.display()))?
-        .filter_map(|e| e.ok().map(|e| e.file_name()))
-        .collect();
-    names.sort();
+    let names = manifest_paths(dir)?;
     let last = names
         .last()
-        .with_context(|| format!("{}: no snapshot manifest", manifests.display()))?;
-    let text = fs::read_to_string(manifests.join(last))?;
-    serde_json::from_str(&text).with_context(|| format!("{}: malformed manifest", manifests.join(last).display()))
-}
-
-/// Rebuilds the files of `manifest` under `dest` (which must not exist).
-/// Files are hard links into the object store where possible: callers must
-/// treat the result as read-only.
-pub fn materialize(snapshot_dir: &Path, manifest: &Manifest, dest: &Path) -> Result<()> {
-    materialize_with(snapshot_dir, manifest, dest, &|_, _| true)
-}
-
-/// Like [`materialize`], but leaves out every symbolic link that is absolute
-/// or climbs out of its workspace: an evaluator mounted next to hidden
-/// answers must never follow the agent's link to them.
-pub fn materialize_contained(snapshot_dir: &Path, manifest: &Manifest, dest: &Path) -> Result<()> {
-    materialize_with(snapshot_dir, manifest, dest, &|rel, link| link_stays_inside(rel, link))
+        .with_context(|| format!("{}: no snapshot manifest", dir.join("manifests").display()))?;
+    load(dir, last)
 }
 
 /// Whether a link at `rel` (workspace-relative) pointing to `link` resolves
@@ -253,44 +734,72 @@ pub fn link_stays_inside(rel: &str, link: &Path) -> bool {
     true
 }
 
-fn materialize_with(
-    snapshot_dir: &Path,
-    manifest: &Manifest,
-    dest: &Path,
-    keep_link: &dyn Fn(&str, &Path) -> bool,
-) -> Result<()> {
+/// Rebuilds the files of `manifest` under `dest` (which must not exist),
+/// leaving out every symbolic link that is absolute or climbs out of the
+/// workspace: an evaluator mounted next to hidden answers must never follow
+/// the agent's link to them. Files are hard links into the object store
+/// where possible: callers must treat the result as read-only. Every entry
+/// is created beneath `dest` by handle, so no link in the result is ever
+/// followed while it is built.
+pub fn materialize_contained(snapshot_dir: &Path, manifest: &Manifest, dest: &Path) -> Result<()> {
     let objects = snapshot_dir.join("objects");
+    let objects_dir = DirHandle::open_root(&objects).with_context(|| format!("opening {}", objects.display()))?;
     fs::create_dir_all(dest)?;
+    let root = DirHandle::open_root(dest)?;
+    let mut parent: Option<(String, DirHandle)> = None;
     for (rel, entry) in &manifest.entries {
-        let target = dest.join(rel);
+        let (dir_rel, name) = rel.rsplit_once('/').unwrap_or(("", rel.as_str()));
+        if parent.as_ref().is_none_or(|(p, _)| p != dir_rel) {
+            let dir = root
+                .descend(dir_rel)
+                .with_context(|| format!("restoring {rel}: its folder is missing"))?;
+            parent = Some((dir_rel.to_string(), dir));
+        }
+        let Some((_, dir)) = &parent else { continue };
         match entry {
-            ManifestEntry::Dir => fs::create_dir_all(&target)?,
-            ManifestEntry::Symlink { target: link } if !keep_link(rel, Path::new(link)) => {
-                tracing::warn!(path = %rel, target = %link, "left out a symbolic link that leaves the workspace");
+            ManifestEntry::Dir => {
+                dir.create_dir(name.as_bytes())
+                    .with_context(|| format!("restoring folder {rel}"))?;
             }
-            ManifestEntry::Symlink { target: link } => {
-                if let Some(parent) = target.parent() {
-                    fs::create_dir_all(parent)?;
-                }
-                std::os::unix::fs::symlink(link, &target)?;
+            ManifestEntry::Symlink { target } if !link_stays_inside(rel, Path::new(target)) => {
+                tracing::warn!(path = %rel, %target, "left out a symbolic link that leaves the workspace");
             }
-            ManifestEntry::File { hash, .. } => {
-                if let Some(parent) = target.parent() {
-                    fs::create_dir_all(parent)?;
-                }
-                let object = objects.join(hash);
-                if fs::hard_link(&object, &target).is_err() {
-                    fs::copy(&object, &target).with_context(|| format!("restoring {rel} from {}", object.display()))?;
-                }
+            ManifestEntry::Symlink { target } => {
+                dir.symlink(target, name.as_bytes())
+                    .with_context(|| format!("restoring link {rel}"))?;
+            }
+            ManifestEntry::File { hash, executable, .. } => {
+                restore_file(&objects_dir, hash, dir, name, *executable)
+                    .with_context(|| format!("restoring {rel} from object {hash}"))?;
             }
         }
     }
     Ok(())
 }
 
+/// Puts object `hash` at `name` in `dir`: a hard link, or a copy.
+fn restore_file(objects: &DirHandle, hash: &str, dir: &DirHandle, name: &str, executable: bool) -> Result<()> {
+    let linked = rustix::fs::linkat(objects, hash, dir, name, rustix::fs::AtFlags::empty());
+    if linked.is_ok() {
+        return Ok(());
+    }
+    let (source, _) = objects.open_file(hash.as_bytes())?;
+    let mut out = dir.create_file(name.as_bytes(), if executable { 0o755 } else { 0o644 })?;
+    std::io::copy(&mut &source, &mut out)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn store(tmp: &Path) -> SnapshotStore {
+        SnapshotStore::create(&tmp.join("snap")).unwrap()
+    }
+
+    fn root(path: &Path) -> DirHandle {
+        DirHandle::open_root(path).unwrap()
+    }
 
     #[test]
     fn links_that_leave_the_workspace_are_recognised() {
@@ -308,8 +817,8 @@ mod tests {
         fs::write(ws.join("data.csv"), "x").unwrap();
         std::os::unix::fs::symlink("data.csv", ws.join("inside")).unwrap();
         std::os::unix::fs::symlink("/hidden/answers.csv", ws.join("submission.csv")).unwrap();
-        let mut store = SnapshotStore::create(&tmp.path().join("snap")).unwrap();
-        let manifest = store.snapshot(&ws, "s", &|_: &str| false).unwrap().unwrap().clone();
+        let mut store = store(tmp.path());
+        let manifest = store.snapshot(&root(&ws), "s").unwrap().unwrap().clone();
         let out = tmp.path().join("out");
         materialize_contained(&tmp.path().join("snap"), &manifest, &out).unwrap();
         assert!(out.join("inside").symlink_metadata().is_ok());
@@ -323,18 +832,159 @@ mod tests {
         fs::create_dir_all(ws.join("d")).unwrap();
         fs::write(ws.join("a.txt"), "one").unwrap();
         fs::write(ws.join("d/b.txt"), "two").unwrap();
-        let mut store = SnapshotStore::create(&tmp.path().join("snap")).unwrap();
-        let never = |_: &str| false;
-        let first = store.snapshot(&ws, "start", &never).unwrap().unwrap().clone();
+        let mut store = store(tmp.path());
+        let first = store.snapshot(&root(&ws), "start").unwrap().unwrap().clone();
         assert_eq!(first.entries.len(), 3);
-        assert!(store.snapshot(&ws, "noop", &never).unwrap().is_none());
+        assert!(store.snapshot(&root(&ws), "noop").unwrap().is_none());
         fs::write(ws.join("a.txt"), "three").unwrap();
-        let second = store.snapshot(&ws, "edit", &never).unwrap().unwrap().clone();
+        let second = store.snapshot(&root(&ws), "edit").unwrap().unwrap().clone();
         assert_ne!(first.entries["a.txt"], second.entries["a.txt"]);
         assert_eq!(first.entries["d/b.txt"], second.entries["d/b.txt"]);
+        // Read back from disk, the trees give the same entries.
+        let snap = tmp.path().join("snap");
+        assert_eq!(read_manifest(&snap, first.id).unwrap().entries, first.entries);
+        assert_eq!(latest_manifest(&snap).unwrap().entries, second.entries);
         let back = tmp.path().join("back");
-        materialize(&tmp.path().join("snap"), &first, &back).unwrap();
+        materialize_contained(&snap, &first, &back).unwrap();
         assert_eq!(fs::read_to_string(back.join("a.txt")).unwrap(), "one");
-        assert_eq!(latest_manifest(&tmp.path().join("snap")).unwrap().id, second.id);
+    }
+
+    #[test]
+    fn special_files_odd_names_and_caps_are_refused_with_why() {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            ws.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        // Two names that a lossy conversion would make one.
+        fs::write(ws.join(std::ffi::OsStr::from_bytes(b"bad\xff")), "1").unwrap();
+        fs::write(ws.join(std::ffi::OsStr::from_bytes(b"bad\xfe")), "2").unwrap();
+        let big = fs::File::create(ws.join("sparse")).unwrap();
+        big.set_len(1 << 40).unwrap();
+        let mut deep = ws.clone();
+        for _ in 0..5 {
+            deep = deep.join("d");
+        }
+        fs::create_dir_all(&deep).unwrap();
+        fs::write(ws.join("ok.txt"), "fine").unwrap();
+        let limits = SnapshotLimits {
+            max_bytes: 1 << 20,
+            max_depth: 3,
+            ..SnapshotLimits::default()
+        };
+        let mut store = SnapshotStore::with_limits(&tmp.path().join("snap"), limits).unwrap();
+        let manifest = store.snapshot(&root(&ws), "s").unwrap().unwrap().clone();
+        assert!(manifest.entries.contains_key("ok.txt"));
+        let why = |path: &str| -> String {
+            manifest
+                .refused
+                .iter()
+                .find(|r| r.path == path)
+                .map(|r| r.why.clone())
+                .unwrap_or_else(|| panic!("{path} not refused: {:?}", manifest.refused))
+        };
+        assert!(why("fifo").contains("FIFO"));
+        assert!(why("sparse").contains("cap"));
+        assert!(why("d/d/d/d").contains("deeper"));
+        let odd: Vec<_> = manifest.refused.iter().filter_map(|r| r.path_hex.clone()).collect();
+        assert_eq!(odd.len(), 2, "two distinct entries: {odd:?}");
+        assert_ne!(odd[0], odd[1]);
+        assert_eq!(manifest.stats.refused, 5);
+        // The same from disk.
+        let back = read_manifest(&tmp.path().join("snap"), manifest.id).unwrap();
+        assert_eq!(back.refused, manifest.refused);
+        assert_eq!(back.entries, manifest.entries);
+    }
+
+    #[test]
+    fn a_large_directory_is_sharded_and_a_change_rewrites_one_shard() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        for i in 0..(SHARD_ENTRIES + 100) {
+            fs::write(ws.join(format!("f{i}")), i.to_string()).unwrap();
+        }
+        let mut store = store(tmp.path());
+        let first = store.snapshot(&root(&ws), "s").unwrap().unwrap().clone();
+        assert_eq!(first.entries.len(), SHARD_ENTRIES + 100);
+        fs::write(ws.join("f7"), "changed").unwrap();
+        let second = store.snapshot(&root(&ws), "t").unwrap().unwrap().clone();
+        // One object, one shard, the shard index and the manifest.
+        assert!(
+            second.stats.written_bytes < first.stats.written_bytes / 10,
+            "{:?}",
+            second.stats
+        );
+        let back = read_manifest(&tmp.path().join("snap"), second.id).unwrap();
+        assert_eq!(back.entries, second.entries);
+    }
+
+    #[test]
+    fn a_tree_swapped_while_it_is_walked_never_yields_a_byte_from_outside() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let tmp = tempfile::tempdir().unwrap();
+        let secret_dir = tmp.path().join("outside");
+        fs::create_dir_all(&secret_dir).unwrap();
+        let token = "OUTSIDE-SECRET-TOKEN";
+        fs::write(secret_dir.join("secret.txt"), token.repeat(10)).unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(ws.join("dir")).unwrap();
+        fs::write(ws.join("dir/inner.txt"), "inner").unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (ws, secret_dir, stop) = (ws.clone(), secret_dir.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let secret = secret_dir.join("secret.txt");
+                let mut rounds = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    rounds += 1;
+                    let _ = std::os::unix::fs::symlink(&secret, ws.join("f.tmp"));
+                    let _ = fs::rename(ws.join("f.tmp"), ws.join("file.txt"));
+                    let _ = fs::write(ws.join("g.tmp"), "plain");
+                    let _ = fs::rename(ws.join("g.tmp"), ws.join("file.txt"));
+                    let _ = std::os::unix::fs::symlink(&secret_dir, ws.join("link"));
+                    // The folder and the link to the outside trade places.
+                    let _ = rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        ws.join("dir"),
+                        rustix::fs::CWD,
+                        ws.join("link"),
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    );
+                }
+                rounds
+            })
+        };
+        let mut store = store(tmp.path());
+        let handle = root(&ws);
+        let mut snapshots = 0;
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(2) {
+            if store.snapshot(&handle, &format!("s{snapshots}")).unwrap().is_some() {
+                snapshots += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let rounds = swapper.join().unwrap();
+        assert!(rounds > 100 && snapshots > 10, "{rounds} swaps, {snapshots} snapshots");
+        for entry in walkdir::WalkDir::new(tmp.path().join("snap")) {
+            let entry = entry.unwrap();
+            if entry.file_type().is_file() {
+                let bytes = fs::read(entry.path()).unwrap();
+                assert!(
+                    !bytes.windows(token.len()).any(|w| w == token.as_bytes()),
+                    "{} holds a byte from outside the tree",
+                    entry.path().display()
+                );
+            }
+        }
     }
 }

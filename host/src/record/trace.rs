@@ -16,6 +16,11 @@ use serde_json::value::RawValue;
 /// and blake3 recorded), so a 1 MiB read does not make a 1 MiB event.
 pub const MAX_TRACE_STRING: usize = 64 << 10;
 
+/// An event larger than this (many strings, each under the cap) has every
+/// string cut to [`CLIPPED_EVENT_STRING`] instead.
+pub const MAX_EVENT_BYTES: usize = 4 << 20;
+const CLIPPED_EVENT_STRING: usize = 4 << 10;
+
 #[derive(Debug, Serialize)]
 pub struct Event<'a> {
     pub seq: u64,
@@ -41,15 +46,39 @@ pub struct Trace {
     out: BufWriter<File>,
     seq: u64,
     started: Instant,
+    bytes: u64,
+    budget: u64,
 }
 
 impl Trace {
-    pub fn create(path: &Path, started: Instant) -> std::io::Result<Self> {
+    /// A trace that may grow to `budget` bytes before [`Trace::spent`] says so.
+    pub fn create(path: &Path, started: Instant, budget: u64) -> std::io::Result<Self> {
         Ok(Self {
             out: BufWriter::new(File::create(path)?),
             seq: 0,
             started,
+            bytes: 0,
+            budget,
         })
+    }
+
+    /// Events written so far.
+    pub fn events(&self) -> u64 {
+        self.seq
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// True once the trace holds more than its budget.
+    pub fn spent(&self) -> bool {
+        self.bytes > self.budget
     }
 
     pub fn next_seq(&mut self) -> u64 {
@@ -62,8 +91,16 @@ impl Trace {
     }
 
     pub fn write(&mut self, event: &Event<'_>) -> std::io::Result<()> {
-        serde_json::to_writer(&mut self.out, event)?;
-        self.out.write_all(b"\n")?;
+        let mut line = serde_json::to_vec(event)?;
+        if line.len() > MAX_EVENT_BYTES {
+            let value: Value = serde_json::from_slice(&line)?;
+            let mut value = clip_to(value, CLIPPED_EVENT_STRING);
+            value["clipped_event_bytes"] = Value::from(line.len());
+            line = serde_json::to_vec(&value)?;
+        }
+        line.push(b'\n');
+        self.out.write_all(&line)?;
+        self.bytes += line.len() as u64;
         self.out.flush()
     }
 
@@ -89,9 +126,13 @@ pub fn raw<T: Serialize + ?Sized>(value: &T) -> Box<RawValue> {
 
 /// Replaces over-long strings anywhere in `value` by their head plus a note.
 pub fn clip(value: Value) -> Value {
+    clip_to(value, MAX_TRACE_STRING)
+}
+
+fn clip_to(value: Value, max: usize) -> Value {
     match value {
-        Value::String(s) if s.len() > MAX_TRACE_STRING => {
-            let mut end = MAX_TRACE_STRING;
+        Value::String(s) if s.len() > max => {
+            let mut end = max;
             while !s.is_char_boundary(end) {
                 end -= 1;
             }
@@ -101,8 +142,8 @@ pub fn clip(value: Value) -> Value {
                 "blake3": blake3::hash(s.as_bytes()).to_hex().to_string(),
             })
         }
-        Value::Array(items) => Value::Array(items.into_iter().map(clip).collect()),
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, clip(v))).collect()),
+        Value::Array(items) => Value::Array(items.into_iter().map(|v| clip_to(v, max)).collect()),
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, clip_to(v, max))).collect()),
         other => other,
     }
 }
@@ -117,6 +158,39 @@ mod tests {
         let long = "x".repeat(MAX_TRACE_STRING + 10);
         let clipped: Value = serde_json::from_str(raw(&serde_json::json!({"ok": long})).get()).unwrap();
         assert_eq!(clipped["ok"]["bytes"], MAX_TRACE_STRING + 10);
+    }
+
+    #[test]
+    fn a_huge_event_is_clipped_and_the_budget_is_counted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("events.jsonl");
+        let mut trace = Trace::create(&path, Instant::now(), 1 << 20).unwrap();
+        let many: Vec<String> = (0..200).map(|i| format!("{i}").repeat(60_000)).collect();
+        let args = raw(&serde_json::json!({ "messages": many }));
+        let result = raw(&Value::Null);
+        let event = Event {
+            seq: 1,
+            t_ms: 0.0,
+            interface: "llm",
+            function: "complete",
+            step: None,
+            args: &args,
+            result: &result,
+            duration_us: 0,
+            snapshot: None,
+            llm: None,
+        };
+        trace.write(&event).unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(written.len() < MAX_EVENT_BYTES, "{}", written.len());
+        let line: Value = serde_json::from_str(written.trim()).unwrap();
+        assert!(line["clipped_event_bytes"].as_u64().unwrap() > MAX_EVENT_BYTES as u64);
+        assert_eq!(trace.bytes(), written.len() as u64);
+        assert!(!trace.spent());
+        for _ in 0..4 {
+            trace.write(&event).unwrap();
+        }
+        assert!(trace.spent());
     }
 
     #[test]

@@ -211,6 +211,65 @@ impl Cgroup {
     }
 }
 
+/// The pid of the host that made a group, from its name
+/// (`mlrb-<pid>-<n>` or `mlrb-probe-<pid>`).
+fn owner_pid(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix("mlrb-")?;
+    let rest = rest.strip_prefix("probe-").unwrap_or(rest);
+    rest.split('-').next()?.parse().ok()
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: kill(pid, 0) only checks that the process exists.
+    pid == std::process::id() as i32
+        || unsafe { libc::kill(pid, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Removes the control groups of mlrb hosts that are gone (killed before
+/// they could remove their own), killing whatever still runs in them.
+/// Returns how many were removed.
+pub fn reap_stale() -> usize {
+    let own = own_cgroups();
+    let mut parents: Vec<(Version, PathBuf)> = Vec::new();
+    if let Some((_, path)) = own.iter().find(|(c, _)| c.is_empty()) {
+        parents.push((
+            Version::V2,
+            Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')),
+        ));
+    }
+    for controller in ["memory", "pids", "cpu", "freezer"] {
+        if let Some((_, path)) = own.iter().find(|(c, _)| c.split(',').any(|c| c == controller)) {
+            parents.push((
+                Version::V1,
+                Path::new("/sys/fs/cgroup")
+                    .join(controller)
+                    .join(path.trim_start_matches('/')),
+            ));
+        }
+    }
+    let mut removed = 0;
+    for (version, parent) in parents {
+        let Ok(entries) = std::fs::read_dir(&parent) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if owner_pid(&name).is_none_or(alive) || !entry.path().is_dir() {
+                continue;
+            }
+            let dir = entry.path();
+            drop(Cgroup {
+                version,
+                dirs: vec![dir.clone()],
+                memory_dir: dir,
+            });
+            removed += 1;
+        }
+    }
+    removed
+}
+
 impl Drop for Cgroup {
     fn drop(&mut self) {
         self.kill_all();

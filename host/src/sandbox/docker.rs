@@ -12,7 +12,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecResults};
-use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig, Mount as DockerMount, MountType};
+use bollard::models::{
+    ContainerCreateBody, DeviceRequest, HostConfig, Mount as DockerMount, MountType, ResourcesUlimits,
+};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, EventsOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
@@ -30,6 +32,10 @@ pub const LABEL_HOST_PID: &str = "mlrb.host-pid";
 
 /// The uid:gid scripts run as: a plain user, never root.
 const SANDBOX_USER: &str = "1000:1000";
+const SANDBOX_UID: u32 = 1000;
+/// The container's init runs as another plain user, so no script can
+/// signal it, trace it or open its file descriptors.
+const INIT_USER: &str = "65534:65534";
 
 #[derive(Clone)]
 pub struct DockerSandbox {
@@ -60,6 +66,17 @@ impl DockerSandbox {
     /// Connects and checks that `image` exists (built by `mlrb image build`).
     pub async fn connect(image: &str) -> Result<Self> {
         let (docker, version) = connect().await?;
+        // What killed hosts left behind goes first (what `mlrb gc` does).
+        match gc(false).await {
+            Ok(removed) if !removed.is_empty() => {
+                tracing::info!(
+                    count = removed.len(),
+                    "removed containers of mlrb hosts that were killed"
+                )
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(error = %format!("{error:#}"), "removing stale containers"),
+        }
         docker
             .inspect_image(image)
             .await
@@ -106,18 +123,19 @@ impl DockerSandbox {
 }
 
 /// Bind sources must be readable by the sandbox user; a root host hands the
-/// writable ones (the workspace) to that user.
+/// writable ones (the workspace) to that user. The walk opens every entry
+/// beneath its parent and never follows a link, so no file outside the
+/// mount (a shared cache, the host's own) changes owner.
 fn prepare_mount_sources(mounts: &[Mount]) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Ok(());
     }
     for mount in mounts.iter().filter(|m| m.writable) {
-        for entry in walkdir::WalkDir::new(&mount.host).follow_links(false) {
-            let entry = entry?;
-            std::os::unix::fs::lchown(entry.path(), Some(1000), Some(1000))
-                .with_context(|| format!("handing {} to the sandbox user", entry.path().display()))?;
-        }
+        let root = crate::record::walk::DirHandle::open_root(&mount.host)
+            .with_context(|| format!("opening {}", mount.host.display()))?;
+        crate::record::walk::chown_tree(&root, SANDBOX_UID, SANDBOX_UID)
+            .with_context(|| format!("handing {} to the sandbox user", mount.host.display()))?;
     }
     Ok(())
 }
@@ -173,7 +191,7 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> Containe
     ContainerCreateBody {
         image: Some(image.to_string()),
         cmd: Some(vec!["sleep".into(), "infinity".into()]),
-        user: Some(SANDBOX_USER.into()),
+        user: Some(INIT_USER.into()),
         working_dir: Some(setup.cwd.to_string_lossy().into_owned()),
         env: Some(env),
         labels: Some(labels),
@@ -191,8 +209,23 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> Containe
             pids_limit: Some(setup.max_processes as i64),
             nano_cpus: Some((setup.cpus * 1e9) as i64),
             cap_drop: Some(vec!["ALL".into()]),
-            security_opt: Some(vec!["no-new-privileges".into()]),
+            security_opt: Some(vec![
+                "no-new-privileges".into(),
+                format!("seccomp={}", super::seccomp::docker_profile()),
+            ]),
             init: Some(true),
+            ulimits: Some(vec![
+                ResourcesUlimits {
+                    name: Some("fsize".into()),
+                    soft: Some(setup.max_file_bytes as i64),
+                    hard: Some(setup.max_file_bytes as i64),
+                },
+                ResourcesUlimits {
+                    name: Some("core".into()),
+                    soft: Some(0),
+                    hard: Some(0),
+                },
+            ]),
             device_requests,
             ..Default::default()
         }),
@@ -213,18 +246,70 @@ impl DockerEpisode {
         &self.id
     }
 
-    /// Kills every process of the sandbox user but the container's init.
-    async fn kill_all(&self) {
+    /// Kills every process of the sandbox user (the container's init runs
+    /// as another user and stays) and waits until none is left, so nothing
+    /// a script started outlives its call.
+    async fn kill_all(&self) -> Result<()> {
+        // kill(-1) skips the caller and init; then wait until no process of
+        // the user is left but zombies (which hold nothing and are reaped).
+        const KILL_ALL: &str = r#"me=$$; i=0
+while :; do
+  kill -KILL -1 2>/dev/null; left=0
+  for d in /proc/[0-9]*; do
+    [ "${d#/proc/}" = "$me" ] && continue
+    [ -O "$d" ] || continue
+    state=
+    { while read -r k v; do [ "$k" = State: ] && { state=$v; break; }; done < "$d/status"; } 2>/dev/null
+    case "$state" in Z*|"") ;; *) left=1 ;; esac
+  done
+  [ "$left" = 0 ] && exit 0
+  i=$((i+1)); [ "$i" -gt 500 ] && exit 1
+  sleep 0.01
+done"#;
         let kill = CreateExecOptions {
-            cmd: Some(vec!["kill".to_string(), "-KILL".to_string(), "-1".to_string()]),
+            cmd: Some(vec!["sh".to_string(), "-c".to_string(), KILL_ALL.to_string()]),
             user: Some(SANDBOX_USER.to_string()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
             ..Default::default()
         };
-        if let Ok(exec) = self.docker.create_exec(&self.id, kill).await {
-            let _ = self.docker.start_exec(&exec.id, None).await;
+        let exec = self
+            .docker
+            .create_exec(&self.id, kill)
+            .await
+            .context("creating the kill exec")?;
+        if let StartExecResults::Attached { mut output, .. } = self
+            .docker
+            .start_exec(&exec.id, None)
+            .await
+            .context("starting the kill exec")?
+        {
+            while output.next().await.is_some() {}
+        }
+        let code = self.docker.inspect_exec(&exec.id).await?.exit_code;
+        if code != Some(0) {
+            bail!("processes of the sandbox user survived being killed (exit code {code:?})");
+        }
+        Ok(())
+    }
+
+    /// Waits until the exec's own process has exited (its output may stay
+    /// open while something it started in the background holds it).
+    async fn exited(&self, exec_id: &str) {
+        loop {
+            match self.docker.inspect_exec(exec_id).await {
+                // Not started yet, or still running (an exit code comes only with the end).
+                Ok(inspected) if inspected.running == Some(true) || inspected.exit_code.is_none() => {}
+                _ => return,
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 }
+
+/// How long the output of an exec whose process has exited may stay open
+/// (held by a background process) before that process is killed.
+const OUTPUT_GRACE: Duration = Duration::from_millis(300);
 
 #[async_trait::async_trait]
 impl EpisodeSandbox for DockerEpisode {
@@ -276,7 +361,8 @@ impl EpisodeSandbox for DockerEpisode {
         let mut stdout = HeadTail::new(exec.output_cap, log("stdout"), super::Limits::default().log_cap);
         let mut stderr = HeadTail::new(exec.output_cap, log("stderr"), super::Limits::default().log_cap);
         let mut ended_by_host: Option<(Termination, String)> = None;
-        let drained = tokio::time::timeout(exec.timeout, async {
+        let flood_limit = exec.output_kill_bytes;
+        let drain = async {
             while let Some(chunk) = output.next().await {
                 match chunk {
                     Ok(LogOutput::StdOut { message }) => stdout.push(&message),
@@ -284,30 +370,39 @@ impl EpisodeSandbox for DockerEpisode {
                     Ok(_) => {}
                     Err(_) => break,
                 }
-                if stdout.total() + stderr.total() > exec.output_kill_bytes {
+                if stdout.total() + stderr.total() > flood_limit {
                     return Some((
                         Termination::Killed,
-                        format!("killed: printed more than {} bytes", exec.output_kill_bytes),
+                        format!("killed: printed more than {flood_limit} bytes"),
                     ));
                 }
             }
             None
-        })
-        .await;
-        match drained {
-            Ok(Some(flood)) => ended_by_host = Some(flood),
-            Ok(None) => {}
-            Err(_) => {
-                ended_by_host = Some((
-                    Termination::TimedOut,
-                    format!("timed out after {:.0} s", exec.timeout.as_secs_f64()),
-                ))
-            }
+        };
+        // The exec ends when its output closes, or shortly after its own
+        // process exits if a background process keeps the output open.
+        let exited = async {
+            self.exited(&created.id).await;
+            tokio::time::sleep(OUTPUT_GRACE).await;
+        };
+        tokio::select! {
+            drained = tokio::time::timeout(exec.timeout, drain) => match drained {
+                Ok(flood) => ended_by_host = flood,
+                Err(_) => {
+                    ended_by_host = Some((
+                        Termination::TimedOut,
+                        format!("timed out after {:.0} s", exec.timeout.as_secs_f64()),
+                    ))
+                }
+            },
+            _ = exited => {}
+            why = exec.stop.stopped() => ended_by_host = Some((Termination::Killed, format!("killed: {why}"))),
         }
-        if ended_by_host.is_some() {
-            self.kill_all().await;
-        }
+        // Whatever the script started goes with it, on every ending (the
+        // output is let go first: a daemon blocked on sending it to us
+        // would hold up the kill).
         drop(output);
+        self.kill_all().await.context("ending the script's processes")?;
         let duration = started.elapsed();
         let mut exit_code = None;
         for _ in 0..100 {
@@ -393,6 +488,7 @@ impl Sandbox for DockerSandbox {
             max_processes: command.limits.max_processes,
             cpus: command.limits.cpus,
             gpus: command.gpus.clone(),
+            max_file_bytes: command.limits.max_file_bytes,
         };
         let container = self.open(&setup, "task-step").await?;
         let outcome = container
@@ -403,6 +499,7 @@ impl Sandbox for DockerSandbox {
                 output_cap: command.limits.output_cap,
                 output_kill_bytes: command.limits.output_kill_bytes,
                 log_prefix: command.log_prefix,
+                stop: command.stop,
             })
             .await;
         container.close().await?;
@@ -467,10 +564,13 @@ mod tests {
             max_processes: 256,
             cpus: 1.5,
             gpus: vec!["1".into(), "3".into()],
+            max_file_bytes: 1 << 30,
         };
         let body = container_body("mlrb-runtime:abc", &setup, "episode");
         assert_eq!(body.image.as_deref(), Some("mlrb-runtime:abc"));
-        assert_eq!(body.user.as_deref(), Some("1000:1000"));
+        // The init runs as a user no script runs as; scripts are execs as 1000.
+        assert_eq!(body.user.as_deref(), Some(INIT_USER));
+        assert_ne!(INIT_USER, SANDBOX_USER);
         assert_eq!(body.network_disabled, Some(true));
         let labels = body.labels.unwrap();
         assert_eq!(labels[LABEL_MANAGED], "1");
@@ -484,6 +584,19 @@ mod tests {
         assert_eq!(host.pids_limit, Some(256));
         assert_eq!(host.nano_cpus, Some(1_500_000_000));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        let security = host.security_opt.clone().unwrap();
+        assert!(security.contains(&"no-new-privileges".to_string()));
+        assert!(
+            security
+                .iter()
+                .any(|o| o.starts_with("seccomp=") && o.contains("pidfd_getfd"))
+        );
+        let ulimits = host.ulimits.clone().unwrap();
+        assert!(
+            ulimits
+                .iter()
+                .any(|u| u.name.as_deref() == Some("fsize") && u.hard == Some(1 << 30))
+        );
         assert!(host.tmpfs.unwrap().contains_key("/tmp"));
         let mounts = host.mounts.unwrap();
         assert_eq!(mounts.len(), 2);

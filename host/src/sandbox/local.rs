@@ -45,6 +45,8 @@ pub struct LocalSandbox {
     version: String,
     cgroups: Option<cgroup::Version>,
     counter: Arc<AtomicU64>,
+    /// The seccomp programs every command runs under (see `seccomp`).
+    seccomp: Arc<Vec<Vec<u8>>>,
 }
 
 /// An episode under bubblewrap: every script gets a fresh sandbox with the
@@ -106,6 +108,10 @@ impl LocalSandbox {
                 String::from_utf8_lossy(&probe.stderr).trim()
             );
         }
+        let reaped = cgroup::reap_stale();
+        if reaped > 0 {
+            tracing::info!(reaped, "removed the control groups of mlrb hosts that were killed");
+        }
         let cgroups = Cgroup::available();
         if cgroups.is_none() {
             tracing::warn!(
@@ -118,6 +124,7 @@ impl LocalSandbox {
             version,
             cgroups,
             counter: Arc::new(AtomicU64::new(0)),
+            seccomp: Arc::new(super::seccomp::bwrap_programs()?),
         })
     }
 
@@ -126,8 +133,9 @@ impl LocalSandbox {
     }
 }
 
-/// The bubblewrap arguments for `command`, up to and including `--`.
-pub fn bwrap_args(command: &Command) -> Vec<OsString> {
+/// The bubblewrap arguments for `command`, up to and including `--`;
+/// `seccomp_fds` are the descriptors of the filters it loads.
+pub fn bwrap_args(command: &Command, seccomp_fds: &[i32]) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
     push(&[
@@ -137,6 +145,9 @@ pub fn bwrap_args(command: &Command) -> Vec<OsString> {
         "--die-with-parent",
         "--new-session",
     ]);
+    for fd in seccomp_fds {
+        push(&["--add-seccomp-fd", &fd.to_string()]);
+    }
     if command.network {
         push(&["--share-net"]);
     }
@@ -160,7 +171,23 @@ pub fn bwrap_args(command: &Command) -> Vec<OsString> {
     for file in system_files {
         args.extend(["--ro-bind-try", file, file].map(OsString::from));
     }
-    args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(OsString::from));
+    // /proc/1 is bubblewrap's own init: hidden, so no script can open its
+    // file descriptors or read its state.
+    args.extend(
+        [
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/proc/1",
+            "--remount-ro",
+            "/proc/1",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+        ]
+        .map(OsString::from),
+    );
     for mount in &command.mounts {
         args.push(if mount.writable { "--bind" } else { "--ro-bind" }.into());
         args.push(mount.host.clone().into());
@@ -197,16 +224,26 @@ pub fn bwrap_args(command: &Command) -> Vec<OsString> {
 }
 
 /// Applied in the child between fork and exec: join the control group,
-/// no core dumps, rlimits where there is no control group.
+/// hand the seccomp filters to bubblewrap, no core dumps, a cap on file
+/// size, rlimits where there is no control group.
 fn child_setup(
     join: &[OwnedFd],
+    inherit: &[OwnedFd],
+    max_file_bytes: u64,
     rlimit_fallback: Option<(u64, u32)>,
 ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
     let fds: Vec<i32> = join.iter().map(|fd| fd.as_raw_fd()).collect();
+    let inherit: Vec<i32> = inherit.iter().map(|fd| fd.as_raw_fd()).collect();
     move || {
         for fd in &fds {
             // SAFETY: write(2) on an fd opened before the fork; async-signal-safe.
             if unsafe { libc::write(*fd, b"0".as_ptr().cast(), 1) } != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        for fd in &inherit {
+            // SAFETY: fcntl(2) clearing FD_CLOEXEC is async-signal-safe.
+            if unsafe { libc::fcntl(*fd, libc::F_SETFD, 0) } != 0 {
                 return Err(std::io::Error::last_os_error());
             }
         }
@@ -219,6 +256,7 @@ fn child_setup(
             unsafe { libc::setrlimit(resource, &limit) };
         };
         set(libc::RLIMIT_CORE, 0);
+        set(libc::RLIMIT_FSIZE, max_file_bytes);
         if let Some((memory, processes)) = rlimit_fallback {
             set(libc::RLIMIT_AS, memory);
             set(libc::RLIMIT_NPROC, processes as u64);
@@ -287,10 +325,16 @@ impl Sandbox for LocalSandbox {
             None => Vec::new(),
         };
         let fallback = group.is_none().then_some((limits.memory_bytes, limits.max_processes));
+        let filters = self
+            .seccomp
+            .iter()
+            .map(|program| super::seccomp::memfd_with(program))
+            .collect::<Result<Vec<_>>>()?;
+        let filter_fds: Vec<i32> = filters.iter().map(|fd| fd.as_raw_fd()).collect();
 
         let mut child_command = tokio::process::Command::new(&self.bwrap);
         child_command
-            .args(bwrap_args(&command))
+            .args(bwrap_args(&command, &filter_fds))
             .env_clear()
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -298,10 +342,11 @@ impl Sandbox for LocalSandbox {
             .kill_on_drop(true)
             .process_group(0);
         // SAFETY: the closure only makes async-signal-safe system calls.
-        unsafe { child_command.pre_exec(child_setup(&join, fallback)) };
+        unsafe { child_command.pre_exec(child_setup(&join, &filters, limits.max_file_bytes, fallback)) };
         let started = Instant::now();
         let mut child = child_command.spawn().context("starting bubblewrap")?;
         drop(join);
+        drop(filters);
         let pid = child.id().map(|p| p as i32);
 
         // Both streams count towards one output total; past the limit the
@@ -340,6 +385,11 @@ impl Sandbox for LocalSandbox {
             }
             _ = flooded.notified() => {
                 ended_by_host = Some((Termination::Killed, format!("killed: printed more than {} bytes", limits.output_kill_bytes)));
+                kill_tree(&group);
+                child.wait().await?
+            }
+            why = command.stop.stopped() => {
+                ended_by_host = Some((Termination::Killed, format!("killed: {why}")));
                 kill_tree(&group);
                 child.wait().await?
             }

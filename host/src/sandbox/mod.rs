@@ -7,6 +7,7 @@ pub mod gpu;
 pub mod image;
 pub mod local;
 pub mod output;
+pub mod seccomp;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,6 +73,9 @@ pub struct Limits {
     pub output_kill_bytes: u64,
     /// Bytes of each stream kept in the log file on disk.
     pub log_cap: u64,
+    /// The largest file a command may write (`RLIMIT_FSIZE`): a sparse or
+    /// runaway file fails with `EFBIG` instead of filling the disk.
+    pub max_file_bytes: u64,
 }
 
 impl Default for Limits {
@@ -84,6 +88,7 @@ impl Default for Limits {
             output_cap: 32 << 10,
             output_kill_bytes: 256 << 20,
             log_cap: 8 << 20,
+            max_file_bytes: 10 << 30,
         }
     }
 }
@@ -102,6 +107,36 @@ pub struct Command {
     /// Where the full (capped) stdout and stderr are written, as
     /// `<prefix>.stdout` and `<prefix>.stderr`.
     pub log_prefix: Option<PathBuf>,
+    /// Ends the command early when the host says so.
+    pub stop: Stopper,
+}
+
+/// Lets the host end a running command early, saying why (the workspace
+/// grew past its cap, the episode was interrupted).
+#[derive(Debug, Clone, Default)]
+pub struct Stopper {
+    token: tokio_util::sync::CancellationToken,
+    why: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl Stopper {
+    /// Ends the command; the first reason given is the one reported.
+    pub fn stop(&self, why: impl Into<String>) {
+        if let Ok(mut slot) = self.why.lock() {
+            slot.get_or_insert_with(|| why.into());
+        }
+        self.token.cancel();
+    }
+
+    /// Resolves with the reason once `stop` is called.
+    pub async fn stopped(&self) -> String {
+        self.token.cancelled().await;
+        self.why
+            .lock()
+            .ok()
+            .and_then(|w| w.clone())
+            .unwrap_or_else(|| "stopped by the host".into())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -193,6 +228,8 @@ pub struct EpisodeSetup {
     pub cpus: f64,
     /// Device ids of the GPUs this episode holds (see `gpu::GpuPool`).
     pub gpus: Vec<String>,
+    /// The largest file a script may write.
+    pub max_file_bytes: u64,
 }
 
 /// One script run inside an episode's sandbox.
@@ -205,6 +242,7 @@ pub struct Exec {
     pub output_cap: usize,
     pub output_kill_bytes: u64,
     pub log_prefix: Option<PathBuf>,
+    pub stop: Stopper,
 }
 
 impl EpisodeSetup {
@@ -223,10 +261,12 @@ impl EpisodeSetup {
                 cpus: self.cpus,
                 output_cap: exec.output_cap,
                 output_kill_bytes: exec.output_kill_bytes,
+                max_file_bytes: self.max_file_bytes,
                 ..Limits::default()
             },
             gpus: self.gpus.clone(),
             log_prefix: exec.log_prefix,
+            stop: exec.stop,
         }
     }
 }

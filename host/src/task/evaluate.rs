@@ -88,6 +88,7 @@ fn command(task: &Task, request: &EvalRequest<'_>) -> Result<sandbox::Command> {
         limits: task.task_script_limits(timeout),
         gpus: request.gpus.clone(),
         log_prefix: request.log_prefix.clone(),
+        stop: Default::default(),
     })
 }
 

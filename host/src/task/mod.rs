@@ -216,12 +216,16 @@ pub fn prune_cache(cache_dir: &Path, unused_for: Duration) -> Result<Vec<(PathBu
         for entry in entries.filter_map(|e| e.ok()) {
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
-            let age = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| now.duration_since(t).ok())
-                .unwrap_or_default();
+            if let Some(data) = name.strip_suffix(prepare::USED_SUFFIX) {
+                // A marker whose data are gone goes too.
+                if !path.with_file_name(data).exists() {
+                    let _ = std::fs::remove_file(&path);
+                }
+                continue;
+            }
+            let modified = |p: &Path| std::fs::symlink_metadata(p).and_then(|m| m.modified()).ok();
+            let last_used = modified(&path).max(modified(&prepare::used_marker(&path)));
+            let age = last_used.and_then(|t| now.duration_since(t).ok()).unwrap_or_default();
             let stale = match sub {
                 _ if name.starts_with(".staging-") => age > Duration::from_secs(3600),
                 "pylib" => path != current_pylib,
@@ -235,6 +239,7 @@ pub fn prune_cache(cache_dir: &Path, unused_for: Duration) -> Result<Vec<(PathBu
                     .filter(|m| m.is_file())
                     .map(|m| m.len())
                     .sum();
+                prepare::unseal(&path)?;
                 std::fs::remove_dir_all(&path)?;
                 removed.push((path, size));
             }

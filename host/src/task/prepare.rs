@@ -65,8 +65,16 @@ impl Prepared {
         if !dir.join("complete").is_file() {
             return None;
         }
-        // Data in use survive `mlrb cache prune`.
-        let _ = std::fs::File::open(&dir).and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        // Data prepared by an older mlrb were not sealed: seal them now.
+        use std::os::unix::fs::PermissionsExt;
+        if std::fs::metadata(&dir).is_ok_and(|m| m.permissions().mode() & 0o222 != 0)
+            && let Err(error) = seal(&dir)
+        {
+            tracing::warn!(error = %format!("{error:#}"), "sealing prepared data");
+        }
+        // Data in use survive `mlrb cache prune`; the mark is beside them,
+        // so the sealed data themselves never change.
+        let _ = std::fs::File::create(used_marker(&dir)).and_then(|f| f.set_modified(std::time::SystemTime::now()));
         Some(Self::at(task, dir, true))
     }
 }
@@ -111,6 +119,7 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
                 limits: task.task_script_limits(PREPARE_TIMEOUT),
                 gpus: Vec::new(),
                 log_prefix,
+                stop: Default::default(),
             })
         }
         Layout::MlAgentBench => {
@@ -120,8 +129,8 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
             let scripts = staging.path().join("scripts");
             std::fs::create_dir_all(&env)?;
             std::fs::create_dir_all(&scripts)?;
-            workspace::copy_tree(&task.env_dir(), &env, &|_| false)?;
-            workspace::copy_tree(&task.scripts_dir(), &scripts, &|_| false)?;
+            workspace::copy_tree(&task.env_dir(), &env)?;
+            workspace::copy_tree(&task.scripts_dir(), &scripts)?;
             Some(sandbox::Command {
                 argv: vec!["python3".into(), "prepare.py".into()],
                 cwd: "/task/scripts".into(),
@@ -135,6 +144,7 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
                 limits: task.task_script_limits(PREPARE_TIMEOUT),
                 gpus: Vec::new(),
                 log_prefix,
+                stop: Default::default(),
             })
         }
     };
@@ -149,11 +159,14 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
         }
     }
     std::fs::write(staging.path().join("complete"), task.prepare_key())?;
+    // Shared by every later episode: nothing may change it from here on.
+    seal(staging.path())?;
     let staged = staging.keep();
     match std::fs::rename(&staged, &dir) {
         Ok(()) => {}
         // Another host prepared the same version first: use theirs.
         Err(_) if dir.join("complete").is_file() => {
+            let _ = unseal(&staged);
             let _ = std::fs::remove_dir_all(&staged);
         }
         Err(e) => return Err(e).with_context(|| format!("storing prepared data in {}", dir.display())),
@@ -192,4 +205,32 @@ fn prepare_failure(outcome: &Outcome, network: bool) -> String {
             format!(": {last}")
         }
     )
+}
+
+/// What marks prepared data `<key>` as used: `<key>.used`, touched on use.
+pub const USED_SUFFIX: &str = ".used";
+
+/// The marker beside the prepared data at `dir`.
+pub fn used_marker(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(USED_SUFFIX);
+    dir.with_file_name(name)
+}
+
+/// Makes prepared data read-only for everyone and the host's own.
+fn seal(dir: &Path) -> Result<()> {
+    let handle = crate::record::walk::DirHandle::open_root(dir)?;
+    crate::record::walk::seal_tree(&handle).with_context(|| format!("making {} read-only", dir.display()))
+}
+
+/// Makes sealed data removable again (by its owner).
+pub fn unseal(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in walkdir::WalkDir::new(dir).follow_links(false) {
+        let entry = entry?;
+        if entry.file_type().is_dir() {
+            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755))?;
+        }
+    }
+    Ok(())
 }

@@ -261,6 +261,7 @@ impl Runner<'_> {
                         .task_script_limits(Duration::from_secs(resources.script_timeout_seconds)),
                     gpus: Vec::new(),
                     log_prefix: Some(dir.with_extension("train")),
+                    stop: Default::default(),
                 })
                 .await?;
             run.train_seconds = started.elapsed().as_secs_f64();

@@ -98,6 +98,10 @@ pub struct Resources {
     pub gpu_memory_gb: f64,
     /// Python modules that must import in the sandbox (e.g. `torch`).
     pub python_packages: Vec<String>,
+    /// What the workspace may hold, in MiB (apparent and on disk, each).
+    pub workspace_mb: u64,
+    /// Files, folders and links the workspace may hold.
+    pub workspace_files: u64,
 }
 
 impl Default for Resources {
@@ -112,6 +116,8 @@ impl Default for Resources {
             gpus: 0,
             gpu_memory_gb: 0.0,
             python_packages: Vec::new(),
+            workspace_mb: 10 * 1024,
+            workspace_files: 1_000_000,
         }
     }
 }

@@ -7,24 +7,22 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 use super::{Prepared, Task};
-use crate::capability::workspace::ReadOnlyFiles;
 
 /// Fills `dest` (created, must be new) from the task's env/ and the public
-/// side of its prepared data. Read-only public files are hard-linked from the
-/// prepare cache where the filesystem allows (the sandbox mounts them
-/// read-only, so they cannot change); everything else is copied.
+/// side of its prepared data. Everything is copied (sparse files stay
+/// sparse), never hard-linked: a file of the shared prepare cache must never
+/// be an inode an episode can change, chown or chmod.
 pub fn populate(task: &Task, prepared: &Prepared, dest: &Path) -> Result<()> {
     if dest.exists() {
         bail!("{}: a workspace already exists here", dest.display());
     }
     fs::create_dir_all(dest)?;
     if !prepared.includes_env {
-        copy_tree(&task.env_dir(), dest, &|_| false)?;
+        copy_tree(&task.env_dir(), dest)?;
     }
     let public = &prepared.public;
     if public.is_dir() {
-        let read_only = ReadOnlyFiles::scan(public, &task.spec.files.read_only)?;
-        copy_tree(public, dest, &|rel| read_only.matches_path(rel))?;
+        copy_tree(public, dest)?;
     }
     Ok(())
 }
@@ -48,10 +46,9 @@ pub fn apply_reference(task: &Task, dest: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Copies a folder tree into `to` (symlinks as symlinks), hard-linking the
-/// files `link` names where the filesystem allows; a path both sides have
-/// is an error.
-pub(crate) fn copy_tree(from: &Path, to: &Path, link: &dyn Fn(&str) -> bool) -> Result<()> {
+/// Copies a folder tree into `to` (symlinks as symlinks, sparse files
+/// sparse); a path both sides have is an error.
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     for entry in walkdir::WalkDir::new(from).min_depth(1).follow_links(false) {
         let entry = entry?;
         let rel = entry.path().strip_prefix(from)?;
@@ -67,10 +64,24 @@ pub(crate) fn copy_tree(from: &Path, to: &Path, link: &dyn Fn(&str) -> bool) -> 
             );
         } else if file_type.is_symlink() {
             std::os::unix::fs::symlink(fs::read_link(entry.path())?, &target)?;
-        } else if file_type.is_file() && !(link(&rel_text) && fs::hard_link(entry.path(), &target).is_ok()) {
-            fs::copy(entry.path(), &target)
+        } else if file_type.is_file() {
+            copy_file(entry.path(), &target)
                 .with_context(|| format!("copying {} into the workspace", entry.path().display()))?;
         }
     }
+    Ok(())
+}
+
+/// Copies one file (its permission bits too), keeping holes.
+fn copy_file(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let source = fs::File::open(from)?;
+    let mode = source.metadata()?.permissions().mode() & 0o777;
+    let out = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode | 0o200)
+        .open(to)?;
+    crate::record::walk::copy_sparse(&source, &out)?;
     Ok(())
 }

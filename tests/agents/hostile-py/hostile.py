@@ -17,3 +17,16 @@ def outcome(attempt: str, call: Callable[[], Any]) -> str:
             return f"{attempt}: not-found"
         return f"{attempt}: refused ({error.kind}: {error.message})"
     return f"{attempt}: ESCAPED {str(value)[:200]}"
+
+
+def script_lines(attempt: str, call: Callable[[], Any]) -> str:
+    """A script's stdout as report lines, each prefixed with ``attempt``,
+    and how it ended; or how the call failed."""
+    try:
+        result = call()
+    except ToolError as error:
+        return f"{attempt}: error {error.kind}: {error.message}"
+    lines = [f"{attempt}> {line}" for line in result.stdout.splitlines()]
+    ending = result.termination.name.lower().replace("_", "")
+    lines.append(f"{attempt}: termination={ending} exit={result.exit_code}")
+    return "\n".join(lines)

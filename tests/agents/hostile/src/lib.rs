@@ -47,3 +47,19 @@ pub fn script_report(attempt: &str, result: &Result<ExecResult, ToolError>) -> S
 pub fn sleeper(seconds: u32) -> String {
     format!("import subprocess, time\nsubprocess.Popen([\"sleep\", \"{seconds}\"])\ntime.sleep({seconds})\n")
 }
+
+/// A script's stdout as report lines, each prefixed with `attempt`; or how
+/// the call failed.
+pub fn script_lines(attempt: &str, result: &Result<ExecResult, ToolError>) -> String {
+    match result {
+        Ok(r) => {
+            let mut lines: Vec<String> = r.stdout.lines().map(|l| format!("{attempt}> {l}")).collect();
+            lines.push(format!(
+                "{attempt}: termination={:?} exit={:?}",
+                r.termination, r.exit_code
+            ));
+            lines.join("\n")
+        }
+        Err(e) => format!("{attempt}: error {}: {}", e.kind(), e.message()),
+    }
+}
