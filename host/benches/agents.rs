@@ -9,23 +9,21 @@
 //!
 //! Run with `scripts/bench.sh` (it needs componentize-py: scripts/setup.sh).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mlrb::agent_build::{Project, build};
-use mlrb::capability::session::EndReason;
-use mlrb::episode::{AgentLimits, EpisodeSpec, Host, LoadedAgent};
+use mlrb::episode::{EndReason, EpisodeRequest, LoadedAgent, Runner};
+use mlrb::limits::Overrides;
 use mlrb::sandbox::local::LocalSandbox;
 use mlrb::task::Task;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
 fn build_python(dir: &str, entry: Option<&str>, out: &Path) -> PathBuf {
-    let mut project = Project::open(&root().join(dir)).unwrap();
+    let mut project = Project::open(&common::root().join(dir)).unwrap();
     if let Some(entry) = entry {
         project.entry = entry.to_string();
     }
@@ -40,11 +38,6 @@ fn build_python(dir: &str, entry: Option<&str>, out: &Path) -> PathBuf {
     built
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    values[values.len() / 2]
-}
-
 /// This process's resident set size, in bytes.
 fn rss() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -56,18 +49,11 @@ fn rss() -> u64 {
     kb * 1024
 }
 
-fn spec(agent: &LoadedAgent, task: &Task, dir: PathBuf, seed: u64) -> EpisodeSpec {
-    EpisodeSpec {
-        agent: agent.path.clone(),
-        task: task.clone(),
-        seed,
-        dir,
-        limits: AgentLimits::default(),
-        progress: None,
-    }
+fn spec(agent: &LoadedAgent, task: &Task, dir: PathBuf, seed: u64) -> EpisodeRequest {
+    EpisodeRequest::new(agent.path.clone(), task.clone(), seed, dir, &Overrides::default())
 }
 
-async fn first_call_ms(host: &Host, agent: &LoadedAgent, task: &Task, dir: PathBuf) -> f64 {
+async fn first_call_ms(host: &Runner, agent: &LoadedAgent, task: &Task, dir: PathBuf) -> f64 {
     let (record, _) = host
         .run_episode(agent, &spec(agent, task, dir, 0), std::future::pending())
         .await
@@ -80,7 +66,7 @@ async fn first_call_ms(host: &Host, agent: &LoadedAgent, task: &Task, dir: PathB
 fn start_times(tmp: &Path, task: &Task, baseline: &Path, runtime: &tokio::runtime::Runtime) {
     let cache = tmp.join("cache");
     runtime.block_on(async {
-        let host = Host::new(&cache, Arc::new(LocalSandbox::detect().unwrap())).unwrap();
+        let host = Runner::new(&cache, Arc::new(LocalSandbox::detect().unwrap())).unwrap();
         let cold = host.load_agent(baseline).await.unwrap();
         assert!(!cold.from_cache);
         let cold_first = first_call_ms(&host, &cold, task, tmp.join("cold")).await;
@@ -95,7 +81,7 @@ fn start_times(tmp: &Path, task: &Task, baseline: &Path, runtime: &tokio::runtim
     for round in 0..10 {
         // A fresh host each time: the cache survives a restart.
         runtime.block_on(async {
-            let host = Host::new(&cache, Arc::new(LocalSandbox::detect().unwrap())).unwrap();
+            let host = Runner::new(&cache, Arc::new(LocalSandbox::detect().unwrap())).unwrap();
             let agent = host.load_agent(baseline).await.unwrap();
             assert!(agent.from_cache);
             let first_call = first_call_ms(&host, &agent, task, tmp.join(format!("warm/{round}"))).await;
@@ -106,15 +92,15 @@ fn start_times(tmp: &Path, task: &Task, baseline: &Path, runtime: &tokio::runtim
     }
     println!(
         "Python baseline, second start (cache hit, fresh host): load {:.1} ms + instantiate to first host call {:.1} ms = {:.1} ms (median of 10; target ≤ 100 ms)",
-        median(&mut load),
-        median(&mut first),
-        median(&mut total)
+        common::median(&mut load),
+        common::median(&mut first),
+        common::median(&mut total)
     );
 }
 
 fn concurrent_idle_agents(tmp: &Path, task: &Task, idle: &Path, runtime: &tokio::runtime::Runtime, n: u64) {
     runtime.block_on(async {
-        let host = Host::new(&tmp.join("cache"), Arc::new(LocalSandbox::detect().unwrap())).unwrap();
+        let host = Runner::new(&tmp.join("cache"), Arc::new(LocalSandbox::detect().unwrap())).unwrap();
         let agent = host.load_agent(idle).await.unwrap();
         // One episode first: the task's data is prepared and cached.
         first_call_ms(&host, &agent, task, tmp.join("idle-warmup")).await;
@@ -169,7 +155,7 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let baseline = build_python("plugins/baseline-py", None, &tmp.path().join("baseline-py.wasm"));
     let idle = build_python("tests/agents/probes-py", Some("idle"), &tmp.path().join("idle.wasm"));
-    let task = Task::load(&root().join("tests/fixtures/tasks/hostile")).unwrap();
+    let task = common::fixture_task();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     start_times(tmp.path(), &task, &baseline, &runtime);
     concurrent_idle_agents(tmp.path(), &task, &idle, &runtime, 100);

@@ -9,82 +9,46 @@
 //! Run with `scripts/bench.sh` (the dev profile, whose dependencies are
 //! optimised; it needs the probe agents built for wasm32-wasip2).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
-use mlrb::capability::exec::{ScriptLimits, ScriptRunner, episode_setup};
-use mlrb::capability::workspace::{Workspace, WorkspaceLimits};
-use mlrb::capability::{Session, TaskInfoRecord};
-use mlrb::episode::{AgentLimits, EpisodeSpec, Host};
+use mlrb::capability::files::WorkspaceFiles;
+use mlrb::capability::recorder::Recorder;
+use mlrb::episode::{EpisodeRequest, Runner};
+use mlrb::limits::{Limits, Overrides};
 use mlrb::record::snapshot::SnapshotStore;
 use mlrb::record::trace::Trace;
-use mlrb::sandbox::Sandbox;
 use mlrb::sandbox::local::LocalSandbox;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-fn task_info() -> TaskInfoRecord {
-    TaskInfoRecord {
-        name: "bench".into(),
-        version: "1".into(),
-        research_problem: "measure".into(),
-        metric: "x".into(),
-        higher_is_better: true,
-        baseline: None,
-        max_steps: u32::MAX,
-        wall_seconds: 3600,
-        llm_tokens: 0,
-        llm_cost_usd: 0.0,
-    }
+/// The workspace files and the recorder of an episode, as the host's
+/// calls use them (no agent, no sandbox).
+struct Session {
+    files: WorkspaceFiles,
+    recorder: Recorder,
 }
 
 fn session(dir: &Path, read_only: &[String]) -> Session {
-    let workspace = Workspace::open(
-        &dir.join("ws"),
-        &dir.join("history"),
-        read_only,
-        WorkspaceLimits::default(),
-    )
-    .unwrap();
-    let limits = ScriptLimits {
-        max_timeout: Duration::from_secs(60),
-        memory_bytes: 1 << 30,
-        max_processes: 64,
-        cpus: 1.0,
-        network: false,
-        output_cap: 32 << 10,
-        output_kill_bytes: 1 << 28,
-        max_args: 16,
-        max_arg_bytes: 64 << 10,
-        max_total_arg_bytes: 256 << 10,
-        workspace: mlrb::record::walk::Usage {
-            entries: 1_000_000,
-            bytes: 10 << 30,
-            allocated_bytes: 10 << 30,
-        },
+    let limits = Limits {
+        max_steps: u32::MAX,
+        ..Limits::default()
     };
+    let files = WorkspaceFiles::open(&dir.join("ws"), &dir.join("history"), read_only, limits.clone()).unwrap();
     let started = Instant::now();
-    let sandbox = LocalSandbox::detect().unwrap();
-    let setup = episode_setup("bench", &workspace, &limits, Vec::new());
-    let episode_sandbox = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(sandbox.open_episode(setup))
-        .unwrap();
-    let mut session = Session::new(
-        workspace,
-        ScriptRunner::new(episode_sandbox, limits, dir.join("exec")),
-        Trace::create(&dir.join("events.jsonl"), started, u64::MAX).unwrap(),
-        SnapshotStore::create(&dir.join("snapshots")).unwrap(),
-        task_info(),
+    let trace = Trace::create(&dir.join("events.jsonl"), started, u64::MAX).unwrap();
+    let snapshots = SnapshotStore::create(&dir.join("snapshots"), &limits).unwrap();
+    let mut recorder = Recorder::new(
+        trace,
+        snapshots,
+        limits.max_steps,
         started,
         started + Duration::from_secs(3600),
     );
-    session.initial_snapshot().unwrap();
-    session
+    recorder.snapshot_now(files.handle(), "start").unwrap();
+    Session { files, recorder }
 }
 
 fn tool_call(c: &mut Criterion) {
@@ -95,17 +59,18 @@ fn tool_call(c: &mut Criterion) {
     }
     let mut session = session(tmp.path(), &[]);
     c.bench_function("list-files alone, 10 entries (the file system's share)", |b| {
-        b.iter(|| session.workspace.list_files("").unwrap())
+        b.iter(|| session.files.list_files("").unwrap())
     });
     c.bench_function("tool call: list-files, 10 entries, trace write included", |b| {
         b.iter(|| {
+            let files = &session.files;
             session
+                .recorder
                 .tool_call(
-                    "workspace",
-                    "list-files",
+                    ("workspace", "list-files"),
                     serde_json::json!({ "dir": "" }),
-                    false,
-                    |s| s.workspace.list_files(""),
+                    None,
+                    || files.list_files(""),
                 )
                 .unwrap()
                 .unwrap()
@@ -140,31 +105,24 @@ fn snapshot_with_big_read_only_file(c: &mut Criterion) {
     c.bench_function("snapshot after one small edit, 1 GiB read-only file present", |b| {
         b.iter(|| {
             n += 1;
-            std::fs::write(session.workspace.root().join("train.py"), format!("print({n})\n")).unwrap();
-            session.snapshot_now("bench").unwrap().expect("a change was made")
+            std::fs::write(session.files.root().join("train.py"), format!("print({n})\n")).unwrap();
+            session
+                .recorder
+                .snapshot_now(session.files.handle(), "bench")
+                .unwrap()
+                .expect("a change was made")
         })
     });
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    values[values.len() / 2]
-}
-
 /// Whole episodes with the probe agents, read back from their records.
 fn agent_level() {
-    let target = std::env::current_exe()
-        .unwrap()
-        .ancestors()
-        .nth(3)
-        .unwrap()
-        .to_path_buf();
-    let probes = target.join("wasm32-wasip2/release/examples");
+    let probes = common::probes();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
-    let host = Host::new(&cache, Arc::new(LocalSandbox::detect().unwrap())).unwrap();
-    let task = mlrb::task::Task::load(&root().join("tests/fixtures/tasks/hostile")).unwrap();
+    let host = Runner::new(&cache, Arc::new(LocalSandbox::detect().unwrap())).unwrap();
+    let task = common::fixture_task();
 
     runtime.block_on(async {
         let agent_path = probes.join("first_call.wasm");
@@ -175,29 +133,59 @@ fn agent_level() {
         for seed in 0..30 {
             let agent = host.load_agent(&agent_path).await.unwrap();
             assert!(agent.from_cache);
-            let spec = EpisodeSpec { agent: agent_path.clone(), task: task.clone(), seed, dir: tmp.path().join(format!("start/{seed}")), limits: AgentLimits::default(), progress: None };
+            let dir = tmp.path().join(format!("start/{seed}"));
+            let spec = EpisodeRequest::new(agent_path.clone(), task.clone(), seed, dir, &Overrides::default());
             let (record, _) = host.run_episode(&agent, &spec, std::future::pending()).await.unwrap();
             load.push(agent.load_ms);
             first_call.push(record.end.unwrap().first_call_ms.unwrap());
         }
-        let (load, first) = (median(&mut load), median(&mut first_call));
+        let (load, first) = (common::median(&mut load), common::median(&mut first_call));
         println!("agent start, cold compile of first_call.wasm: {:.1} ms", cold.load_ms);
         println!("agent start from the compile cache: load {load:.2} ms + instantiate to first host call {first:.2} ms = {:.2} ms (median of 30; target ≤ 10 ms)", load + first);
 
         let agent_path = probes.join("tool_call_latency.wasm");
         let agent = host.load_agent(&agent_path).await.unwrap();
-        let spec = EpisodeSpec {
-            agent: agent_path.clone(),
-            task: task.clone(),
-            seed: 0,
-            dir: tmp.path().join("latency"),
-            limits: AgentLimits { max_steps: Some(20_000), ..AgentLimits::default() },
-            progress: None,
-        };
+        let overrides = Overrides { max_steps: Some(20_000), ..Overrides::default() };
+        let spec = EpisodeRequest::new(agent_path.clone(), task.clone(), 0, tmp.path().join("latency"), &overrides);
         let (record, _) = host.run_episode(&agent, &spec, std::future::pending()).await.unwrap();
         let answer = record.end.unwrap().answer.unwrap_or_default();
         println!("tool call as the agent sees it (list-files, wasm → host → trace → wasm): {answer}");
     });
+}
+
+/// A step that changes one file in a workspace of `files` small files (100
+/// folders): the time of its snapshot and the bytes it adds to the store.
+fn snapshot_of_many_files(files: usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    for i in 0..files {
+        let dir = ws.join(format!("d{:03}", i % 100));
+        if i < 100 {
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        std::fs::write(dir.join(format!("f{i}.txt")), i.to_string()).unwrap();
+    }
+    let started = Instant::now();
+    let mut session = session(tmp.path(), &[]);
+    let first = started.elapsed();
+    let (mut times, mut written) = (Vec::new(), Vec::new());
+    for n in 0..20 {
+        std::fs::write(ws.join("d007/f7.txt"), format!("changed {n}")).unwrap();
+        let started = Instant::now();
+        session
+            .recorder
+            .snapshot_now(session.files.handle(), "step")
+            .unwrap()
+            .expect("a change");
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+        written.push(session.recorder.snapshots.last().unwrap().stats.written_bytes as f64);
+    }
+    println!(
+        "snapshot, {files} files: first {:.0} ms; after one changed file {:.1} ms, {:.0} bytes written (medians of 20)",
+        first.as_secs_f64() * 1000.0,
+        common::median(&mut times),
+        common::median(&mut written)
+    );
 }
 
 criterion_group! {
@@ -208,6 +196,8 @@ criterion_group! {
 
 fn main() {
     benches();
+    snapshot_of_many_files(20_000);
+    snapshot_of_many_files(200_000);
     agent_level();
     Criterion::default().configure_from_args().final_summary();
 }

@@ -7,20 +7,18 @@
 //!
 //! Run with `scripts/bench.sh` (it builds the probe agents).
 
+mod common;
+
 #[path = "../tests/common/llm_server.rs"]
 #[allow(dead_code)]
 mod llm_server;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mlrb::episode::{AgentLimits, EpisodeSpec, Host};
+use mlrb::episode::{EpisodeRequest, Runner};
+use mlrb::limits::Overrides;
 use mlrb::llm::LlmSource;
 use mlrb::sandbox::local::LocalSandbox;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
 
 fn percentile(values: &mut [f64], p: f64) -> f64 {
     values.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -28,15 +26,9 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
 }
 
 fn main() {
-    let target = std::env::current_exe()
-        .unwrap()
-        .ancestors()
-        .nth(3)
-        .unwrap()
-        .to_path_buf();
-    let probe = target.join("wasm32-wasip2/release/examples/llm_latency.wasm");
+    let probe = common::probes().join("llm_latency.wasm");
     assert!(probe.is_file(), "build the probes first: scripts/bench.sh does");
-    let task = mlrb::task::Task::load(&root().join("tests/fixtures/tasks/hostile")).unwrap();
+    let task = common::fixture_task();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     for api in ["openai", "anthropic"] {
         let server = llm_server::LlmServer::start(Vec::new());
@@ -46,20 +38,13 @@ fn main() {
         // SAFETY: set before any thread of this process reads the environment.
         unsafe { std::env::set_var("MLRB_TEST_LLM_KEY", "bench-key") };
         let source = LlmSource::open(None, Some(&config)).unwrap();
-        let host = Host::new(&tmp.path().join("cache"), Arc::new(LocalSandbox::detect().unwrap()))
+        let host = Runner::new(&tmp.path().join("cache"), Arc::new(LocalSandbox::detect().unwrap()))
             .unwrap()
             .with_llm(source);
         let dir = tmp.path().join("episode");
         runtime.block_on(async {
             let agent = host.load_agent(&probe).await.unwrap();
-            let spec = EpisodeSpec {
-                agent: probe.clone(),
-                task: task.clone(),
-                seed: 0,
-                dir: dir.clone(),
-                limits: AgentLimits::default(),
-                progress: None,
-            };
+            let spec = EpisodeRequest::new(probe.clone(), task.clone(), 0, dir.clone(), &Overrides::default());
             let (record, _) = host.run_episode(&agent, &spec, std::future::pending()).await.unwrap();
             let end = record.end.unwrap();
             assert_eq!(end.answer.as_deref(), Some("200 calls"), "{}", end.detail);

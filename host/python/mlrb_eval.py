@@ -47,6 +47,7 @@ import stat
 import sys
 
 __all__ = [
+    "checked_lstat",
     "MAX_BYTES", "MAX_LINE_CHARS", "Invalid", "finish", "main", "one_line", "short",
     "read_file", "read_text", "read_submission", "read_answers",
     "integer_id", "string_id", "class_label", "finite_float", "probability",
@@ -121,6 +122,27 @@ def _megabytes(n):
     return f"{n / (1024 * 1024):g} MB" if n >= 1024 * 1024 else f"{n} bytes"
 
 
+def checked_lstat(path, name, folder=False, missing=""):
+    """The status of ``path`` itself (a link is never followed); raises
+    :class:`Invalid` if it is missing (``missing`` says what to do), cannot
+    be read, is a symbolic link, or is not a regular file (a folder when
+    ``folder``)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise Invalid(f"{name} missing{missing}")
+    except OSError as e:
+        raise Invalid(f"{name} cannot be read: {e.strerror}")
+    if stat.S_ISLNK(st.st_mode):
+        real = "save the model in a real folder" if folder else "write a regular file"
+        raise Invalid(f"{name} is a symbolic link; {real}")
+    if folder and not stat.S_ISDIR(st.st_mode):
+        raise Invalid(f"{name} is not a folder")
+    if not folder and not stat.S_ISREG(st.st_mode):
+        raise Invalid(f"{name} is not a regular file")
+    return st
+
+
 def read_file(path, name=None, max_bytes=MAX_BYTES):
     """The bytes of the workspace file ``path``; raises :class:`Invalid` if it
     is missing, is not a regular file (directories, FIFOs, devices and
@@ -128,16 +150,7 @@ def read_file(path, name=None, max_bytes=MAX_BYTES):
     ``max_bytes``. ``name`` is how errors call the file (default: its base name).
     """
     name = name or os.path.basename(path)
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise Invalid(f"{name} missing")
-    except OSError as e:
-        raise Invalid(f"{name} cannot be read: {e.strerror}")
-    if stat.S_ISLNK(st.st_mode):
-        raise Invalid(f"{name} is a symbolic link; write a regular file")
-    if not stat.S_ISREG(st.st_mode):
-        raise Invalid(f"{name} is not a regular file")
+    st = checked_lstat(path, name)
     if st.st_size > max_bytes:
         raise Invalid(f"{name} is larger than {_megabytes(max_bytes)}")
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)

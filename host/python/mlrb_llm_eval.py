@@ -337,17 +337,7 @@ def write_jsonl(path, records):
 
 
 def _lstat_regular(path, name):
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise Invalid(f"{name} missing")
-    except OSError as e:
-        raise Invalid(f"{name} cannot be read: {e.strerror}")
-    if stat.S_ISLNK(st.st_mode):
-        raise Invalid(f"{name} is a symbolic link; write a regular file")
-    if not stat.S_ISREG(st.st_mode):
-        raise Invalid(f"{name} is not a regular file")
-    return st
+    return mlrb_eval.checked_lstat(path, name)
 
 
 def _read_capped(path, name, max_bytes):
@@ -446,16 +436,9 @@ def inspect_model_folder(path, name="model/", max_weight_bytes=DEFAULT_MAX_WEIGH
     links, has no config.json, has only pickled weights, needs custom code,
     has no tokenizer (when required), or its weights exceed
     ``max_weight_bytes``."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise Invalid(f"{name} missing: save the model there (a Hugging Face model folder)")
-    except OSError as e:
-        raise Invalid(f"{name} cannot be read: {e.strerror}")
-    if stat.S_ISLNK(st.st_mode):
-        raise Invalid(f"{name} is a symbolic link; save the model in a real folder")
-    if not stat.S_ISDIR(st.st_mode):
-        raise Invalid(f"{name} is not a folder")
+    mlrb_eval.checked_lstat(
+        path, name, folder=True, missing=": save the model there (a Hugging Face model folder)"
+    )
     files = {}
     ignored = []
     with os.scandir(path) as entries:

@@ -11,14 +11,20 @@ use wasmtime::component::types::ComponentItem;
 use crate::capability::WIT_PACKAGE;
 use crate::engine::AgentEngine;
 
+/// What `mlrb agent check` finds out about a component.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// The component's path, as given.
     pub path: String,
+    /// Its size in bytes.
     pub size: u64,
+    /// The sha256 of its bytes, in hex.
     pub sha256: String,
     /// The mlrb WIT package the component was built against, if any.
     pub targets: Option<String>,
+    /// The names of everything it imports.
     pub imports: Vec<String>,
+    /// The names of everything it exports.
     pub exports: Vec<String>,
     /// Why the host refuses it; empty when it accepts it.
     pub refusals: Vec<String>,

@@ -54,10 +54,12 @@ impl AgentEngine {
         })
     }
 
+    /// The wasmtime engine.
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
 
+    /// The cache of compiled components.
     pub fn cache(&self) -> &CompileCache {
         &self.cache
     }
@@ -104,8 +106,11 @@ impl Drop for AgentEngine {
     }
 }
 
+/// A compiled agent component, and whether it came from the cache.
 pub struct LoadedComponent {
+    /// The component, ready to instantiate.
     pub component: Component,
+    /// Whether it was loaded from the compile cache rather than compiled now.
     pub from_cache: bool,
 }
 
@@ -144,6 +149,7 @@ pub struct CompileCache {
 }
 
 impl CompileCache {
+    /// Opens (creating if needed) the cache in `dir` for components of `engine`.
     pub fn open(dir: &Path, engine: &Engine) -> Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating the compile cache {}", dir.display()))?;
         let key = load_or_create_key(&dir.join("cache.key"))?;

@@ -1,7 +1,10 @@
 //! mlrb: a capability-secure host that benchmarks AI research agents.
 //!
-//! Dependencies point one way:
-//! `cli → episode → {capability, sandbox, task} → {record, engine}`.
+//! Dependencies point one way (see `docs/architecture.md`):
+//! `cli → {bench, report, view} → episode → {capability, sandbox, task,
+//! llm, record} → {engine, paths, limits, relpath, stats, format}`.
+
+#![warn(missing_docs)]
 
 pub mod agent_build;
 pub mod agent_check;
@@ -10,10 +13,14 @@ pub mod capability;
 pub mod cli;
 pub mod engine;
 pub mod episode;
+pub mod format;
+pub mod limits;
 pub mod llm;
 pub mod paths;
 pub mod record;
+pub mod relpath;
 pub mod report;
 pub mod sandbox;
+pub mod stats;
 pub mod task;
 pub mod view;

@@ -17,6 +17,23 @@ pub fn cache_dir() -> PathBuf {
     std::env::temp_dir().join("mlrb-cache")
 }
 
+/// Where `scripts/setup.sh` installs tools in venvs (`python/` for agent
+/// builds, `llm/` for the local model): `$MLRB_TOOLS_DIR`, else
+/// `$XDG_CACHE_HOME/mlrb/tools`, else `~/.cache/mlrb/tools`. Not under
+/// `MLRB_CACHE_DIR`: a separate compile cache (a test's, say) still finds
+/// the one installed toolchain.
+pub fn tools_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MLRB_TOOLS_DIR") {
+        return PathBuf::from(dir);
+    }
+    let cache = match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+        (Some(dir), _) => PathBuf::from(dir),
+        (None, Some(home)) => PathBuf::from(home).join(".cache"),
+        (None, None) => std::env::temp_dir(),
+    };
+    cache.join("mlrb/tools")
+}
+
 /// A directory-safe form of a name (agent file stems, run names).
 pub fn safe_component(name: &str) -> String {
     let cleaned: String = name

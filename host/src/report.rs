@@ -3,6 +3,7 @@
 use comfy_table::{Cell, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::episode::{EpisodeRecord, ScoreRecord};
+use crate::format::{number, percent};
 use crate::task::Task;
 use crate::task::check::{Item, Status};
 use crate::task::selftest::Report;
@@ -14,20 +15,6 @@ fn new_table() -> Table {
         .load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic);
     table
-}
-
-/// A score: one decimal from 1000 up, four below; a dash for none.
-pub(crate) fn number(value: Option<f64>) -> String {
-    match value {
-        Some(v) if v.abs() >= 1000.0 => format!("{v:.1}"),
-        Some(v) => format!("{v:.4}"),
-        None => "—".into(),
-    }
-}
-
-/// A relative change as a signed percentage; a dash for none.
-pub(crate) fn percent(value: Option<f64>) -> String {
-    value.map_or("—".into(), |v| format!("{:+.1} %", v * 100.0))
 }
 
 /// The table `mlrb run` and `mlrb eval` print for one episode.
@@ -50,19 +37,9 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
         ("seed", record.seed.to_string()),
         (
             "ended",
-            end.map_or("did not finish (host stopped)".into(), |e| {
-                if e.detail.is_empty() {
-                    format!("{:?}", e.reason).to_lowercase()
-                } else {
-                    format!(
-                        "{}: {}",
-                        serde_json::to_value(e.reason)
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                            .unwrap_or_default(),
-                        e.detail
-                    )
-                }
+            end.map_or(record.status(), |e| match e.detail.is_empty() {
+                true => e.reason.name(),
+                false => format!("{}: {}", e.reason.name(), e.detail),
             }),
         ),
         (
@@ -204,81 +181,22 @@ pub fn selftest_table(reports: &[Report]) -> Table {
     table
 }
 
-/// A signed mean with its standard error, as a percentage when `as_percent`.
-pub(crate) fn mean_se(value: Option<crate::bench::metrics::MeanSe>, as_percent: bool) -> String {
-    match value {
-        None => "—".into(),
-        Some(m) => {
-            let scale = if as_percent { 100.0 } else { 1.0 };
-            let unit = if as_percent { " %" } else { "" };
-            match m.se {
-                Some(se) => format!("{:+.1} ± {:.1}{unit}", m.mean * scale, se * scale),
-                None => format!("{:+.1}{unit}", m.mean * scale),
-            }
-        }
-    }
-}
-
 /// The tables of `mlrb bench` and `mlrb report`: per task and agent, then
 /// per agent across tasks.
 pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
-    let mut by_task = new_table();
-    by_task.set_header(vec![
-        "task",
-        "agent",
-        "runs",
-        "valid",
-        "success",
-        "improvement",
-        "score",
-        "best",
-        "normalised",
-        "steps",
-        "wall",
-    ]);
-    for group in &summary.by_task_and_agent {
-        let s = &group.stats;
-        by_task.add_row(vec![
-            format!("{} ({})", group.task, if group.higher_is_better { "↑" } else { "↓" }),
-            group.agent.clone(),
-            s.runs.to_string(),
-            s.valid.to_string(),
-            format!("{:.0} %", s.success_rate * 100.0),
-            mean_se(s.improvement, true),
-            number(s.score.map(|m| m.mean)),
-            number(s.best_score),
-            number(s.normalized.map(|m| m.mean)),
-            format!("{:.1}", s.mean_steps),
-            format!("{:.1} s", s.mean_wall_seconds),
-        ]);
-    }
-    let mut by_agent = new_table();
-    by_agent.set_header(vec![
-        "agent",
-        "tasks",
-        "runs",
-        "valid",
-        "success",
-        "improvement",
-        "normalised",
-        "tokens",
-        "cost",
-    ]);
-    for agent in &summary.by_agent {
-        let s = &agent.stats;
-        by_agent.add_row(vec![
-            agent.agent.clone(),
-            agent.tasks.to_string(),
-            s.runs.to_string(),
-            s.valid.to_string(),
-            format!("{:.0} %", s.success_rate * 100.0),
-            mean_se(s.improvement, true),
-            number(s.normalized.map(|m| m.mean)),
-            (s.input_tokens + s.output_tokens).to_string(),
-            format!("${:.2}", s.cost_usd),
-        ]);
-    }
-    format!("{by_task}\n{by_agent}")
+    let table = |text: crate::bench::metrics::TextTable| {
+        let mut table = new_table();
+        table.set_header(text.header);
+        for row in text.rows {
+            table.add_row(row);
+        }
+        table
+    };
+    format!(
+        "{}\n{}",
+        table(summary.by_task_table()),
+        table(summary.by_agent_table())
+    )
 }
 
 /// The table of `mlrb agent check`.

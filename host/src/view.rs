@@ -16,7 +16,7 @@ use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
 use serde_json::Value;
 
-use crate::bench::html::esc;
+use crate::format::esc;
 use crate::record::snapshot::{self, ManifestEntry};
 
 /// Events shown per page of an episode.
@@ -32,6 +32,7 @@ pub struct Viewer {
 }
 
 impl Viewer {
+    /// A viewer of `root`; fails when it holds no episode.
     pub fn new(root: &Path) -> Result<Self> {
         let root = root
             .canonicalize()

@@ -244,13 +244,11 @@ fn check_special_files(attack: Attack) {
     // the two names a lossy conversion would merge as two entries.
     let dir = attack.finished.dir.join("snapshots");
     let manifest = mlrb::record::snapshot::latest_manifest(&dir).unwrap();
-    let why = |path: &str| -> String {
+    let why = |path: &str| {
         manifest
-            .refused
-            .iter()
-            .find(|r| r.path == path)
-            .map(|r| r.why.clone())
-            .unwrap_or_else(|| panic!("{path} not refused: {:#?}", manifest.refused))
+            .refused_why(path)
+            .unwrap_or_else(|| panic!("{path} not refused"))
+            .to_string()
     };
     assert!(why("fifo.txt").contains("FIFO"));
     assert!(why("sock.txt").contains("socket"));

@@ -320,16 +320,21 @@ fn answer_line(answer: &str, label: &str) -> String {
         .to_string()
 }
 
+/// The validator probe on digits with validation set as given.
+fn validator_episode(dir: &std::path::Path, enabled: bool, hide: bool, max_calls: u32) -> common::Finished {
+    let task = digits_with_validation(dir, enabled, hide, max_calls);
+    common::run_episode(
+        &common::agent("validator"),
+        task.to_str().unwrap(),
+        &dir.join("runs"),
+        &[],
+    )
+}
+
 #[test]
 fn validate_scores_the_current_workspace_and_records_each_validation() {
     let tmp = tempfile::tempdir().unwrap();
-    let task = digits_with_validation(tmp.path(), true, false, 3);
-    let finished = common::run_episode(
-        &common::agent("validator"),
-        task.to_str().unwrap(),
-        &tmp.path().join("runs"),
-        &[],
-    );
+    let finished = validator_episode(tmp.path(), true, false, 3);
     let answer = finished.answer();
     assert!(answer_line(&answer, "start").contains("valid=false"), "{answer}");
     assert!(
@@ -382,13 +387,7 @@ fn validate_scores_the_current_workspace_and_records_each_validation() {
 #[test]
 fn a_task_can_hide_intermediate_scores() {
     let tmp = tempfile::tempdir().unwrap();
-    let task = digits_with_validation(tmp.path(), true, true, 10);
-    let finished = common::run_episode(
-        &common::agent("validator"),
-        task.to_str().unwrap(),
-        &tmp.path().join("runs"),
-        &[],
-    );
+    let finished = validator_episode(tmp.path(), true, true, 10);
     let answer = finished.answer();
     let trained = answer_line(&answer, "trained");
     assert!(trained.contains("valid=true score=none"), "{answer}");
@@ -401,13 +400,7 @@ fn a_task_can_hide_intermediate_scores() {
 #[test]
 fn validate_is_unavailable_where_the_task_does_not_offer_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let task = digits_with_validation(tmp.path(), false, false, 1);
-    let finished = common::run_episode(
-        &common::agent("validator"),
-        task.to_str().unwrap(),
-        &tmp.path().join("runs"),
-        &[],
-    );
+    let finished = validator_episode(tmp.path(), false, false, 1);
     let answer = finished.answer();
     assert!(
         answer_line(&answer, "trained").contains("error unavailable"),

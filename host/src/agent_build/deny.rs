@@ -92,73 +92,83 @@ pub fn deny_component(component: &[u8]) -> Result<Option<Vec<u8>>> {
 fn deny_module_wat(resolve: &Resolve, world: wit_parser::WorldId) -> String {
     let mut sizes = SizeAlign::default();
     sizes.fill(resolve);
-    let mut imports = String::new();
-    let mut funcs = String::new();
-    let mut data = String::new();
-    let mut denied_written = std::collections::HashSet::new();
-
+    let mut parts = WatParts::default();
     for (key, item) in &resolve.worlds[world].exports {
         let WorldItem::Interface { id, .. } = item else {
             continue;
         };
-        let interface = &resolve.interfaces[*id];
-        for func in interface.functions.values() {
+        for func in resolve.interfaces[*id].functions.values() {
             let sig = resolve.wasm_signature(MANGLING.export_variant(), func);
-            let name = resolve.wasm_export_name(
-                MANGLING,
-                WasmExport::Func {
-                    interface: Some(key),
-                    func,
-                    kind: WasmExportKind::Normal,
-                },
-            );
-            let body = match answer(resolve, &sizes, func) {
-                Answer::EmptyList => format!("i32.const {EMPTY_LIST_AT}"),
-                Answer::Denied { tag_at, code } => {
-                    // One canned `err(code)` per payload offset.
-                    let at = DENIED_AT + 16 * tag_at;
-                    if denied_written.insert((tag_at, code)) {
-                        let mut bytes = vec![0u8; tag_at as usize + 1];
-                        bytes[0] = 1; // the `err` case
-                        bytes[tag_at as usize] = code;
-                        let escaped: String = bytes.iter().map(|b| format!("\\{b:02x}")).collect();
-                        writeln!(data, "(data (i32.const {at}) \"{escaped}\")").unwrap();
-                    }
-                    format!("i32.const {at}")
-                }
-                Answer::NewHandle { resource, owner } => {
-                    let (module, intrinsic) = resolve.wasm_import_name(
-                        MANGLING,
-                        WasmImport::ResourceIntrinsic {
-                            interface: Some(owner),
-                            resource,
-                            intrinsic: ResourceIntrinsic::ExportedNew,
-                        },
-                    );
-                    let local = format!("$new_{}", resource.index());
-                    if !imports.contains(&local) {
-                        writeln!(
-                            imports,
-                            "(import {module:?} {intrinsic:?} (func {local} (param i32) (result i32)))"
-                        )
-                        .unwrap();
-                    }
-                    format!("i32.const 1 call {local}")
-                }
-                Answer::Trap => "unreachable".to_string(),
+            let export = WasmExport::Func {
+                interface: Some(key),
+                func,
+                kind: WasmExportKind::Normal,
             };
-            write!(funcs, "(func (export {name:?})").unwrap();
-            push_types(&mut funcs, "param", &sig.params);
-            push_types(&mut funcs, "result", &sig.results);
+            let name = resolve.wasm_export_name(MANGLING, export);
+            let body = parts.body(resolve, answer(resolve, &sizes, func));
+            write!(parts.funcs, "(func (export {name:?})").unwrap();
+            push_types(&mut parts.funcs, "param", &sig.params);
+            push_types(&mut parts.funcs, "result", &sig.results);
             // Arguments copied in for this call are garbage once it returns.
-            writeln!(funcs, " i32.const {HEAP_START} global.set $bump {body})").unwrap();
+            writeln!(parts.funcs, " i32.const {HEAP_START} global.set $bump {body})").unwrap();
+        }
+    }
+    parts.module(resolve)
+}
+
+/// The pieces of the deny module's text, gathered function by function.
+#[derive(Default)]
+struct WatParts {
+    imports: String,
+    funcs: String,
+    data: String,
+    denied_written: std::collections::HashSet<(u32, u8)>,
+}
+
+impl WatParts {
+    /// The instructions that give `answer`, adding the data or imports it needs.
+    fn body(&mut self, resolve: &Resolve, answer: Answer<'_>) -> String {
+        match answer {
+            Answer::EmptyList => format!("i32.const {EMPTY_LIST_AT}"),
+            Answer::Denied { tag_at, code } => {
+                // One canned `err(code)` per payload offset.
+                let at = DENIED_AT + 16 * tag_at;
+                if self.denied_written.insert((tag_at, code)) {
+                    let mut bytes = vec![0u8; tag_at as usize + 1];
+                    bytes[0] = 1; // the `err` case
+                    bytes[tag_at as usize] = code;
+                    let escaped: String = bytes.iter().map(|b| format!("\\{b:02x}")).collect();
+                    writeln!(self.data, "(data (i32.const {at}) \"{escaped}\")").unwrap();
+                }
+                format!("i32.const {at}")
+            }
+            Answer::NewHandle { resource, owner } => {
+                let intrinsic = WasmImport::ResourceIntrinsic {
+                    interface: Some(owner),
+                    resource,
+                    intrinsic: ResourceIntrinsic::ExportedNew,
+                };
+                let (module, intrinsic) = resolve.wasm_import_name(MANGLING, intrinsic);
+                let local = format!("$new_{}", resource.index());
+                if !self.imports.contains(&local) {
+                    let import = format!("(import {module:?} {intrinsic:?} (func {local} (param i32) (result i32)))");
+                    writeln!(self.imports, "{import}").unwrap();
+                }
+                format!("i32.const 1 call {local}")
+            }
+            Answer::Trap => "unreachable".to_string(),
         }
     }
 
-    let realloc = resolve.wasm_export_name(MANGLING, WasmExport::Realloc);
-    let memory = resolve.wasm_export_name(MANGLING, WasmExport::Memory);
-    format!(
-        r#"(module
+    /// The whole module: memory, a bump allocator, the functions, the data.
+    fn module(self, resolve: &Resolve) -> String {
+        let Self {
+            imports, funcs, data, ..
+        } = self;
+        let realloc = resolve.wasm_export_name(MANGLING, WasmExport::Realloc);
+        let memory = resolve.wasm_export_name(MANGLING, WasmExport::Memory);
+        format!(
+            r#"(module
 {imports}
 (memory (export {memory:?}) 1)
 (global $bump (mut i32) (i32.const {HEAP_START}))
@@ -175,7 +185,8 @@ fn deny_module_wat(resolve: &Resolve, world: wit_parser::WorldId) -> String {
 {funcs}
 {data}
 )"#
-    )
+        )
+    }
 }
 
 enum Answer<'a> {

@@ -25,8 +25,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
+    /// Rust: a cargo crate.
     Rust,
+    /// Python: the module named by `entry`.
     Python,
+    /// C sources.
     C,
 }
 
@@ -40,6 +43,7 @@ impl std::fmt::Display for Language {
     }
 }
 
+/// The optional project file in an agent's folder.
 pub const MANIFEST: &str = "mlrb-agent.toml";
 
 #[derive(Debug, Default, Deserialize)]
@@ -60,8 +64,11 @@ struct ManifestAgent {
 /// An agent project, ready to build.
 #[derive(Debug, Clone)]
 pub struct Project {
+    /// The project's folder (canonical).
     pub dir: PathBuf,
+    /// The agent's name, which the built `.wasm` takes.
     pub name: String,
+    /// The language its sources are in.
     pub language: Language,
     /// Python: the module defining `WitWorld`.
     pub entry: String,

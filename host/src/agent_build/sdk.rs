@@ -63,19 +63,24 @@ similar = "2"
 /// package) and `c/` (the helper header).
 #[derive(Debug, Clone)]
 pub struct Sdk {
+    /// Where the SDK was written.
     pub root: PathBuf,
 }
 
 impl Sdk {
+    /// `wit/`: the WIT contract.
     pub fn wit(&self) -> PathBuf {
         self.root.join("wit")
     }
+    /// `rust/`: the Rust SDK crate.
     pub fn rust(&self) -> PathBuf {
         self.root.join("rust")
     }
+    /// `python/`: the `mlrb_sdk` package.
     pub fn python(&self) -> PathBuf {
         self.root.join("python")
     }
+    /// `c/`: the helper header.
     pub fn c(&self) -> PathBuf {
         self.root.join("c")
     }

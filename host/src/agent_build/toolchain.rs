@@ -7,22 +7,6 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 
-/// Where `scripts/setup.sh` installs the Python build tools (a venv):
-/// `$MLRB_TOOLS_DIR/python`, else `$XDG_CACHE_HOME/mlrb/tools/python`, else
-/// `~/.cache/mlrb/tools/python`. Not under `MLRB_CACHE_DIR`: a separate
-/// compile cache (a test's, say) still finds the one installed toolchain.
-pub fn tools_venv() -> PathBuf {
-    if let Some(dir) = std::env::var_os("MLRB_TOOLS_DIR") {
-        return PathBuf::from(dir).join("python");
-    }
-    let cache = match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
-        (Some(dir), _) => PathBuf::from(dir),
-        (None, Some(home)) => PathBuf::from(home).join(".cache"),
-        (None, None) => std::env::temp_dir(),
-    };
-    cache.join("mlrb/tools/python")
-}
-
 /// A tool: `$<env>` if set, else the first of `names` on `PATH`, in
 /// `~/.cargo/bin` or in the tools venv.
 pub fn find(names: &[&str], env: &str, install_hint: &str) -> Result<PathBuf> {
@@ -35,7 +19,7 @@ pub fn find(names: &[&str], env: &str, install_hint: &str) -> Result<PathBuf> {
     if let Some(home) = std::env::var_os("HOME") {
         dirs.push(Path::new(&home).join(".cargo/bin"));
     }
-    dirs.push(tools_venv().join("bin"));
+    dirs.push(crate::paths::tools_dir().join("python/bin"));
     for name in names {
         for dir in &dirs {
             let candidate = dir.join(name);

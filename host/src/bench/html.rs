@@ -7,15 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::metrics::{ResultLine, Summary};
-use crate::report::{mean_se, number, percent};
-
-/// Escapes text for HTML.
-pub fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use crate::format::{esc, number, percent};
 
 const PALETTE: [&str; 8] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -42,45 +34,43 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
             .collect::<std::collections::BTreeSet<_>>()
             .len()
     );
-    page.push_str("<h2>By task and agent</h2>\n<table id=\"summary\"><thead><tr><th>task</th><th>agent</th><th>runs</th><th>valid</th><th>success</th><th>improvement</th><th>mean score</th><th>best</th><th>normalised</th><th>steps</th><th>wall</th></tr></thead><tbody>\n");
-    for g in &summary.by_task_and_agent {
-        let s = &g.stats;
-        let _ = writeln!(
-            page,
-            "<tr><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0} %</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1} s</td></tr>",
-            esc(&g.task),
-            if g.higher_is_better { "↑" } else { "↓" },
-            esc(&g.agent),
-            s.runs,
-            s.valid,
-            s.success_rate * 100.0,
-            mean_se(s.improvement, true),
-            number(s.score.map(|m| m.mean)),
-            number(s.best_score),
-            number(s.normalized.map(|m| m.mean)),
-            s.mean_steps,
-            s.mean_wall_seconds
-        );
-    }
-    page.push_str("</tbody></table>\n<h2>By agent, across tasks</h2>\n<table id=\"agents\"><thead><tr><th>agent</th><th>tasks</th><th>runs</th><th>valid</th><th>success</th><th>improvement</th><th>normalised</th><th>tokens</th><th>cost</th></tr></thead><tbody>\n");
-    for a in &summary.by_agent {
-        let s = &a.stats;
-        let _ = writeln!(
-            page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0} %</td><td>{}</td><td>{}</td><td>{}</td><td>${:.2}</td></tr>",
-            esc(&a.agent),
-            a.tasks,
-            s.runs,
-            s.valid,
-            s.success_rate * 100.0,
-            mean_se(s.improvement, true),
-            number(s.normalized.map(|m| m.mean)),
-            s.input_tokens + s.output_tokens,
-            s.cost_usd
-        );
-    }
-    page.push_str("</tbody></table>\n");
+    page.push_str(&summary_html(summary));
+    page.push_str(&plots_html(summary, results));
+    page.push_str(&episodes_html(results));
+    page.push_str("</body></html>\n");
+    page
+}
 
+/// The two summary tables: by task and agent, and by agent.
+fn summary_html(summary: &Summary) -> String {
+    format!(
+        "<h2>By task and agent</h2>\n{}<h2>By agent, across tasks</h2>\n{}",
+        table_html("summary", summary.by_task_table()),
+        table_html("agents", summary.by_agent_table())
+    )
+}
+
+/// A table of text cells, escaped.
+fn table_html(id: &str, table: super::metrics::TextTable) -> String {
+    let mut html = format!("<table id=\"{id}\"><thead><tr>");
+    for head in table.header {
+        let _ = write!(html, "<th>{}</th>", esc(head));
+    }
+    html.push_str("</tr></thead><tbody>\n");
+    for row in table.rows {
+        html.push_str("<tr>");
+        for cell in row {
+            let _ = write!(html, "<td>{}</td>", esc(&cell));
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</tbody></table>\n");
+    html
+}
+
+/// The plots: success per agent, scores per task, score over steps.
+fn plots_html(summary: &Summary, results: &[ResultLine]) -> String {
+    let mut page = String::new();
     let agents: Vec<&str> = summary.by_agent.iter().map(|a| a.agent.as_str()).collect();
     page.push_str("<h2>Success rate per agent</h2>\n");
     page.push_str(&success_plot(summary));
@@ -103,6 +93,12 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
             page.push_str(&steps_plot(task, rows, &agents));
         }
     }
+    page
+}
+
+/// One row per episode.
+fn episodes_html(results: &[ResultLine]) -> String {
+    let mut page = String::new();
     page.push_str("<h2>Episodes</h2>\n<table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>score</th><th>valid</th><th>improvement</th><th>steps</th><th>wall</th></tr></thead><tbody>\n");
     for r in results {
         let _ = writeln!(
@@ -111,7 +107,7 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
             esc(&r.id),
             esc(&match (&r.end_reason, &r.infra_error) {
                 (_, Some(e)) => format!("infrastructure failure: {e}"),
-                (Some(reason), None) => format!("{reason:?}"),
+                (Some(reason), None) => reason.name(),
                 (None, None) => "—".into(),
             }),
             number(r.score),
@@ -121,7 +117,7 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
             r.wall_ms as f64 / 1000.0
         );
     }
-    page.push_str("</tbody></table>\n</body></html>\n");
+    page.push_str("</tbody></table>\n");
     page
 }
 

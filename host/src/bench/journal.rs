@@ -12,20 +12,42 @@ use serde::{Deserialize, Serialize};
 
 use super::metrics::ResultLine;
 
+/// One line of the journal.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum Entry {
     /// The episodes of the run, in order; written once, first.
-    Plan { episodes: Vec<String> },
+    Plan {
+        /// The episode ids, in run order.
+        episodes: Vec<String>,
+    },
     /// An attempt at an episode began.
-    Start { id: String, attempt: u32 },
+    Start {
+        /// The episode id.
+        id: String,
+        /// The attempt number, counting from 1.
+        attempt: u32,
+    },
     /// The host or sandbox failed (not the agent); the attempt is void.
-    InfraFailure { id: String, attempt: u32, error: String },
+    InfraFailure {
+        /// The episode id.
+        id: String,
+        /// The attempt number that failed, counting from 1.
+        attempt: u32,
+        /// The failure, as text.
+        error: String,
+    },
     /// The episode's final result: the agent's own failures included, and
     /// the infrastructure failure that exhausted the retries.
-    Done { id: String, result: Box<ResultLine> },
+    Done {
+        /// The episode id.
+        id: String,
+        /// The episode's result line.
+        result: Box<ResultLine>,
+    },
 }
 
+/// An open journal file, written one fsync'd line at a time.
 pub struct Journal {
     file: File,
 }
@@ -63,8 +85,11 @@ impl Journal {
 /// What a journal says, read back.
 #[derive(Debug, Default)]
 pub struct State {
+    /// The planned episode ids, in run order.
     pub episodes: Vec<String>,
+    /// The final result of each finished episode, by id.
     pub results: BTreeMap<String, ResultLine>,
+    /// The number of the last attempt started for each episode, by id.
     pub attempts: BTreeMap<String, u32>,
     /// Episodes with more than one final result (must never happen).
     pub duplicated: BTreeSet<String>,

@@ -5,42 +5,65 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::capability::session::EndReason;
+use crate::episode::EndReason;
 use crate::episode::{EpisodeRecord, ScoreRecord};
+use crate::stats::{MeanSe, mean_se};
 
 /// An episode's result, as `results.jsonl` holds it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ResultLine {
+    /// The episode id, `<task>/<agent>/<seed>`.
     pub id: String,
+    /// The task's name.
     pub task: String,
+    /// The agent's name in this run.
     pub agent: String,
+    /// The episode's seed.
     pub seed: u64,
     /// The episode directory, relative to the run directory.
     pub dir: String,
+    /// The name of the task's metric; empty after an infrastructure failure.
     pub metric: String,
+    /// Whether a higher score is better.
     pub higher_is_better: bool,
+    /// Why the episode ended; null when it has no end record.
     pub end_reason: Option<EndReason>,
+    /// The evaluator's score of the final snapshot; null when there is none.
     pub score: Option<f64>,
+    /// Whether the evaluator accepted the submission.
     pub valid: bool,
+    /// The metric's baseline score, when the task declares one.
     pub baseline: Option<f64>,
+    /// The score of the task's reference solution, when declared.
     pub reference: Option<f64>,
+    /// Relative improvement over the baseline in the metric's direction.
     pub improvement: Option<f64>,
+    /// The score on a scale where the baseline is 0 and the reference 1.
     pub normalized: Option<f64>,
+    /// More than 10 % better than the baseline.
     pub success: bool,
+    /// The best of the intermediate scores and the final one.
     pub best_score: Option<f64>,
     /// (step, score) of each valid intermediate scoring.
     pub score_over_steps: Vec<(u32, f64)>,
+    /// Steps the agent took.
     pub steps: u32,
+    /// Wall-clock time of the episode, in milliseconds.
     pub wall_ms: u64,
+    /// Input tokens of the agent's LLM calls.
     pub input_tokens: u64,
+    /// Output tokens of the agent's LLM calls.
     pub output_tokens: u64,
+    /// What the agent's LLM calls cost, in USD.
     pub cost_usd: f64,
+    /// Attempts the episode took, the last one included.
     pub attempts: u32,
     /// Set when the infrastructure failed on every attempt: no agent result.
     pub infra_error: Option<String>,
 }
 
 impl ResultLine {
+    /// The result of a finished episode, from its `episode.json` and `score.json`.
     pub fn from_records(id: &str, agent: &str, dir: &str, record: &EpisodeRecord, score: &ScoreRecord) -> Self {
         let end = record.end.as_ref();
         Self {
@@ -109,47 +132,34 @@ impl ResultLine {
     }
 }
 
-/// A mean with its standard error (sample standard deviation / sqrt n).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct MeanSe {
-    pub mean: f64,
-    pub se: Option<f64>,
-    pub n: usize,
-}
-
-pub fn mean_se(values: &[f64]) -> Option<MeanSe> {
-    let n = values.len();
-    if n == 0 {
-        return None;
-    }
-    let mean = values.iter().sum::<f64>() / n as f64;
-    let se = (n > 1).then(|| {
-        let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        (variance / n as f64).sqrt()
-    });
-    Some(MeanSe { mean, se, n })
-}
-
 /// The metrics of a group of episodes (one task and agent, or one agent).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stats {
+    /// Episodes in the group.
     pub runs: usize,
     /// Episodes the infrastructure never let run.
     pub infra_failures: usize,
+    /// Runs the evaluator accepted.
     pub valid: usize,
     /// Share of runs more than 10 % better than the baseline.
     pub success_rate: f64,
     /// Over valid runs with a baseline.
     pub improvement: Option<MeanSe>,
+    /// The score's mean and standard error, over valid runs.
     pub score: Option<MeanSe>,
     /// Over valid runs of tasks that declare a reference.
     pub normalized: Option<MeanSe>,
     /// The best final or intermediate score of any run.
     pub best_score: Option<f64>,
+    /// Mean steps per run.
     pub mean_steps: f64,
+    /// Mean wall-clock time per run, in seconds.
     pub mean_wall_seconds: f64,
+    /// Total input tokens of the runs' LLM calls.
     pub input_tokens: u64,
+    /// Total output tokens of the runs' LLM calls.
     pub output_tokens: u64,
+    /// Total cost of the runs' LLM calls, in USD.
     pub cost_usd: f64,
 }
 
@@ -183,22 +193,34 @@ impl Stats {
     }
 }
 
+/// The metrics of one agent on one task.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskAgentStats {
+    /// The task's name.
     pub task: String,
+    /// The agent's name in this run.
     pub agent: String,
+    /// The name of the task's metric.
     pub metric: String,
+    /// Whether a higher score is better.
     pub higher_is_better: bool,
+    /// The metric's baseline score, when the task declares one.
     pub baseline: Option<f64>,
+    /// The score of the task's reference solution, when declared.
     pub reference: Option<f64>,
+    /// The group's metrics.
     #[serde(flatten)]
     pub stats: Stats,
 }
 
+/// The metrics of one agent across its tasks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentStats {
+    /// The agent's name in this run.
     pub agent: String,
+    /// How many different tasks the agent ran.
     pub tasks: usize,
+    /// The agent's metrics; without score and best score, which do not compare across tasks.
     #[serde(flatten)]
     pub stats: Stats,
 }
@@ -206,13 +228,16 @@ pub struct AgentStats {
 /// `summary.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
+    /// Episodes in the run.
     pub episodes: usize,
+    /// Metrics per task and agent, ordered by task, then agent.
     pub by_task_and_agent: Vec<TaskAgentStats>,
     /// Across tasks: improvement and normalised score are means over all
     /// valid runs of the agent.
     pub by_agent: Vec<AgentStats>,
 }
 
+/// The metrics of a run's results: per task and agent, and per agent.
 pub fn summarize(results: &[ResultLine]) -> Summary {
     let mut groups: BTreeMap<(String, String), Vec<&ResultLine>> = BTreeMap::new();
     let mut agents: BTreeMap<String, Vec<&ResultLine>> = BTreeMap::new();
@@ -261,6 +286,90 @@ pub fn summarize(results: &[ResultLine]) -> Summary {
         episodes: results.len(),
         by_task_and_agent,
         by_agent,
+    }
+}
+
+/// A table as text cells: the terminal tables and report.html show the same.
+pub struct TextTable {
+    /// The column headings.
+    pub header: Vec<&'static str>,
+    /// The rows, each a list of cells.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Summary {
+    /// Per task and agent: runs, validity, success, improvement, scores, steps, time.
+    pub fn by_task_table(&self) -> TextTable {
+        use crate::format::{mean_se, number};
+        let header = vec![
+            "task",
+            "agent",
+            "runs",
+            "valid",
+            "success",
+            "improvement",
+            "score",
+            "best",
+            "normalised",
+            "steps",
+            "wall",
+        ];
+        let rows = self
+            .by_task_and_agent
+            .iter()
+            .map(|group| {
+                let s = &group.stats;
+                vec![
+                    format!("{} ({})", group.task, if group.higher_is_better { "↑" } else { "↓" }),
+                    group.agent.clone(),
+                    s.runs.to_string(),
+                    s.valid.to_string(),
+                    format!("{:.0} %", s.success_rate * 100.0),
+                    mean_se(s.improvement, true),
+                    number(s.score.map(|m| m.mean)),
+                    number(s.best_score),
+                    number(s.normalized.map(|m| m.mean)),
+                    format!("{:.1}", s.mean_steps),
+                    format!("{:.1} s", s.mean_wall_seconds),
+                ]
+            })
+            .collect();
+        TextTable { header, rows }
+    }
+
+    /// Per agent across tasks: runs, validity, success, improvement, tokens, cost.
+    pub fn by_agent_table(&self) -> TextTable {
+        use crate::format::{mean_se, number};
+        let header = vec![
+            "agent",
+            "tasks",
+            "runs",
+            "valid",
+            "success",
+            "improvement",
+            "normalised",
+            "tokens",
+            "cost",
+        ];
+        let rows = self
+            .by_agent
+            .iter()
+            .map(|agent| {
+                let s = &agent.stats;
+                vec![
+                    agent.agent.clone(),
+                    agent.tasks.to_string(),
+                    s.runs.to_string(),
+                    s.valid.to_string(),
+                    format!("{:.0} %", s.success_rate * 100.0),
+                    mean_se(s.improvement, true),
+                    number(s.normalized.map(|m| m.mean)),
+                    (s.input_tokens + s.output_tokens).to_string(),
+                    format!("${:.2}", s.cost_usd),
+                ]
+            })
+            .collect();
+        TextTable { header, rows }
     }
 }
 

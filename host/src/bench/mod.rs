@@ -17,7 +17,8 @@ use anyhow::{Context, Result, bail};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::episode::{AgentLimits, EpisodeRecord, EpisodeSpec, Host, LoadedAgent, ScoreRecord};
+use crate::episode::{EndReason, EpisodeRecord, EpisodeRequest, LoadedAgent, Runner, ScoreRecord};
+use crate::limits::Overrides;
 use crate::sandbox::gpu::GpuPool;
 use crate::sandbox::image::ImageRecipe;
 use crate::sandbox::{self, SandboxKind};
@@ -30,16 +31,25 @@ use progress::Progress;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum AgentEntry {
+    /// An agent component's path; its results go by the file's stem.
     Path(PathBuf),
-    Named { path: PathBuf, name: String },
+    /// An agent component's path and the name its results go by.
+    Named {
+        /// The agent component's path.
+        path: PathBuf,
+        /// The name its results go by.
+        name: String,
+    },
 }
 
 impl AgentEntry {
+    /// The agent component's path.
     pub fn path(&self) -> &Path {
         match self {
             Self::Path(path) | Self::Named { path, .. } => path,
         }
     }
+    /// The name the agent's results go by, made safe for a path component.
     pub fn name(&self) -> String {
         match self {
             Self::Named { name, .. } => crate::paths::safe_component(name),
@@ -57,11 +67,14 @@ impl AgentEntry {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Seeds {
+    /// Seeds 1 to n.
     Count(u64),
+    /// These seeds.
     List(Vec<u64>),
 }
 
 impl Seeds {
+    /// The seeds, in order.
     pub fn list(&self) -> Vec<u64> {
         match self {
             Self::Count(n) => (1..=*n).collect(),
@@ -74,11 +87,14 @@ impl Seeds {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {
+    /// The agent components to run.
     pub agents: Vec<AgentEntry>,
     /// Built-in task names or task folder paths.
     pub tasks: Vec<String>,
+    /// Seeds each agent runs each task with.
     #[serde(default = "default_seeds")]
     pub seeds: Seeds,
+    /// The sandbox that runs scripts.
     #[serde(default)]
     pub sandbox: SandboxKind,
     /// The image for the Docker sandbox [default: `mlrb image build`'s].
@@ -94,8 +110,10 @@ pub struct Plan {
     /// `resources.cpus` (rounded up) [default: this machine's CPUs].
     #[serde(default)]
     pub cpus: Option<u32>,
+    /// Overrides the tasks' step budgets.
     #[serde(default)]
     pub max_steps: Option<u32>,
+    /// Overrides the tasks' wall-clock limits, in seconds.
     #[serde(default)]
     pub wall_seconds: Option<u64>,
     /// Overrides the tasks' LLM token budgets.
@@ -108,11 +126,38 @@ pub struct Plan {
     /// [default: mlrb's usual places].
     #[serde(default)]
     pub config: Option<PathBuf>,
+    /// Linear memory each agent may use, in MiB.
     #[serde(default = "default_memory")]
     pub agent_memory_mb: usize,
+    /// What each episode's calls may write to its trace, in MiB.
+    #[serde(default)]
+    pub trace_mb: Option<u64>,
     /// Attempts after an infrastructure failure (never after the agent's own).
     #[serde(default = "default_retries")]
     pub retries: u32,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Self {
+            agents: Vec::new(),
+            tasks: Vec::new(),
+            seeds: default_seeds(),
+            sandbox: SandboxKind::Local,
+            image: None,
+            gpus: Vec::new(),
+            parallel: one(),
+            cpus: None,
+            max_steps: None,
+            wall_seconds: None,
+            llm_tokens: None,
+            llm_cost_usd: None,
+            config: None,
+            agent_memory_mb: default_memory(),
+            trace_mb: None,
+            retries: default_retries(),
+        }
+    }
 }
 
 fn default_seeds() -> Seeds {
@@ -137,6 +182,19 @@ impl Plan {
         Ok(plan)
     }
 
+    /// What the plan changes of every task's limits.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            max_steps: self.max_steps,
+            wall_seconds: self.wall_seconds,
+            llm_tokens: self.llm_tokens,
+            llm_cost_usd: self.llm_cost_usd,
+            agent_memory_mb: Some(self.agent_memory_mb),
+            trace_mb: self.trace_mb,
+        }
+    }
+
+    /// Refuses a plan that cannot run, saying what to fix.
     pub fn check(&self) -> Result<()> {
         if self.agents.is_empty() {
             bail!("the plan names no agent: pass --agent FILE.wasm (repeatable) or `agents` in the plan");
@@ -185,7 +243,7 @@ struct Bench {
     tasks: Vec<Task>,
     agent_names: Vec<String>,
     agents: Vec<LoadedAgent>,
-    host: Host,
+    runner: Runner,
     gpu_slots: tokio::sync::Semaphore,
     cpu_slots: tokio::sync::Semaphore,
     cpu_total: u32,
@@ -193,11 +251,56 @@ struct Bench {
 
 /// What `run` did.
 pub struct Outcome {
+    /// The metrics of the run.
     pub summary: Summary,
+    /// The result line of each finished episode, in plan order.
     pub results: Vec<ResultLine>,
+    /// Whether the bench was interrupted before every episode ended.
     pub interrupted: bool,
     /// Episodes run by this invocation (not adopted or already done).
     pub ran: usize,
+}
+
+/// Where a bench starts from: its plan, and for a resume the journal so far.
+struct Start {
+    plan: Plan,
+    state: Option<journal::State>,
+    journal: Option<Journal>,
+}
+
+/// A new bench's plan, checked, or the plan and journal of the one in `dir`.
+fn start(plan: Option<Plan>, dir: &Path) -> Result<Start> {
+    let journal_path = dir.join("journal.jsonl");
+    if let Some(plan) = plan {
+        plan.check()?;
+        if journal_path.exists() {
+            bail!(
+                "{}: already holds a bench: resume it with `mlrb bench --resume {}`, or choose another --run-name",
+                dir.display(),
+                dir.display()
+            );
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        return Ok(Start {
+            plan,
+            state: None,
+            journal: None,
+        });
+    }
+    let plan_path = dir.join("plan.json");
+    let text = std::fs::read_to_string(&plan_path).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: cannot read ({e}): is this a bench run directory?",
+            plan_path.display()
+        )
+    })?;
+    let plan: Plan =
+        serde_json::from_str(&text).with_context(|| format!("{}: not a bench plan", plan_path.display()))?;
+    Ok(Start {
+        plan,
+        state: Some(journal::read(&journal_path)?),
+        journal: Some(Journal::append_to(&journal_path)?),
+    })
 }
 
 /// Starts a new bench in `dir` (which must not hold one), or resumes the
@@ -210,130 +313,14 @@ pub async fn run(
     quiet: bool,
     interrupt: impl std::future::Future<Output = ()>,
 ) -> Result<Outcome> {
-    let journal_path = dir.join("journal.jsonl");
-    let plan_path = dir.join("plan.json");
-    let (plan, state, mut journal) = match plan {
-        Some(plan) => {
-            plan.check()?;
-            if journal_path.exists() {
-                bail!(
-                    "{}: already holds a bench: resume it with `mlrb bench --resume {}`, or choose another --run-name",
-                    dir.display(),
-                    dir.display()
-                );
-            }
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            (plan, None, None)
-        }
-        None => {
-            let text = std::fs::read_to_string(&plan_path).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: cannot read ({e}): is this a bench run directory?",
-                    plan_path.display()
-                )
-            })?;
-            let plan: Plan =
-                serde_json::from_str(&text).with_context(|| format!("{}: not a bench plan", plan_path.display()))?;
-            let state = journal::read(&journal_path)?;
-            let journal = Journal::append_to(&journal_path)?;
-            (plan, Some(state), Some(journal))
-        }
-    };
-
-    let tasks: Vec<Task> = plan.tasks.iter().map(|t| task::resolve(t)).collect::<Result<_>>()?;
-    let image = plan.image.clone().unwrap_or_else(|| ImageRecipe::standard(false).tag());
-    let sandbox = sandbox::open(plan.sandbox, &image).await?;
-    let gpus = GpuPool::new(&plan.gpus)?;
-    let gpu_count = gpus.size();
-    let llm = crate::llm::LlmSource::open(None, plan.config.as_deref())?;
-    let host = Host::new(cache_dir, sandbox)?.with_gpus(gpus).with_llm(llm);
-    // Refuse at once what cannot run here, before any episode starts.
-    for task in &tasks {
-        task::requirements::ensure(task, &host.offer()).await?;
-    }
-    let agent_names: Vec<String> = plan.agents.iter().map(AgentEntry::name).collect();
-    let mut agents = Vec::new();
-    for agent in &plan.agents {
-        agents.push(host.load_agent(agent.path()).await?);
-    }
-
-    let mut cells = Vec::new();
-    for (t, task) in tasks.iter().enumerate() {
-        for (a, agent) in agent_names.iter().enumerate() {
-            for seed in plan.seeds.list() {
-                cells.push(Cell {
-                    id: episode_id(&task.spec.name, agent, seed),
-                    task: t,
-                    agent: a,
-                    seed,
-                });
-            }
-        }
-    }
+    let Start { plan, state, journal } = start(plan, dir)?;
+    let bench = Bench::open(plan, dir, cache_dir).await?;
+    let cells = bench.cells();
     let ids: Vec<String> = cells.iter().map(|c| c.id.clone()).collect();
-    let state = match state {
-        Some(state) => {
-            if state.episodes != ids {
-                bail!(
-                    "{}: the plan's episodes no longer match the journal's (a task or agent changed name?)",
-                    dir.display()
-                );
-            }
-            state
-        }
-        None => {
-            std::fs::write(&plan_path, serde_json::to_vec_pretty(&plan)?)?;
-            let mut created = Journal::create(&journal_path)?;
-            created.write(&Entry::Plan { episodes: ids.clone() })?;
-            journal = Some(created);
-            journal::State {
-                episodes: ids.clone(),
-                ..Default::default()
-            }
-        }
-    };
-    let journal = tokio::sync::Mutex::new(journal.context("journal")?);
-
-    let cpu_total = plan
-        .cpus
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
-        .max(1);
-    let bench = Bench {
-        gpu_slots: tokio::sync::Semaphore::new(gpu_count),
-        cpu_slots: tokio::sync::Semaphore::new(cpu_total as usize),
-        cpu_total,
-        plan,
-        dir: dir.to_path_buf(),
-        tasks,
-        agent_names,
-        agents,
-        host,
-    };
+    let (state, journal) = bench.journal(&ids, state, journal)?;
+    let journal = tokio::sync::Mutex::new(journal);
     let mut results: BTreeMap<String, ResultLine> = state.results.clone();
-
-    // An episode that finished after its journal line could not be written
-    // is adopted from its records; any other leftover is partial: removed.
-    let mut pending = Vec::new();
-    for cell in &cells {
-        if results.contains_key(&cell.id) {
-            continue;
-        }
-        let episode_dir = dir.join(&cell.id);
-        if let Some(result) = bench.adopt(cell, &episode_dir) {
-            journal.lock().await.write(&Entry::Done {
-                id: cell.id.clone(),
-                result: Box::new(result.clone()),
-            })?;
-            results.insert(cell.id.clone(), result);
-        } else {
-            if episode_dir.exists() {
-                remove_settled(&episode_dir)
-                    .with_context(|| format!("removing the partial episode {}", episode_dir.display()))?;
-            }
-            pending.push(cell.clone());
-        }
-    }
-
+    let pending = bench.settle(&cells, &mut results, &journal).await?;
     let progress = Progress::new(cells.len() as u64, results.len() as u64, quiet);
     let stop = tokio_util::sync::CancellationToken::new();
     let ran = AtomicU32::new(0);
@@ -362,7 +349,6 @@ pub async fn run(
             results.insert(result.id.clone(), result);
         }
     }
-
     let ordered: Vec<ResultLine> = ids.iter().filter_map(|id| results.get(id).cloned()).collect();
     write_outputs(dir, &ordered)?;
     Ok(Outcome {
@@ -412,20 +398,157 @@ pub fn read_results(dir: &Path) -> Result<Vec<ResultLine>> {
 }
 
 impl Bench {
+    /// Resolves the plan's tasks and agents and opens its sandbox and
+    /// model source, refusing at once what cannot run here.
+    async fn open(plan: Plan, dir: &Path, cache_dir: &Path) -> Result<Self> {
+        let tasks: Vec<Task> = plan.tasks.iter().map(|t| task::resolve(t)).collect::<Result<_>>()?;
+        let image = plan.image.clone().unwrap_or_else(|| ImageRecipe::standard(false).tag());
+        let sandbox = sandbox::open(plan.sandbox, &image).await?;
+        let gpus = GpuPool::new(&plan.gpus)?;
+        let gpu_count = gpus.size();
+        let llm = crate::llm::LlmSource::open(None, plan.config.as_deref())?;
+        let runner = Runner::new(cache_dir, sandbox)?.with_gpus(gpus).with_llm(llm);
+        for task in &tasks {
+            task::requirements::ensure(task, &runner.offer()).await?;
+        }
+        let agent_names: Vec<String> = plan.agents.iter().map(AgentEntry::name).collect();
+        let mut agents = Vec::new();
+        for agent in &plan.agents {
+            agents.push(runner.load_agent(agent.path()).await?);
+        }
+        let cpu_total = plan
+            .cpus
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
+            .max(1);
+        Ok(Self {
+            gpu_slots: tokio::sync::Semaphore::new(gpu_count),
+            cpu_slots: tokio::sync::Semaphore::new(cpu_total as usize),
+            cpu_total,
+            plan,
+            dir: dir.to_path_buf(),
+            tasks,
+            agent_names,
+            agents,
+            runner,
+        })
+    }
+
+    /// Every episode of the matrix, task by agent by seed.
+    fn cells(&self) -> Vec<Cell> {
+        let mut cells = Vec::new();
+        for (t, task) in self.tasks.iter().enumerate() {
+            for (a, agent) in self.agent_names.iter().enumerate() {
+                for seed in self.plan.seeds.list() {
+                    let id = episode_id(&task.spec.name, agent, seed);
+                    cells.push(Cell {
+                        id,
+                        task: t,
+                        agent: a,
+                        seed,
+                    });
+                }
+            }
+        }
+        cells
+    }
+
+    /// The journal so far (a resume's must list the same episodes), or a
+    /// new one with the plan written beside it.
+    fn journal(
+        &self,
+        ids: &[String],
+        state: Option<journal::State>,
+        journal: Option<Journal>,
+    ) -> Result<(journal::State, Journal)> {
+        if let (Some(state), Some(journal)) = (state, journal) {
+            if state.episodes != ids {
+                bail!(
+                    "{}: the plan's episodes no longer match the journal's (a task or agent changed name?)",
+                    self.dir.display()
+                );
+            }
+            return Ok((state, journal));
+        }
+        std::fs::write(self.dir.join("plan.json"), serde_json::to_vec_pretty(&self.plan)?)?;
+        let mut created = Journal::create(&self.dir.join("journal.jsonl"))?;
+        created.write(&Entry::Plan { episodes: ids.to_vec() })?;
+        let state = journal::State {
+            episodes: ids.to_vec(),
+            ..Default::default()
+        };
+        Ok((state, created))
+    }
+
+    /// Settles what a killed bench left: an episode that finished after its
+    /// journal line could not be written is adopted from its records; any
+    /// other leftover is partial and removed. Returns the cells to run.
+    async fn settle(
+        &self,
+        cells: &[Cell],
+        results: &mut BTreeMap<String, ResultLine>,
+        journal: &tokio::sync::Mutex<Journal>,
+    ) -> Result<Vec<Cell>> {
+        let mut pending = Vec::new();
+        for cell in cells {
+            if results.contains_key(&cell.id) {
+                continue;
+            }
+            let episode_dir = self.dir.join(&cell.id);
+            if let Some(result) = self.adopt(cell, &episode_dir) {
+                let done = Entry::Done {
+                    id: cell.id.clone(),
+                    result: Box::new(result.clone()),
+                };
+                journal.lock().await.write(&done)?;
+                results.insert(cell.id.clone(), result);
+                continue;
+            }
+            if episode_dir.exists() {
+                remove_settled(&episode_dir)
+                    .with_context(|| format!("removing the partial episode {}", episode_dir.display()))?;
+            }
+            pending.push(cell.clone());
+        }
+        Ok(pending)
+    }
+
     fn adopt(&self, cell: &Cell, episode_dir: &Path) -> Option<ResultLine> {
         let record = EpisodeRecord::read(episode_dir).ok()?;
         record.end.as_ref()?;
         let score = ScoreRecord::read(episode_dir).ok()?;
-        if score.end_reason == Some(crate::capability::session::EndReason::Interrupted) {
+        if score.end_reason == Some(EndReason::Interrupted) {
             return None;
         }
-        Some(ResultLine::from_records(
-            &cell.id,
-            &self.agent_names[cell.agent],
-            &cell.id,
-            &record,
-            &score,
-        ))
+        let agent = &self.agent_names[cell.agent];
+        Some(ResultLine::from_records(&cell.id, agent, &cell.id, &record, &score))
+    }
+
+    /// The episode of `cell`, under the plan's overrides.
+    fn request(&self, cell: &Cell, progress: Arc<AtomicU32>) -> EpisodeRequest {
+        let agent = self.plan.agents[cell.agent].path().to_path_buf();
+        let task = self.tasks[cell.task].clone();
+        EpisodeRequest::new(agent, task, cell.seed, self.dir.join(&cell.id), &self.plan.overrides())
+            .with_progress(progress)
+    }
+
+    /// Waits for the CPU and GPU slots `task` needs; they are held until
+    /// the permits are dropped. A task needing more CPUs than there are
+    /// runs alone; GPU tasks wait for free devices instead of failing.
+    async fn slots(
+        &self,
+        task: &Task,
+    ) -> Result<(
+        tokio::sync::SemaphorePermit<'_>,
+        Option<tokio::sync::SemaphorePermit<'_>>,
+    )> {
+        let cpus = (task.spec.resources.cpus.ceil() as u32).clamp(1, self.cpu_total);
+        let cpu = self.cpu_slots.acquire_many(cpus).await.context("CPU slots")?;
+        let gpus = task.spec.resources.gpus;
+        let gpu = match gpus {
+            0 => None,
+            n => Some(self.gpu_slots.acquire_many(n).await.context("GPU slots")?),
+        };
+        Ok((cpu, gpu))
     }
 
     /// Runs one episode, retrying infrastructure failures; None when the
@@ -439,110 +562,113 @@ impl Bench {
         stop: &tokio_util::sync::CancellationToken,
         ran: &AtomicU32,
     ) -> Result<Option<ResultLine>> {
-        let task = &self.tasks[cell.task];
-        let episode_dir = self.dir.join(&cell.id);
         let mut attempt = previous_attempts;
         loop {
             if stop.is_cancelled() {
                 return Ok(None);
             }
             attempt += 1;
-            // An episode waits for its task's CPUs; a task needing more than
-            // there are runs alone.
-            let cpus = (task.spec.resources.cpus.ceil() as u32).clamp(1, self.cpu_total);
-            let _cpu_slots = self.cpu_slots.acquire_many(cpus).await.context("CPU slots")?;
-            // GPU tasks wait for free devices instead of failing.
-            let _gpu_slots = if task.spec.resources.gpus > 0 {
-                Some(
-                    self.gpu_slots
-                        .acquire_many(task.spec.resources.gpus)
-                        .await
-                        .context("GPU slots")?,
-                )
-            } else {
-                None
-            };
+            let _slots = self.slots(&self.tasks[cell.task]).await?;
             journal.lock().await.write(&Entry::Start {
                 id: cell.id.clone(),
                 attempt,
             })?;
             ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let steps = Arc::new(AtomicU32::new(0));
-            let max_steps = self.plan.max_steps.unwrap_or(task.spec.budget.max_steps);
-            let line = progress.started(&cell.id, max_steps, steps.clone());
-            let spec = EpisodeSpec {
-                agent: self.plan.agents[cell.agent].path().to_path_buf(),
-                task: task.clone(),
-                seed: cell.seed,
-                dir: episode_dir.clone(),
-                limits: AgentLimits {
-                    memory_bytes: self.plan.agent_memory_mb << 20,
-                    max_steps: self.plan.max_steps,
-                    wall_seconds: self.plan.wall_seconds,
-                    llm_tokens: self.plan.llm_tokens,
-                    llm_cost_usd: self.plan.llm_cost_usd,
-                    ..AgentLimits::default()
-                },
-                progress: Some(steps),
-            };
+            let request = self.request(cell, steps.clone());
+            let line = progress.started(&cell.id, request.limits.max_steps, steps);
             let outcome = self
-                .host
-                .run_episode(&self.agents[cell.agent], &spec, stop.cancelled())
+                .runner
+                .run_episode(&self.agents[cell.agent], &request, stop.cancelled())
                 .await;
+            let attempted = Attempted {
+                cell,
+                attempt,
+                line,
+                journal,
+                progress,
+            };
             match outcome {
-                Ok((record, score)) => {
-                    if score.end_reason == Some(crate::capability::session::EndReason::Interrupted) {
-                        progress.abandoned(line, &cell.id, "interrupted (redone on resume)");
-                        return Ok(None);
-                    }
-                    let mut result =
-                        ResultLine::from_records(&cell.id, &self.agent_names[cell.agent], &cell.id, &record, &score);
-                    result.attempts = attempt;
-                    journal.lock().await.write(&Entry::Done {
-                        id: cell.id.clone(),
-                        result: Box::new(result.clone()),
-                    })?;
-                    let what = match (result.score, &score.error) {
-                        (Some(s), _) => format!("{} {s}", result.metric),
-                        (None, Some(error)) => format!("no score ({error})"),
-                        (None, None) => "no score".into(),
-                    };
-                    progress.finished(line, &cell.id, &what);
-                    return Ok(Some(result));
-                }
+                Ok((record, score)) => return self.finished(attempted, &record, &score).await,
                 Err(error) => {
-                    let error = format!("{error:#}").replace('\n', " ");
-                    journal.lock().await.write(&Entry::InfraFailure {
-                        id: cell.id.clone(),
-                        attempt,
-                        error: error.clone(),
-                    })?;
-                    if episode_dir.exists() {
-                        std::fs::remove_dir_all(&episode_dir)?;
+                    if let Some(gave_up) = self.failed(attempted, &error).await? {
+                        return Ok(Some(gave_up));
                     }
-                    if attempt > self.plan.retries {
-                        let result = ResultLine::infra_failed(
-                            &cell.id,
-                            &task.spec.name,
-                            &self.agent_names[cell.agent],
-                            cell.seed,
-                            &cell.id,
-                            attempt,
-                            &error,
-                        );
-                        journal.lock().await.write(&Entry::Done {
-                            id: cell.id.clone(),
-                            result: Box::new(result.clone()),
-                        })?;
-                        progress.finished(line, &cell.id, &format!("infrastructure failure, gave up: {error}"));
-                        return Ok(Some(result));
-                    }
-                    progress.abandoned(line, &cell.id, &format!("infrastructure failure, retrying: {error}"));
                     tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
                 }
             }
         }
     }
+
+    /// Journals an episode that ended (the agent's own failures included).
+    async fn finished(
+        &self,
+        at: Attempted<'_>,
+        record: &EpisodeRecord,
+        score: &ScoreRecord,
+    ) -> Result<Option<ResultLine>> {
+        let id = &at.cell.id;
+        if score.end_reason == Some(EndReason::Interrupted) {
+            at.progress.abandoned(at.line, id, "interrupted (redone on resume)");
+            return Ok(None);
+        }
+        let mut result = ResultLine::from_records(id, &self.agent_names[at.cell.agent], id, record, score);
+        result.attempts = at.attempt;
+        let done = Entry::Done {
+            id: id.clone(),
+            result: Box::new(result.clone()),
+        };
+        at.journal.lock().await.write(&done)?;
+        let what = match (result.score, &score.error) {
+            (Some(s), _) => format!("{} {s}", result.metric),
+            (None, Some(error)) => format!("no score ({error})"),
+            (None, None) => "no score".into(),
+        };
+        at.progress.finished(at.line, id, &what);
+        Ok(Some(result))
+    }
+
+    /// Journals an infrastructure failure and clears the attempt; the final
+    /// result once the retries are spent, else None (to retry).
+    async fn failed(&self, at: Attempted<'_>, error: &anyhow::Error) -> Result<Option<ResultLine>> {
+        let (cell, attempt) = (at.cell, at.attempt);
+        let error = format!("{error:#}").replace('\n', " ");
+        let failure = Entry::InfraFailure {
+            id: cell.id.clone(),
+            attempt,
+            error: error.clone(),
+        };
+        at.journal.lock().await.write(&failure)?;
+        let episode_dir = self.dir.join(&cell.id);
+        if episode_dir.exists() {
+            std::fs::remove_dir_all(&episode_dir)?;
+        }
+        if attempt <= self.plan.retries {
+            at.progress
+                .abandoned(at.line, &cell.id, &format!("infrastructure failure, retrying: {error}"));
+            return Ok(None);
+        }
+        let task = &self.tasks[cell.task].spec.name;
+        let agent = &self.agent_names[cell.agent];
+        let result = ResultLine::infra_failed(&cell.id, task, agent, cell.seed, &cell.id, attempt, &error);
+        let done = Entry::Done {
+            id: cell.id.clone(),
+            result: Box::new(result.clone()),
+        };
+        at.journal.lock().await.write(&done)?;
+        at.progress
+            .finished(at.line, &cell.id, &format!("infrastructure failure, gave up: {error}"));
+        Ok(Some(result))
+    }
+}
+
+/// One attempt at a cell, for the functions that journal how it went.
+struct Attempted<'a> {
+    cell: &'a Cell,
+    attempt: u32,
+    line: progress::EpisodeLine,
+    journal: &'a tokio::sync::Mutex<Journal>,
+    progress: &'a Progress,
 }
 
 /// Removes a partial episode's folder. Scripts of a killed host die with it,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+/// The bench's progress on stderr: bars on a terminal, plain lines otherwise.
 pub struct Progress {
     bars: Option<(MultiProgress, ProgressBar)>,
     /// No output at all (`--quiet`, `--json`).
@@ -113,6 +114,7 @@ impl Progress {
         }
     }
 
+    /// Clears the bars at the end of the bench.
     pub fn finish(&self) {
         if let Some((_, overall)) = &self.bars {
             overall.finish_and_clear();

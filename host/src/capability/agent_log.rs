@@ -29,6 +29,7 @@ struct LogState {
 }
 
 impl AgentLog {
+    /// Creates the log at `path`, keeping at most `cap` bytes of output.
     pub fn create(path: &Path, cap: u64) -> std::io::Result<Self> {
         let file = File::create(path)?;
         Ok(Self {

@@ -1,15 +1,25 @@
-//! The exec capability: an agent's script, run in the sandbox with the
+//! The WIT `exec` interface: an agent's script, run in the sandbox with the
 //! workspace mounted read-write, the task's read-only files mounted
-//! read-only over it, and nothing else of the host.
+//! read-only over it, and nothing else of the host. Each run is a step,
+//! followed by a snapshot; a read-only file a script managed to change is
+//! put back.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde::Serialize;
+use serde_json::json;
 
+use super::files::{WorkspaceFiles, normalize};
+use super::mlrb::agent::exec as wit;
+use super::recorder::{Call, Recorder, host_fault, recorded};
 use super::tool_error::{ToolError, ToolResult};
-use super::workspace::{Workspace, normalize};
-use crate::record::walk::{self, DirHandle, Usage};
+use super::{HostResult, to_wit};
+use crate::limits::Limits;
+use crate::record::snapshot::ManifestEntry;
+use crate::record::trace::raw;
+use crate::record::walk::{self, DirHandle, Opened, Usage};
 use crate::sandbox::{self, EpisodeSandbox, EpisodeSetup, Mount, Stopper, Termination};
 
 /// How often the workspace's filesystem is looked at while a script runs.
@@ -18,46 +28,36 @@ const WATCH_EVERY: Duration = Duration::from_millis(250);
 /// Where the workspace appears inside the sandbox.
 pub const GUEST_WORKSPACE: &str = "/workspace";
 
-/// Limits every script of an episode runs under.
-#[derive(Debug, Clone, Serialize)]
-pub struct ScriptLimits {
-    pub max_timeout: Duration,
-    pub memory_bytes: u64,
-    pub max_processes: u32,
-    pub cpus: f64,
-    pub network: bool,
-    pub output_cap: usize,
-    pub output_kill_bytes: u64,
-    pub max_args: usize,
-    /// Bytes of one argument, and of all of them together.
-    pub max_arg_bytes: usize,
-    pub max_total_arg_bytes: usize,
-    /// What the workspace may hold while scripts run (bytes on disk and
-    /// apparent, entries); a script that grows it past this is stopped.
-    pub workspace: Usage,
-}
-
 /// What the agent learns about a finished script.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExecOutcome {
+    /// The exit status; `None` when the process was ended by a signal.
     pub exit_code: Option<i32>,
+    /// The script's standard output, up to the output cap.
     pub stdout: String,
+    /// The script's standard error, up to the output cap, with any host note.
     pub stderr: String,
+    /// True when stdout was cut at the output cap.
     pub stdout_truncated: bool,
+    /// True when stderr was cut at the output cap.
     pub stderr_truncated: bool,
+    /// How long the script ran, in milliseconds.
     pub duration_ms: u64,
+    /// How the script ended.
     pub termination: Termination,
 }
 
+/// Runs an episode's scripts, one after another, in its sandbox.
 pub struct ScriptRunner {
     sandbox: Box<dyn EpisodeSandbox>,
-    limits: ScriptLimits,
+    limits: Limits,
     log_dir: PathBuf,
     runs: u64,
 }
 
 impl ScriptRunner {
-    pub fn new(sandbox: Box<dyn EpisodeSandbox>, limits: ScriptLimits, log_dir: PathBuf) -> Self {
+    /// A runner for `sandbox` under `limits`, keeping script logs in `log_dir`.
+    pub fn new(sandbox: Box<dyn EpisodeSandbox>, limits: Limits, log_dir: PathBuf) -> Self {
         Self {
             sandbox,
             limits,
@@ -66,7 +66,8 @@ impl ScriptRunner {
         }
     }
 
-    pub fn limits(&self) -> &ScriptLimits {
+    /// The limits scripts run under.
+    pub fn limits(&self) -> &Limits {
         &self.limits
     }
 
@@ -110,14 +111,14 @@ impl ScriptRunner {
     /// held before (its last snapshot), for the watch on its caps.
     pub async fn execute(
         &mut self,
-        workspace: &Workspace,
+        workspace: &WorkspaceFiles,
         script: &str,
         args: &[String],
         timeout_seconds: Option<u32>,
         deadline: Instant,
         used: Usage,
     ) -> ToolResult<ExecOutcome> {
-        let rel = normalize(script)?;
+        let rel = normalize(script, &self.limits)?;
         let interpreter = match rel.rsplit_once('.').map(|(_, ext)| ext) {
             Some("py") => "python3",
             Some("sh") => "sh",
@@ -138,8 +139,9 @@ impl ScriptRunner {
                 "the episode's wall-clock deadline has passed".into(),
             ));
         }
-        let asked = timeout_seconds.map_or(self.limits.max_timeout, |s| Duration::from_secs(s.max(1) as u64));
-        let timeout = asked.min(self.limits.max_timeout).min(left);
+        let max = self.limits.script_timeout();
+        let asked = timeout_seconds.map_or(max, |s| Duration::from_secs(s.max(1) as u64));
+        let timeout = asked.min(max).min(left);
 
         self.runs += 1;
         let mut argv = vec![interpreter.to_string(), format!("{GUEST_WORKSPACE}/{rel}")];
@@ -158,7 +160,12 @@ impl ScriptRunner {
             .handle()
             .try_clone()
             .map_err(|e| ToolError::Io(format!("the workspace: {e}")))?;
-        let watch = watch_workspace(root, used, self.limits.workspace, stop);
+        let caps = Usage {
+            entries: self.limits.workspace_files,
+            bytes: self.limits.workspace_bytes,
+            allocated_bytes: self.limits.workspace_bytes,
+        };
+        let watch = watch_workspace(root, used, caps, stop);
         let outcome = tokio::select! {
             outcome = self.sandbox.exec(exec) => outcome,
             never = watch => match never {},
@@ -226,7 +233,7 @@ async fn watch_workspace(root: DirHandle, used: Usage, caps: Usage, stop: Stoppe
 /// and each read-only file of the task mounted read-only over it. Each
 /// folder holding a read-only file is bound onto itself first, which makes
 /// it a mount point a script cannot rename away.
-pub fn episode_setup(name: &str, workspace: &Workspace, limits: &ScriptLimits, gpus: Vec<String>) -> EpisodeSetup {
+pub fn episode_setup(name: &str, workspace: &WorkspaceFiles, limits: &Limits, gpus: Vec<String>) -> EpisodeSetup {
     let root = workspace.root();
     let mut mounts = vec![Mount::writable(root, GUEST_WORKSPACE)];
     let present: Vec<&str> = workspace
@@ -256,10 +263,204 @@ pub fn episode_setup(name: &str, workspace: &Workspace, limits: &ScriptLimits, g
         mounts,
         cwd: GUEST_WORKSPACE.into(),
         network: limits.network,
-        memory_bytes: limits.memory_bytes,
-        max_processes: limits.max_processes,
-        cpus: limits.cpus,
+        memory_bytes: limits.script_memory_bytes,
+        max_processes: limits.script_max_processes,
+        cpus: limits.script_cpus,
         gpus,
-        max_file_bytes: limits.workspace.bytes,
+        max_file_bytes: limits.workspace_bytes,
     }
+}
+
+/// The exec interface's own state: the script runner, and the read-only
+/// files as they were when the workspace was made.
+pub struct ExecState {
+    /// Runs the agent's scripts in the episode's sandbox.
+    pub runner: ScriptRunner,
+    read_only_baseline: Vec<(String, ManifestEntry)>,
+}
+
+impl ExecState {
+    /// A state around `runner`, with no read-only files remembered yet.
+    pub fn new(runner: ScriptRunner) -> Self {
+        Self {
+            runner,
+            read_only_baseline: Vec::new(),
+        }
+    }
+
+    /// Remembers the read-only files of the first snapshot, to put back.
+    pub fn remember_read_only(&mut self, files: &WorkspaceFiles, recorder: &Recorder) {
+        let Some(manifest) = recorder.snapshots.last() else {
+            return;
+        };
+        self.read_only_baseline = files
+            .read_only()
+            .paths()
+            .filter_map(|p| manifest.entries.get(p).map(|e| (p.to_string(), e.clone())))
+            .collect();
+    }
+}
+
+/// What the exec interface's host code sees of the agent's state.
+pub struct ExecView<'a> {
+    /// The exec interface's own state.
+    pub exec: &'a mut ExecState,
+    /// The workspace the scripts run in.
+    pub files: &'a WorkspaceFiles,
+    /// The shared recorder: steps, trace and snapshots.
+    pub recorder: &'a mut Recorder,
+}
+
+link_view!(ExecCapability, ExecView, |state| {
+    ExecView {
+        exec: &mut state.exec,
+        files: &state.files,
+        recorder: &mut state.recorder,
+    }
+});
+
+impl From<ExecOutcome> for wit::ExecResult {
+    fn from(o: ExecOutcome) -> Self {
+        Self {
+            exit_code: o.exit_code,
+            stdout: o.stdout,
+            stderr: o.stderr,
+            stdout_truncated: o.stdout_truncated,
+            stderr_truncated: o.stderr_truncated,
+            duration_ms: o.duration_ms,
+            termination: match o.termination {
+                Termination::Exited => wit::Termination::Exited,
+                Termination::TimedOut => wit::Termination::TimedOut,
+                Termination::OutOfMemory => wit::Termination::OutOfMemory,
+                Termination::Killed => wit::Termination::Killed,
+            },
+        }
+    }
+}
+
+impl wit::Host for ExecView<'_> {
+    async fn execute_script(
+        &mut self,
+        script: String,
+        args: Vec<String>,
+        timeout_seconds: Option<u32>,
+    ) -> HostResult<wit::ExecResult> {
+        let result = self.execute(script, args, timeout_seconds).await?;
+        Ok(to_wit(result))
+    }
+}
+
+impl ExecView<'_> {
+    /// Runs a script as a step; afterwards snapshots whatever it changed and
+    /// puts back any read-only file it managed to move or replace.
+    async fn execute(
+        &mut self,
+        script: String,
+        args: Vec<String>,
+        timeout_seconds: Option<u32>,
+    ) -> wasmtime::Result<ToolResult<ExecOutcome>> {
+        let started = Instant::now();
+        let call_args = json!({ "script": script, "args": args, "timeout_seconds": timeout_seconds });
+        let (step, result) = match self.recorder.begin_step()? {
+            Ok(step) => {
+                let (deadline, used) = (self.recorder.deadline, self.recorder.used());
+                let result = self
+                    .exec
+                    .runner
+                    .execute(self.files, &script, &args, timeout_seconds, deadline, used)
+                    .await;
+                (Some(step), result)
+            }
+            Err(refused) => (None, Err(refused)),
+        };
+        let snapshot = match step {
+            Some(step) => self.snapshot_and_restore(&format!("step {step}: execute-script {script}"))?,
+            None => None,
+        };
+        self.recorder.write(Call {
+            interface: "exec",
+            function: "execute-script",
+            step,
+            args: &raw(&call_args),
+            result: &recorded(&result),
+            started,
+            snapshot,
+            llm: None,
+        })?;
+        Ok(result)
+    }
+
+    /// The snapshot after a script, and another if read-only files had to
+    /// be put back.
+    fn snapshot_and_restore(&mut self, label: &str) -> wasmtime::Result<Option<u64>> {
+        let root = self.files.handle();
+        let snapshot = self.recorder.snapshot(root, label)?;
+        let restored = self
+            .restore_read_only()
+            .map_err(|e| host_fault("restoring read-only files", format!("{e:#}")))?;
+        if !restored {
+            return Ok(snapshot);
+        }
+        Ok(self
+            .recorder
+            .snapshot(root, &format!("{label} (read-only files restored)"))?
+            .or(snapshot))
+    }
+
+    /// Puts every read-only file back as it was at the start; true if any
+    /// had been changed (which the sandbox's read-only mounts should prevent).
+    fn restore_read_only(&mut self) -> anyhow::Result<bool> {
+        let Some(current) = self.recorder.snapshots.last() else {
+            return Ok(false);
+        };
+        let changed: Vec<(String, ManifestEntry)> = self
+            .exec
+            .read_only_baseline
+            .iter()
+            .filter(|(path, entry)| current.entries.get(path) != Some(entry))
+            .cloned()
+            .collect();
+        if changed.is_empty() {
+            return Ok(false);
+        }
+        let objects = DirHandle::open_root(self.recorder.snapshots.objects_dir())?;
+        for (path, entry) in &changed {
+            if let ManifestEntry::File { hash, executable, .. } = entry {
+                restore_file(self.files.handle(), path, &objects, hash, *executable)
+                    .with_context(|| format!("restoring read-only {path}"))?;
+            }
+        }
+        let paths: Vec<&str> = changed.iter().map(|(p, _)| p.as_str()).collect();
+        tracing::warn!(?paths, "a script changed read-only files; they were restored");
+        self.recorder
+            .record_host("restore-read-only", json!({ "paths": paths }));
+        Ok(true)
+    }
+}
+
+/// Puts object `hash` back at `rel` under `root`, replacing whatever a
+/// script left on the way (a link, a file where a folder was) without ever
+/// following a link.
+fn restore_file(root: &DirHandle, rel: &str, objects: &DirHandle, hash: &str, executable: bool) -> anyhow::Result<()> {
+    let (parents, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let mut dir = root.try_clone()?;
+    for part in parents.split('/').filter(|p| !p.is_empty()) {
+        dir = match dir.open_entry(part.as_bytes()) {
+            Ok(Opened::Dir(sub, _)) => sub,
+            Ok(_) => {
+                dir.remove_entry(part.as_bytes())?;
+                dir.create_dir(part.as_bytes())?
+            }
+            Err(_) => dir.create_dir(part.as_bytes())?,
+        };
+    }
+    match dir.remove_entry(name.as_bytes()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
+    let (source, _) = objects.open_file(hash.as_bytes())?;
+    let out = dir.create_file(name.as_bytes(), if executable { 0o755 } else { 0o644 })?;
+    walk::copy_sparse(&source, &out)?;
+    Ok(())
 }

@@ -5,13 +5,18 @@
 
 use serde::Serialize;
 
+/// A memory growth the limiter refused.
 #[derive(Debug, Clone, Serialize)]
 pub struct MemoryDenial {
+    /// Linear memory in use across all memories, in bytes.
     pub in_use: usize,
+    /// How much more the refused growth asked for, in bytes.
     pub requested: usize,
+    /// The cap on the total, in bytes.
     pub limit: usize,
 }
 
+/// Caps the sum of an agent's linear memories and tracks its peak.
 pub struct MemoryLimiter {
     limit: usize,
     in_use: usize,
@@ -20,6 +25,7 @@ pub struct MemoryLimiter {
 }
 
 impl MemoryLimiter {
+    /// A limiter capping total linear memory at `limit` bytes.
     pub fn new(limit: usize) -> Self {
         Self {
             limit,
@@ -34,6 +40,7 @@ impl MemoryLimiter {
         self.denied.as_ref()
     }
 
+    /// The most linear memory in use at once so far, in bytes.
     pub fn peak(&self) -> usize {
         self.peak
     }

@@ -3,23 +3,32 @@
 
 use serde::Serialize;
 
+/// Why a tool call failed, with a message for the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[serde(tag = "kind", content = "message", rename_all = "kebab-case")]
 pub enum ToolError {
+    /// The file or thing named does not exist.
     #[error("not found: {0}")]
     NotFound(String),
+    /// The call is not allowed: a read-only file, or a path leaving the workspace.
     #[error("permission denied: {0}")]
     PermissionDenied(String),
+    /// An argument is malformed or names the wrong kind of thing.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The input or the answer is past a host cap.
     #[error("too large: {0}")]
     TooLarge(String),
+    /// The call ran out of time.
     #[error("timeout: {0}")]
     Timeout(String),
+    /// A budget of the episode (steps, tokens, cost, validations) is spent.
     #[error("budget exhausted: {0}")]
     BudgetExhausted(String),
+    /// The host cannot offer this call now, or for this task.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// Any other I/O failure.
     #[error("i/o error: {0}")]
     Io(String),
 }
@@ -49,4 +58,5 @@ impl ToolError {
     }
 }
 
+/// What a tool call returns: its result, or why it failed.
 pub type ToolResult<T> = Result<T, ToolError>;

@@ -1,792 +1,124 @@
-//! The workspace capability: the agent's only view of files.
-//!
-//! Every path is normalised lexically first (`./x`, `a/../x` and `x` are the
-//! same file; a path that climbs out of the root is refused), then opened
-//! through a `cap_std::fs::Dir`, which refuses absolute paths and symbolic
-//! links that lead outside the root, including links a script made.
-//! Read-only files are recognised both by the task's glob patterns and by
-//! their inode, so a symbolic or hard link to one does not make it writable.
+//! The WIT `workspace` interface: each call is a step, checked and recorded
+//! by the shared recorder, and answered by the episode's [`WorkspaceFiles`];
+//! calls that change files are followed by a snapshot.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use serde_json::json;
 
-use anyhow::Context;
-use cap_std::ambient_authority;
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
-use globset::{Glob, GlobSet, GlobSetBuilder};
-use serde::Serialize;
+use super::files::{self, WorkspaceFiles};
+use super::mlrb::agent::workspace as wit;
+use super::recorder::Recorder;
+use super::{HostResult, to_wit};
 
-use super::tool_error::{ToolError, ToolResult};
-use crate::record::walk::{DirHandle, copy_sparse};
-
-/// Size caps of workspace calls.
-#[derive(Debug, Clone, Serialize)]
-pub struct WorkspaceLimits {
-    pub max_read_bytes: u64,
-    pub max_write_bytes: u64,
-    pub max_list_entries: usize,
-    pub max_inspect_lines: u32,
-    /// Bytes of a path argument.
-    pub max_path_bytes: usize,
-    /// Bytes of earlier versions kept for `undo-edit`, in all.
-    pub max_history_bytes: u64,
-    /// Bytes the workspace's files may hold (apparent and on disk, each).
-    pub max_workspace_bytes: u64,
+/// What the workspace interface's host code sees of the agent's state.
+pub struct WorkspaceView<'a> {
+    /// The episode's workspace files.
+    pub files: &'a mut WorkspaceFiles,
+    /// The shared recorder: steps, trace and snapshots.
+    pub recorder: &'a mut Recorder,
 }
 
-impl Default for WorkspaceLimits {
-    fn default() -> Self {
+link_view!(WorkspaceCapability, WorkspaceView, |state| {
+    WorkspaceView {
+        files: &mut state.files,
+        recorder: &mut state.recorder,
+    }
+});
+
+impl From<files::DirEntry> for wit::DirEntry {
+    fn from(entry: files::DirEntry) -> Self {
+        use wit::EntryKind as K;
         Self {
-            max_read_bytes: 1 << 20,
-            max_write_bytes: 16 << 20,
-            max_list_entries: 10_000,
-            max_inspect_lines: 2_000,
-            max_path_bytes: 1024,
-            max_history_bytes: 1 << 30,
-            max_workspace_bytes: 10 << 30,
+            path: entry.path,
+            kind: match entry.kind {
+                files::EntryKind::File => K::File,
+                files::EntryKind::Directory => K::Directory,
+                files::EntryKind::Symlink => K::Symlink,
+                files::EntryKind::Other => K::Other,
+            },
+            size: entry.size,
+            read_only: entry.read_only,
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EntryKind {
-    File,
-    Directory,
-    Symlink,
-    Other,
-}
+/// A `Vec` wrapper so `to_wit` can convert lists element-wise.
+struct Entries(Vec<wit::DirEntry>);
 
-#[derive(Debug, Clone, Serialize)]
-pub struct DirEntry {
-    pub path: String,
-    pub kind: EntryKind,
-    pub size: u64,
-    pub read_only: bool,
-}
-
-/// Files the task marks read-only: its patterns plus the inodes they matched
-/// when the workspace was made.
-#[derive(Debug, Default)]
-pub struct ReadOnlyFiles {
-    patterns: Vec<String>,
-    globs: GlobSet,
-    inodes: HashSet<(u64, u64)>,
-    paths: BTreeSet<String>,
-}
-
-impl ReadOnlyFiles {
-    /// Compiles `patterns` and records the files under `root` they match.
-    pub fn scan(root: &Path, patterns: &[String]) -> anyhow::Result<Self> {
-        let mut builder = GlobSetBuilder::new();
-        for pattern in patterns {
-            let (glob, crosses_slash) = crate::task::spec::read_only_glob(pattern);
-            let normal = normalize(glob).map_err(|e| anyhow::anyhow!("read-only pattern `{pattern}`: {e}"))?;
-            let glob = globset::GlobBuilder::new(&normal)
-                .literal_separator(!crosses_slash)
-                .build()
-                .with_context(|| format!("read-only pattern `{pattern}` is not a valid glob"))?;
-            builder.add(glob);
-            // A directory pattern protects what is inside it.
-            builder.add(Glob::new(&format!("{normal}/**"))?);
-        }
-        let globs = builder.build()?;
-        let mut files = Self {
-            patterns: patterns.to_vec(),
-            globs,
-            ..Self::default()
-        };
-        for entry in walkdir::WalkDir::new(root).follow_links(false) {
-            let entry = entry?;
-            if !entry.file_type().is_file() {
-                continue;
-            }
-            let rel = relative_string(root, entry.path());
-            if files.globs.is_match(&rel) {
-                use std::os::unix::fs::MetadataExt;
-                let meta = entry.metadata()?;
-                files.inodes.insert((meta.dev(), meta.ino()));
-                files.paths.insert(rel);
-            }
-        }
-        Ok(files)
-    }
-
-    pub fn patterns(&self) -> &[String] {
-        &self.patterns
-    }
-
-    /// The read-only files present when the workspace was made.
-    pub fn paths(&self) -> impl Iterator<Item = &str> {
-        self.paths.iter().map(String::as_str)
-    }
-
-    pub fn matches_path(&self, rel: &str) -> bool {
-        !rel.is_empty() && self.globs.is_match(rel)
-    }
-
-    pub fn matches_inode(&self, dev: u64, ino: u64) -> bool {
-        self.inodes.contains(&(dev, ino))
+impl From<Vec<files::DirEntry>> for Entries {
+    fn from(entries: Vec<files::DirEntry>) -> Self {
+        Self(entries.into_iter().map(Into::into).collect())
     }
 }
 
-/// Turns an agent-supplied path into the canonical relative spelling
-/// (`a/b/c`, "" for the root), refusing absolute paths and climbs out.
-pub fn normalize(path: &str) -> ToolResult<String> {
-    if path.contains('\0') {
-        return Err(ToolError::InvalidArgument("a path may not contain NUL bytes".into()));
-    }
-    if path.starts_with('/') || path.starts_with('\\') || path.get(1..2) == Some(":") {
-        return Err(ToolError::PermissionDenied(format!(
-            "{path}: absolute paths are not allowed; use a path relative to the workspace root"
-        )));
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                if parts.pop().is_none() {
-                    return Err(ToolError::PermissionDenied(format!(
-                        "{path}: leads outside of the workspace"
-                    )));
-                }
-            }
-            other => parts.push(other),
-        }
-    }
-    Ok(parts.join("/"))
-}
-
-fn relative_string(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .replace('\\', "/")
-}
-
-fn fs_path(rel: &str) -> &str {
-    if rel.is_empty() { "." } else { rel }
-}
-
-/// What `undo-edit` can restore for one path.
-enum PriorVersion {
-    Absent,
-    Saved(PathBuf),
-    /// Too large for the history's budget: not kept.
-    NotKept(u64),
-}
-
-/// The workspace of one episode.
-pub struct Workspace {
-    root: PathBuf,
-    dir: Dir,
-    /// The root for walks that never follow a link (snapshots, restores).
-    handle: DirHandle,
-    read_only: ReadOnlyFiles,
-    history_dir: PathBuf,
-    undo: HashMap<String, Vec<PriorVersion>>,
-    saved_versions: u64,
-    history_bytes: u64,
-    limits: WorkspaceLimits,
-}
-
-impl Workspace {
-    /// Opens `root` as the agent's workspace. Prior versions for undo are
-    /// kept in `history_dir`, which must lie outside `root`.
-    pub fn open(
-        root: &Path,
-        history_dir: &Path,
-        read_only_patterns: &[String],
-        limits: WorkspaceLimits,
-    ) -> anyhow::Result<Self> {
-        let dir = Dir::open_ambient_dir(root, ambient_authority())
-            .with_context(|| format!("opening workspace {}", root.display()))?;
-        std::fs::create_dir_all(history_dir)?;
-        let read_only = ReadOnlyFiles::scan(root, read_only_patterns)?;
-        let handle = DirHandle::open_root(root).with_context(|| format!("opening workspace {}", root.display()))?;
-        Ok(Self {
-            root: root.to_path_buf(),
-            dir,
-            handle,
-            read_only,
-            history_dir: history_dir.to_path_buf(),
-            undo: HashMap::new(),
-            saved_versions: 0,
-            history_bytes: 0,
-            limits,
-        })
+impl WorkspaceView<'_> {
+    /// A call that only reads: a step, no snapshot.
+    fn read<T: serde::Serialize>(
+        &mut self,
+        function: &str,
+        args: serde_json::Value,
+        call: impl FnOnce(&WorkspaceFiles) -> super::ToolResult<T>,
+    ) -> wasmtime::Result<super::ToolResult<T>> {
+        let files = &*self.files;
+        self.recorder
+            .tool_call(("workspace", function), args, None, || call(files))
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The root as a handle that walks never leave.
-    pub fn handle(&self) -> &DirHandle {
-        &self.handle
-    }
-
-    pub fn read_only(&self) -> &ReadOnlyFiles {
-        &self.read_only
-    }
-
-    pub fn limits(&self) -> &WorkspaceLimits {
-        &self.limits
-    }
-
-    /// The path an existing or new file really lives at, after symbolic
-    /// links inside the workspace are followed.
-    fn resolved(&self, rel: &str) -> Option<String> {
-        if let Ok(path) = self.dir.canonicalize(fs_path(rel)) {
-            return Some(path.to_string_lossy().into_owned());
-        }
-        let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-        let parent = self.dir.canonicalize(fs_path(parent)).ok()?;
-        let parent = parent.to_string_lossy();
-        Some(if parent.is_empty() || parent == "." {
-            name.to_string()
-        } else {
-            format!("{parent}/{name}")
-        })
-    }
-
-    fn is_read_only(&self, rel: &str) -> bool {
-        use cap_std::fs::MetadataExt;
-        if self.read_only.matches_path(rel) {
-            return true;
-        }
-        if let Some(resolved) = self.resolved(rel)
-            && self.read_only.matches_path(&resolved)
-        {
-            return true;
-        }
-        match self.dir.metadata(fs_path(rel)) {
-            Ok(meta) => self.read_only.matches_inode(meta.dev(), meta.ino()),
-            Err(_) => false,
-        }
-    }
-
-    /// Refuses to change a read-only file, a directory or the root.
-    fn check_writable(&self, path: &str, rel: &str) -> ToolResult<()> {
-        if rel.is_empty() {
-            return Err(ToolError::InvalidArgument(format!(
-                "`{path}` names the workspace root, not a file"
-            )));
-        }
-        if self.is_read_only(rel) {
-            return Err(ToolError::PermissionDenied(format!(
-                "{path} is read-only for this task (read-only patterns: {})",
-                self.read_only.patterns.join(", ")
-            )));
-        }
-        match self.dir.metadata(rel) {
-            Ok(meta) if meta.is_dir() => Err(ToolError::InvalidArgument(format!("{path} is a directory"))),
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(ToolError::from_io(path, &e)),
-        }
-    }
-
-    pub fn list_files(&self, dir: &str) -> ToolResult<Vec<DirEntry>> {
-        let rel = normalize_within(dir, &self.limits)?;
-        let entries = self
-            .dir
-            .read_dir(fs_path(&rel))
-            .map_err(|e| ToolError::from_io(dir, &e))?;
-        let mut listed = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| ToolError::from_io(dir, &e))?;
-            if listed.len() >= self.limits.max_list_entries {
-                return Err(ToolError::TooLarge(format!(
-                    "{} has more than {} entries; list a subdirectory",
-                    fs_path(&rel),
-                    self.limits.max_list_entries
-                )));
-            }
-            let file_name = entry.file_name();
-            // A name that is not UTF-8 cannot be named by a tool call: it is
-            // listed (lossily) as `other`, as snapshots record it as refused.
-            let utf8 = file_name.to_str().is_some();
-            let name = file_name.to_string_lossy().into_owned();
-            let path = if rel.is_empty() { name } else { format!("{rel}/{name}") };
-            let meta = entry.metadata().map_err(|e| ToolError::from_io(&path, &e))?;
-            let file_type = meta.file_type();
-            let kind = if !utf8 {
-                EntryKind::Other
-            } else if file_type.is_symlink() {
-                EntryKind::Symlink
-            } else if file_type.is_dir() {
-                EntryKind::Directory
-            } else if file_type.is_file() {
-                EntryKind::File
-            } else {
-                EntryKind::Other
-            };
-            // The entry's own path and inode suffice here (no symlink to
-            // resolve for a regular file), and keep listing cheap.
-            let read_only = kind == EntryKind::File && {
-                use cap_std::fs::MetadataExt;
-                self.read_only.matches_path(&path) || self.read_only.matches_inode(meta.dev(), meta.ino())
-            };
-            listed.push(DirEntry {
-                path,
-                kind,
-                size: meta.len(),
-                read_only,
-            });
-        }
-        listed.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(listed)
-    }
-
-    pub fn read_file(&self, path: &str) -> ToolResult<String> {
-        let rel = normalize_within(path, &self.limits)?;
-        let mut file = self.open_regular(path, &rel)?;
-        let size = file.metadata().map_err(|e| ToolError::from_io(path, &e))?.len();
-        if size > self.limits.max_read_bytes {
-            return Err(ToolError::TooLarge(format!(
-                "{path} is {size} bytes; read-file returns at most {} bytes: use inspect-lines to read it in parts",
-                self.limits.max_read_bytes
-            )));
-        }
-        let mut bytes = Vec::with_capacity(size as usize);
-        (&mut file)
-            .take(self.limits.max_read_bytes + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| ToolError::from_io(path, &e))?;
-        if bytes.len() as u64 > self.limits.max_read_bytes {
-            return Err(ToolError::TooLarge(format!(
-                "{path} grew past {} bytes while being read",
-                self.limits.max_read_bytes
-            )));
-        }
-        text_or_refuse(path, bytes)
-    }
-
-    /// Opens a regular file for reading. Never blocks (a FIFO is opened
-    /// non-blocking and refused by its type), whatever the path names.
-    fn open_regular(&self, path: &str, rel: &str) -> ToolResult<cap_std::fs::File> {
-        if rel.is_empty() {
-            return Err(ToolError::InvalidArgument(format!(
-                "`{path}` is the workspace root, not a file"
-            )));
-        }
-        let mut options = OpenOptions::new();
-        options.read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
-        let file = self
-            .dir
-            .open_with(rel, &options)
-            .map_err(|e| self.open_error(path, rel, &e))?;
-        let meta = file.metadata().map_err(|e| ToolError::from_io(path, &e))?;
-        refuse_non_file(path, &meta)?;
-        Ok(file)
-    }
-
-    /// The error of a failed open, naming a socket or FIFO for what it is.
-    fn open_error(&self, path: &str, rel: &str, error: &std::io::Error) -> ToolError {
-        if error.raw_os_error() == Some(libc::ENXIO)
-            && let Ok(meta) = self.dir.metadata(rel)
-            && let Err(refused) = refuse_non_file(path, &meta)
-        {
-            return refused;
-        }
-        ToolError::from_io(path, error)
-    }
-
-    /// Opens (creating) a regular file for writing, without blocking on a
-    /// FIFO and refusing anything that is not a regular file.
-    fn open_for_write(&self, path: &str, rel: &str, append: bool) -> ToolResult<cap_std::fs::File> {
-        if let Ok(meta) = self.dir.metadata(rel) {
-            refuse_non_file(path, &meta)?;
-        }
-        let mut options = OpenOptions::new();
-        options
-            .write(true)
-            .create(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
-        if append {
-            options.append(true);
-        } else {
-            options.truncate(true);
-        }
-        let file = self
-            .dir
-            .open_with(rel, &options)
-            .map_err(|e| self.open_error(path, rel, &e))?;
-        let meta = file.metadata().map_err(|e| ToolError::from_io(path, &e))?;
-        refuse_non_file(path, &meta)?;
-        Ok(file)
-    }
-
-    /// Whether `path` is a regular file of the workspace (for scripts).
-    pub fn check_regular_file(&self, path: &str) -> ToolResult<()> {
-        let rel = normalize_within(path, &self.limits)?;
-        self.open_regular(path, &rel).map(drop)
-    }
-
-    pub fn write_file(&mut self, path: &str, content: &str) -> ToolResult<()> {
-        self.write_impl(path, content, false)
-    }
-
-    pub fn append_file(&mut self, path: &str, content: &str) -> ToolResult<()> {
-        self.write_impl(path, content, true)
-    }
-
-    fn write_impl(&mut self, path: &str, content: &str, append: bool) -> ToolResult<()> {
-        let rel = normalize_within(path, &self.limits)?;
-        if content.len() as u64 > self.limits.max_write_bytes {
-            return Err(ToolError::TooLarge(format!(
-                "{} bytes for {path}; one write may carry at most {} bytes",
-                content.len(),
-                self.limits.max_write_bytes
-            )));
-        }
-        self.check_writable(path, &rel)?;
-        self.save_prior_version(path, &rel)?;
-        self.create_parents(path, &rel)?;
-        let mut file = self.open_for_write(path, &rel, append)?;
-        file.write_all(content.as_bytes())
-            .map_err(|e| ToolError::from_io(path, &e))?;
-        Ok(())
-    }
-
-    fn create_parents(&self, path: &str, rel: &str) -> ToolResult<()> {
-        if let Some((parent, _)) = rel.rsplit_once('/') {
-            self.dir
-                .create_dir_all(parent)
-                .map_err(|e| ToolError::from_io(path, &e))?;
-        }
-        Ok(())
-    }
-
-    /// Copies a file inside the workspace; a sparse file stays sparse, and
-    /// a copy that would take the workspace past its size cap is refused.
-    /// `used_bytes` is what the workspace holds now (its last snapshot).
-    pub fn copy_file(&mut self, source: &str, destination: &str, used_bytes: u64) -> ToolResult<()> {
-        let src = normalize_within(source, &self.limits)?;
-        let dst = normalize_within(destination, &self.limits)?;
-        let input = self.open_regular(source, &src)?;
-        self.check_writable(destination, &dst)?;
-        if self.resolved(&src).is_some() && self.resolved(&src) == self.resolved(&dst) {
-            return Err(ToolError::InvalidArgument(format!(
-                "{source} and {destination} are the same file"
-            )));
-        }
-        let size = input.metadata().map_err(|e| ToolError::from_io(source, &e))?.len();
-        if used_bytes.saturating_add(size) > self.limits.max_workspace_bytes {
-            return Err(ToolError::TooLarge(format!(
-                "copying {source} ({} MiB) would take the workspace past its cap of {} MiB",
-                size >> 20,
-                self.limits.max_workspace_bytes >> 20
-            )));
-        }
-        self.save_prior_version(destination, &dst)?;
-        self.create_parents(destination, &dst)?;
-        let output = self.open_for_write(destination, &dst, false)?;
-        copy_sparse(&input.into_std(), &output.into_std()).map_err(|e| ToolError::from_io(destination, &e))?;
-        Ok(())
-    }
-
-    /// Keeps the current content of `rel` (or the fact it does not exist) so
-    /// that `undo-edit` can bring it back, within the history's budget.
-    fn save_prior_version(&mut self, path: &str, rel: &str) -> ToolResult<()> {
-        let prior = match self.open_regular(path, rel) {
-            Ok(file) => {
-                let size = file.metadata().map_err(|e| ToolError::from_io(path, &e))?.len();
-                if self.history_bytes + size > self.limits.max_history_bytes {
-                    PriorVersion::NotKept(size)
-                } else {
-                    self.saved_versions += 1;
-                    let saved = self.history_dir.join(format!("{:06}", self.saved_versions));
-                    let out = std::fs::File::create(&saved)
-                        .map_err(|e| ToolError::Io(format!("saving the prior version of {path}: {e}")))?;
-                    copy_sparse(&file.into_std(), &out)
-                        .map_err(|e| ToolError::Io(format!("saving the prior version of {path}: {e}")))?;
-                    self.history_bytes += size;
-                    PriorVersion::Saved(saved)
-                }
-            }
-            Err(ToolError::NotFound(_)) => PriorVersion::Absent,
-            Err(e) => return Err(e),
-        };
-        self.undo.entry(rel.to_string()).or_default().push(prior);
-        Ok(())
-    }
-
-    pub fn undo_edit(&mut self, path: &str) -> ToolResult<String> {
-        let rel = normalize_within(path, &self.limits)?;
-        self.check_writable(path, &rel)?;
-        let Some(prior) = self.undo.get_mut(&rel).and_then(Vec::pop) else {
-            return Err(ToolError::NotFound(format!("{path}: no earlier version to restore")));
-        };
-        match prior {
-            PriorVersion::Absent => {
-                if let Ok(meta) = self.dir.symlink_metadata(&rel) {
-                    refuse_non_file(path, &meta)?;
-                }
-                match self.dir.remove_file(&rel) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(ToolError::from_io(path, &e)),
-                }
-                Ok(format!(
-                    "{path} did not exist before its last edit; it has been removed"
-                ))
-            }
-            PriorVersion::NotKept(size) => Err(ToolError::TooLarge(format!(
-                "the version of {path} before its last edit ({} MiB) was too large for the undo history, which keeps at most {} MiB",
-                size >> 20,
-                self.limits.max_history_bytes >> 20
-            ))),
-            PriorVersion::Saved(saved) => {
-                let input = std::fs::File::open(&saved)
-                    .map_err(|e| ToolError::Io(format!("reading the saved version of {path}: {e}")))?;
-                let output = self.open_for_write(path, &rel, false)?;
-                let bytes = copy_sparse(&input, &output.into_std()).map_err(|e| ToolError::from_io(path, &e))?;
-                Ok(format!("{path} restored to its previous version ({bytes} bytes)"))
-            }
-        }
-    }
-
-    pub fn inspect_lines(&self, path: &str, start: u32, end: u32) -> ToolResult<String> {
-        let rel = normalize_within(path, &self.limits)?;
-        if start == 0 || end < start {
-            return Err(ToolError::InvalidArgument(format!(
-                "lines {start}..{end}: lines are numbered from 1 and end must not be before start"
-            )));
-        }
-        if end - start >= self.limits.max_inspect_lines {
-            return Err(ToolError::TooLarge(format!(
-                "{} lines asked; inspect-lines returns at most {} lines per call",
-                end - start + 1,
-                self.limits.max_inspect_lines
-            )));
-        }
-        let file = self.open_regular(path, &rel)?;
-        let mut reader = BufReader::new(file);
-        let mut out = String::new();
-        let mut line = Vec::new();
-        let mut number = 0u32;
-        loop {
-            line.clear();
-            let read = reader
-                .read_until(b'\n', &mut line)
-                .map_err(|e| ToolError::from_io(path, &e))?;
-            if read == 0 {
-                break;
-            }
-            number += 1;
-            if number < start {
-                continue;
-            }
-            if number > end {
-                break;
-            }
-            let text = text_or_refuse(path, std::mem::take(&mut line))?;
-            out.push_str(&format!("{number}: {}\n", text.trim_end_matches(['\n', '\r'])));
-            if out.len() as u64 > self.limits.max_read_bytes {
-                return Err(ToolError::TooLarge(format!(
-                    "lines {start}..{end} of {path} exceed {} bytes: ask for fewer lines",
-                    self.limits.max_read_bytes
-                )));
-            }
-        }
-        if number < start {
-            return Err(ToolError::InvalidArgument(format!(
-                "{path} has {number} lines; line {start} does not exist"
-            )));
-        }
-        Ok(out)
+    /// A call that changes files: a step, then a snapshot if anything changed.
+    fn change<T: serde::Serialize>(
+        &mut self,
+        function: &str,
+        args: serde_json::Value,
+        call: impl FnOnce(&mut WorkspaceFiles) -> super::ToolResult<T>,
+    ) -> wasmtime::Result<super::ToolResult<T>> {
+        let root = self
+            .files
+            .handle()
+            .try_clone()
+            .map_err(|e| super::recorder::host_fault("opening the workspace", e))?;
+        let files = &mut *self.files;
+        self.recorder
+            .tool_call(("workspace", function), args, Some(&root), || call(files))
     }
 }
 
-/// Refuses anything but a regular file, naming what it is.
-fn refuse_non_file(path: &str, meta: &cap_std::fs::Metadata) -> ToolResult<()> {
-    use cap_std::fs::FileTypeExt;
-    let kind = meta.file_type();
-    let what = if kind.is_file() {
-        return Ok(());
-    } else if kind.is_dir() {
-        return Err(ToolError::InvalidArgument(format!(
-            "{path} is a directory: use list-files"
-        )));
-    } else if kind.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_char_device() || kind.is_block_device() {
-        "a device"
-    } else {
-        "not a regular file"
-    };
-    Err(ToolError::InvalidArgument(format!(
-        "{path} is {what}; tool calls only read and write regular files"
-    )))
-}
-
-/// [`normalize`], refusing paths longer than the workspace allows.
-fn normalize_within(path: &str, limits: &WorkspaceLimits) -> ToolResult<String> {
-    if path.len() > limits.max_path_bytes {
-        return Err(ToolError::InvalidArgument(format!(
-            "a path of {} bytes; paths may be at most {} bytes",
-            path.len(),
-            limits.max_path_bytes
-        )));
-    }
-    normalize(path)
-}
-
-/// Text for the agent, or a clear refusal for binary content.
-fn text_or_refuse(path: &str, bytes: Vec<u8>) -> ToolResult<String> {
-    if bytes.contains(&0) {
-        return Err(ToolError::InvalidArgument(format!(
-            "{path} is a binary file; only text files can be read"
-        )));
-    }
-    String::from_utf8(bytes)
-        .map_err(|_| ToolError::InvalidArgument(format!("{path} is not UTF-8 text; only text files can be read")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn normalize_spellings_agree() {
-        assert_eq!(normalize("x").unwrap(), "x");
-        assert_eq!(normalize("./x").unwrap(), "x");
-        assert_eq!(normalize("a/../x").unwrap(), "x");
-        assert_eq!(normalize("a//b/./c/").unwrap(), "a/b/c");
-        assert_eq!(normalize("").unwrap(), "");
-        assert!(matches!(normalize("../x"), Err(ToolError::PermissionDenied(_))));
-        assert!(matches!(normalize("a/../../x"), Err(ToolError::PermissionDenied(_))));
-        assert!(matches!(normalize("/etc/passwd"), Err(ToolError::PermissionDenied(_))));
-        assert!(matches!(normalize("a\0b"), Err(ToolError::InvalidArgument(_))));
+impl wit::Host for WorkspaceView<'_> {
+    async fn list_files(&mut self, dir: String) -> HostResult<Vec<wit::DirEntry>> {
+        let result = self.read("list-files", json!({ "dir": dir }), |f| f.list_files(&dir))?;
+        Ok(to_wit::<_, Entries>(result).map(|e| e.0))
     }
 
-    fn workspace(patterns: &[&str]) -> (tempfile::TempDir, Workspace) {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("ws");
-        std::fs::create_dir_all(root.join("data")).unwrap();
-        std::fs::write(root.join("data/train.csv"), "a,b\n1,2\n").unwrap();
-        std::fs::write(root.join("train.py"), "print('hi')\n").unwrap();
-        let patterns: Vec<String> = patterns.iter().map(|s| s.to_string()).collect();
-        let ws = Workspace::open(
-            &root,
-            &tmp.path().join("history"),
-            &patterns,
-            WorkspaceLimits::default(),
-        )
-        .unwrap();
-        (tmp, ws)
+    async fn read_file(&mut self, path: String) -> HostResult<String> {
+        let result = self.read("read-file", json!({ "path": path }), |f| f.read_file(&path))?;
+        Ok(to_wit(result))
     }
 
-    #[test]
-    fn read_only_holds_under_every_spelling_and_link() {
-        let (tmp, mut ws) = workspace(&["data/*.csv"]);
-        for spelling in [
-            "data/train.csv",
-            "./data/train.csv",
-            "x/../data/train.csv",
-            "data//train.csv",
-        ] {
-            let err = ws.write_file(spelling, "evil").unwrap_err();
-            assert!(matches!(err, ToolError::PermissionDenied(_)), "{spelling}: {err:?}");
-        }
-        std::os::unix::fs::symlink("data/train.csv", tmp.path().join("ws/alias")).unwrap();
-        std::fs::hard_link(tmp.path().join("ws/data/train.csv"), tmp.path().join("ws/hard")).unwrap();
-        for spelling in ["alias", "hard"] {
-            assert!(
-                matches!(ws.write_file(spelling, "evil"), Err(ToolError::PermissionDenied(_))),
-                "{spelling}"
-            );
-            assert!(
-                matches!(ws.append_file(spelling, "evil"), Err(ToolError::PermissionDenied(_))),
-                "{spelling}"
-            );
-        }
-        assert!(matches!(
-            ws.copy_file("train.py", "data/train.csv", 0),
-            Err(ToolError::PermissionDenied(_))
-        ));
-        assert_eq!(
-            std::fs::read_to_string(tmp.path().join("ws/data/train.csv")).unwrap(),
-            "a,b\n1,2\n"
-        );
-        // Reading stays allowed.
-        assert_eq!(ws.read_file("./alias").unwrap(), "a,b\n1,2\n");
+    async fn write_file(&mut self, path: String, content: String) -> HostResult<()> {
+        let args = json!({ "path": path, "content": content });
+        let result = self.change("write-file", args, |f| f.write_file(&path, &content))?;
+        Ok(to_wit(result))
     }
 
-    #[test]
-    fn symlink_out_of_the_workspace_is_refused() {
-        let (tmp, mut ws) = workspace(&[]);
-        std::os::unix::fs::symlink("/etc", tmp.path().join("ws/etc")).unwrap();
-        std::os::unix::fs::symlink("../history", tmp.path().join("ws/up")).unwrap();
-        assert!(matches!(
-            ws.read_file("etc/passwd"),
-            Err(ToolError::PermissionDenied(_))
-        ));
-        assert!(matches!(ws.list_files("etc"), Err(ToolError::PermissionDenied(_))));
-        assert!(matches!(
-            ws.write_file("up/x", "x"),
-            Err(ToolError::PermissionDenied(_))
-        ));
-        assert!(!tmp.path().join("history/x").exists());
+    async fn append_file(&mut self, path: String, content: String) -> HostResult<()> {
+        let args = json!({ "path": path, "content": content });
+        let result = self.change("append-file", args, |f| f.append_file(&path, &content))?;
+        Ok(to_wit(result))
     }
 
-    #[test]
-    fn undo_restores_and_removes() {
-        let (_tmp, mut ws) = workspace(&[]);
-        ws.write_file("train.py", "v2").unwrap();
-        ws.write_file("./train.py", "v3").unwrap();
-        ws.write_file("new/file.txt", "n").unwrap();
-        ws.undo_edit("train.py").unwrap();
-        assert_eq!(ws.read_file("train.py").unwrap(), "v2");
-        ws.undo_edit("train.py").unwrap();
-        assert_eq!(ws.read_file("train.py").unwrap(), "print('hi')\n");
-        assert!(matches!(ws.undo_edit("train.py"), Err(ToolError::NotFound(_))));
-        ws.undo_edit("new/file.txt").unwrap();
-        assert!(matches!(ws.read_file("new/file.txt"), Err(ToolError::NotFound(_))));
-        // Prior versions live outside the agent's view.
-        assert!(ws.list_files("").unwrap().iter().all(|e| !e.path.contains("history")));
+    async fn copy_file(&mut self, source: String, destination: String) -> HostResult<()> {
+        let used = self.recorder.used().bytes;
+        let args = json!({ "source": source, "destination": destination });
+        let result = self.change("copy-file", args, |f| f.copy_file(&source, &destination, used))?;
+        Ok(to_wit(result))
     }
 
-    #[test]
-    fn caps_and_binary_files_give_clear_errors() {
-        let (tmp, mut ws) = workspace(&[]);
-        ws.limits.max_read_bytes = 16;
-        ws.limits.max_write_bytes = 8;
-        std::fs::write(tmp.path().join("ws/big.txt"), "x".repeat(17)).unwrap();
-        std::fs::write(tmp.path().join("ws/blob.bin"), [0u8, 1, 2]).unwrap();
-        assert!(matches!(ws.read_file("big.txt"), Err(ToolError::TooLarge(m)) if m.contains("inspect-lines")));
-        assert!(matches!(ws.read_file("blob.bin"), Err(ToolError::InvalidArgument(m)) if m.contains("binary")));
-        assert!(matches!(
-            ws.write_file("w.txt", "123456789"),
-            Err(ToolError::TooLarge(_))
-        ));
-        assert!(matches!(ws.read_file("missing.txt"), Err(ToolError::NotFound(_))));
-        assert!(matches!(ws.read_file("data"), Err(ToolError::InvalidArgument(_))));
+    async fn undo_edit(&mut self, path: String) -> HostResult<String> {
+        let result = self.change("undo-edit", json!({ "path": path }), |f| f.undo_edit(&path))?;
+        Ok(to_wit(result))
     }
 
-    #[test]
-    fn inspect_lines_numbers_and_bounds() {
-        let (tmp, ws) = workspace(&[]);
-        std::fs::write(tmp.path().join("ws/f.txt"), "one\ntwo\nthree\n").unwrap();
-        assert_eq!(ws.inspect_lines("f.txt", 2, 3).unwrap(), "2: two\n3: three\n");
-        assert_eq!(ws.inspect_lines("f.txt", 3, 99).unwrap(), "3: three\n");
-        assert!(matches!(
-            ws.inspect_lines("f.txt", 0, 1),
-            Err(ToolError::InvalidArgument(_))
-        ));
-        assert!(matches!(
-            ws.inspect_lines("f.txt", 5, 6),
-            Err(ToolError::InvalidArgument(_))
-        ));
-        assert!(matches!(
-            ws.inspect_lines("f.txt", 1, 5000),
-            Err(ToolError::TooLarge(_))
-        ));
+    async fn inspect_lines(&mut self, path: String, start: u32, end: u32) -> HostResult<String> {
+        let args = json!({ "path": path, "start": start, "end": end });
+        let result = self.read("inspect-lines", args, |f| f.inspect_lines(&path, start, end))?;
+        Ok(to_wit(result))
     }
 }

@@ -2,46 +2,65 @@
 //! (what the evaluator said, against the baseline).
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::{EpisodeSpec, LoadedAgent};
-use crate::capability::exec::ScriptLimits;
-use crate::capability::session::EndReason;
-use crate::capability::{Session, ValidationRecord};
+use super::end::EndReason;
+use super::{EpisodeRequest, LoadedAgent};
+use crate::capability::episode::ValidationRecord;
+use crate::limits::Limits;
 use crate::llm::LlmUsage;
 use crate::task::{self, Evaluation, Prepared, Task};
 
+/// Which agent component an episode ran, and how it was loaded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentProvenance {
+    /// Where the component was read from.
     pub path: String,
+    /// The component file's SHA-256, in hex.
     pub sha256: String,
+    /// The component file's size, in bytes.
     pub size: u64,
+    /// Whether the compiled code came from the cache.
     pub compiled_from_cache: bool,
     /// Reading, compiling or loading from the cache, and type-checking.
     pub load_ms: f64,
 }
 
+/// Which task an episode ran, and against which prepared data.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskProvenance {
+    /// The task's name.
     pub name: String,
+    /// The task's version.
     pub version: String,
+    /// The task folder, as an absolute path.
     pub root: String,
+    /// Names the prepared data the workspace was made from.
     pub prepare_key: String,
+    /// The name of the task's metric.
     pub metric: String,
+    /// Whether a higher score is better.
     pub higher_is_better: bool,
+    /// The metric's baseline score, when the task declares one.
     pub baseline: Option<f64>,
 }
 
+/// The host that ran an episode: versions, platform and sandbox.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostProvenance {
+    /// The mlrb host version.
     pub mlrb: String,
+    /// The WIT package the host implements.
     pub wit: String,
+    /// The wasmtime version.
     pub wasmtime: String,
+    /// The operating system, e.g. "linux".
     pub os: String,
+    /// The CPU architecture, e.g. "x86_64".
     pub arch: String,
+    /// The sandbox the scripts ran in, e.g. "local (bubblewrap 0.8.0)".
     pub sandbox: String,
     /// The host process running the episode, to tell a running episode
     /// from one whose host was killed.
@@ -52,9 +71,11 @@ pub struct HostProvenance {
 /// One process, told apart from a later one with the same pid.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostProcess {
+    /// The process id.
     pub pid: u32,
     /// Its start time (clock ticks since boot) and the boot it belongs to.
     pub started: u64,
+    /// The boot id from `/proc/sys/kernel/random/boot_id`.
     pub boot_id: String,
 }
 
@@ -83,47 +104,30 @@ impl HostProcess {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EpisodeLimits {
-    pub max_steps: u32,
-    pub wall_seconds: u64,
-    #[serde(default)]
-    pub llm_tokens: u64,
-    #[serde(default)]
-    pub llm_cost_usd: f64,
-    pub agent_memory_bytes: usize,
-    pub agent_log_bytes: u64,
-    pub script_timeout_seconds: u64,
-    pub script_memory_bytes: u64,
-    pub script_max_processes: u32,
-    pub script_cpus: f64,
-    pub network: bool,
-    /// Bytes the trace may hold (the agent's calls), and of the answer kept.
-    #[serde(default)]
-    pub trace_bytes: u64,
-    #[serde(default)]
-    pub answer_bytes: usize,
-    /// What the workspace may hold.
-    #[serde(default)]
-    pub workspace_bytes: u64,
-    #[serde(default)]
-    pub workspace_files: u64,
-}
-
+/// How an episode ended, and what it used.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EpisodeEnd {
+    /// Why the episode ended.
     pub reason: EndReason,
+    /// Why it ended, in words.
     pub detail: String,
+    /// The agent's answer, when it returned one (at most its head when cut).
     pub answer: Option<String>,
     /// Set when the answer was longer than the host keeps: its full length
     /// and blake3 (`answer` holds its head).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_cut: Option<AnswerCut>,
+    /// Steps the agent took.
     pub steps: u32,
+    /// Notes the agent wrote to its research log.
     pub notes: u32,
+    /// Wall-clock time of the episode, in milliseconds.
     pub wall_ms: u64,
+    /// The most linear memory the agent used at once, in bytes.
     pub agent_memory_peak_bytes: usize,
+    /// Bytes the agent printed that were not kept in `agent.log`.
     pub agent_log_dropped_bytes: u64,
+    /// The id of the workspace snapshot taken at the end.
     pub final_snapshot: u64,
     /// From the start of instantiation to the agent's first host call.
     pub first_call_ms: Option<f64>,
@@ -138,7 +142,9 @@ pub struct EpisodeEnd {
 /// What an over-long answer was, before it was cut.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AnswerCut {
+    /// The answer's full length, in bytes.
     pub bytes: u64,
+    /// The blake3 hash of the full answer, in hex.
     pub blake3: String,
 }
 
@@ -166,16 +172,24 @@ pub fn keep_answer(answer: Option<&str>, cap: usize) -> (Option<String>, Option<
 /// runs, and stays null if the host is killed), rewritten when it ends.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EpisodeRecord {
+    /// The seed for the agent's randomness.
     pub seed: u64,
+    /// When the episode started, as an RFC 3339 UTC time.
     pub started_at: String,
+    /// When the episode ended, as an RFC 3339 UTC time; null while it runs.
     pub ended_at: Option<String>,
+    /// The agent that ran.
     pub agent: AgentProvenance,
+    /// The task it ran on.
     pub task: TaskProvenance,
+    /// The host that ran it.
     pub host: HostProvenance,
-    pub limits: EpisodeLimits,
+    /// The limits the episode ran under.
+    pub limits: Limits,
     /// Where completions came from: "none", "live (aliases)", "replay of <dir>".
     #[serde(default)]
     pub llm: String,
+    /// How the episode ended; null while it runs or if the host was killed.
     pub end: Option<EpisodeEnd>,
 }
 
@@ -191,19 +205,10 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 }
 
 impl EpisodeRecord {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        spec: &EpisodeSpec,
-        agent: &LoadedAgent,
-        task: &Task,
-        prepared: &Prepared,
-        sandbox: &str,
-        max_steps: u32,
-        wall: Duration,
-        scripts: &ScriptLimits,
-    ) -> Self {
+    /// The record of an episode starting now.
+    pub fn new(request: &EpisodeRequest, agent: &LoadedAgent, task: &Task, prepared: &Prepared, sandbox: &str) -> Self {
         Self {
-            seed: spec.seed,
+            seed: request.seed,
             started_at: now(),
             ended_at: None,
             agent: AgentProvenance {
@@ -225,65 +230,25 @@ impl EpisodeRecord {
             host: HostProvenance {
                 mlrb: env!("CARGO_PKG_VERSION").to_string(),
                 wit: crate::capability::WIT_PACKAGE.to_string(),
-                wasmtime: "48.0.8".to_string(),
+                wasmtime: env!("MLRB_WASMTIME_VERSION").to_string(),
                 os: std::env::consts::OS.to_string(),
                 arch: std::env::consts::ARCH.to_string(),
                 sandbox: sandbox.to_string(),
                 process: HostProcess::current(),
             },
-            limits: EpisodeLimits {
-                max_steps,
-                wall_seconds: wall.as_secs(),
-                llm_tokens: 0,
-                llm_cost_usd: 0.0,
-                agent_memory_bytes: spec.limits.memory_bytes,
-                agent_log_bytes: spec.limits.log_bytes,
-                script_timeout_seconds: scripts.max_timeout.as_secs(),
-                script_memory_bytes: scripts.memory_bytes,
-                script_max_processes: scripts.max_processes,
-                script_cpus: scripts.cpus,
-                network: scripts.network,
-                trace_bytes: spec.limits.trace_bytes,
-                answer_bytes: spec.limits.answer_bytes,
-                workspace_bytes: scripts.workspace.bytes,
-                workspace_files: scripts.workspace.entries,
-            },
+            limits: request.limits.clone(),
             llm: String::new(),
             end: None,
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn finish(
-        &mut self,
-        reason: EndReason,
-        detail: &str,
-        answer: Option<&str>,
-        session: &Session,
-        memory_peak: usize,
-        log_dropped: u64,
-        final_snapshot: u64,
-        first_call_ms: Option<f64>,
-    ) {
+    /// Records how the episode ended.
+    pub fn finish(&mut self, end: EpisodeEnd) {
         self.ended_at = Some(now());
-        let (answer, answer_cut) = keep_answer(answer, self.limits.answer_bytes);
-        self.end = Some(EpisodeEnd {
-            reason,
-            detail: detail.to_string(),
-            answer,
-            answer_cut,
-            steps: session.steps(),
-            notes: session.notes(),
-            wall_ms: session.started.elapsed().as_millis() as u64,
-            agent_memory_peak_bytes: memory_peak,
-            agent_log_dropped_bytes: log_dropped,
-            final_snapshot,
-            first_call_ms,
-            validations: session.validations().to_vec(),
-            llm: session.llm_usage().clone(),
-        });
+        self.end = Some(end);
     }
 
+    /// Writes the record to `episode.json` in `dir`, atomically.
     pub fn write(&self, dir: &Path) -> Result<()> {
         write_json(&dir.join("episode.json"), self)
     }
@@ -292,15 +257,13 @@ impl EpisodeRecord {
     /// killed" when the host died before it could end it.
     pub fn status(&self) -> String {
         match (&self.end, &self.host.process) {
-            (Some(end), _) => serde_json::to_value(end.reason)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default(),
+            (Some(end), _) => end.reason.name(),
             (None, Some(process)) if process.alive() => "running".into(),
             (None, _) => "host killed".into(),
         }
     }
 
+    /// Reads `episode.json` from the episode directory `dir`.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join("episode.json");
         let text = std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
@@ -311,11 +274,17 @@ impl EpisodeRecord {
 /// `score.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScoreRecord {
+    /// The task's name.
     pub task: String,
+    /// The name of the task's metric.
     pub metric: String,
+    /// Whether a higher score is better.
     pub higher_is_better: bool,
+    /// The evaluator's score of the final snapshot; null when there is none.
     pub score: Option<f64>,
+    /// Whether the evaluator accepted the submission.
     pub valid: bool,
+    /// The metric's baseline score, when the task declares one.
     pub baseline: Option<f64>,
     /// The score of the task's reference solution, when declared.
     #[serde(default)]
@@ -330,20 +299,27 @@ pub struct ScoreRecord {
     /// The best of the intermediate scores and the final one.
     #[serde(default)]
     pub best_score: Option<f64>,
+    /// Why the episode ended; null when it has no end record.
     pub end_reason: Option<EndReason>,
+    /// Why the submission is not valid, or why it was not scored.
     pub error: Option<String>,
+    /// True when the evaluator itself failed (not the agent's fault).
     pub evaluator_failed: bool,
+    /// The id of the snapshot scored (or the final one, when not evaluated).
     pub snapshot: Option<u64>,
+    /// When the score was made, as an RFC 3339 UTC time.
     pub evaluated_at: String,
 }
 
 impl ScoreRecord {
+    /// Reads `score.json` from the episode directory `dir`.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join("score.json");
         let text = std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: not an mlrb score record: {e}", path.display()))
     }
 
+    /// The score record of an evaluation of snapshot `snapshot`, against the task's baseline and reference.
     pub fn from_evaluation(task: &Task, record: &EpisodeRecord, snapshot: u64, evaluation: Evaluation) -> Self {
         let metric = &task.spec.metric;
         let improvement = match (evaluation.score, metric.baseline) {
@@ -383,6 +359,7 @@ impl ScoreRecord {
         }
     }
 
+    /// The score record of an episode that was not evaluated, saying `why`.
     pub fn not_evaluated(task: &Task, record: &EpisodeRecord, why: &str) -> Self {
         Self {
             task: task.spec.name.clone(),
@@ -404,6 +381,7 @@ impl ScoreRecord {
         }
     }
 
+    /// Writes the record to `score.json` in `dir`, atomically.
     pub fn write(&self, dir: &Path) -> Result<()> {
         write_json(&dir.join("score.json"), self)
     }

@@ -22,19 +22,28 @@ use super::wire::{self, Completion, Decoded, LlmRequest};
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "message", rename_all = "kebab-case")]
 pub enum LlmError {
+    /// The episode's token or cost budget is spent.
     BudgetExhausted(String),
+    /// The model declined to answer.
     Refused(String),
+    /// The provider failed, or answered with something unreadable.
     Provider(String),
+    /// The request timed out, or retrying would pass the episode's deadline.
     Timeout(String),
+    /// The request cannot be served (an unknown alias, or the provider rejected it).
     InvalidRequest(String),
+    /// No answer can be had now: no key, no local model, a provider shutting down.
     Unavailable(String),
 }
 
 /// How a call went, for the trace.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CallStats {
+    /// The provider's name in `mlrb.toml`.
     pub provider: String,
+    /// The provider's model name.
     pub model: String,
+    /// Requests sent, the first included.
     pub attempts: u32,
     /// HTTP statuses of the attempts (0: no answer).
     pub statuses: Vec<u16>,
@@ -111,10 +120,12 @@ impl LlmClient {
         })
     }
 
+    /// The configuration of model alias `alias`, if there is one.
     pub fn model(&self, alias: &str) -> Option<&ModelConfig> {
         self.config.models.get(alias)
     }
 
+    /// Every model alias agents may ask for.
     pub fn aliases(&self) -> Vec<&str> {
         self.config.models.keys().map(String::as_str).collect()
     }
@@ -254,30 +265,41 @@ impl LlmClient {
             Ok(Ok(answer)) => answer,
         };
         stats.statuses.push(status.as_u16());
-        let said = || provider.scrub(&wire::error_message(&bytes));
-        match status.as_u16() {
-            200..=299 => Attempt::Done(match wire::decode(provider.config.api, &bytes) {
-                Ok(Decoded::Completion(completion)) => Ok(completion),
-                Ok(Decoded::Refused(why)) => Err(LlmError::Refused(provider.scrub(&why))),
-                Err(malformed) => Err(LlmError::Provider(format!("provider {}: {malformed}", provider.name))),
-            }),
-            429 | 408 | 500..=599 => Attempt::Retry {
-                why: format!("HTTP {}: {}", status.as_u16(), said()),
-                timed_out: false,
-                after: retry_after,
-            },
-            400 | 404 | 413 | 422 => Attempt::Done(Err(LlmError::InvalidRequest(format!(
-                "provider {} rejected the request (HTTP {}): {}",
-                provider.name,
-                status.as_u16(),
-                said()
-            )))),
-            code => Attempt::Done(Err(LlmError::Provider(format!(
-                "provider {} answered HTTP {code}: {}",
-                provider.name,
-                said()
-            )))),
-        }
+        judge(provider, status, retry_after, &bytes)
+    }
+}
+
+/// What an answer of the provider means: a completion, a refusal, an
+/// error of the request, or a failure worth retrying.
+fn judge(
+    provider: &Provider,
+    status: reqwest::StatusCode,
+    retry_after: Option<std::time::Duration>,
+    bytes: &[u8],
+) -> Attempt {
+    let said = || provider.scrub(&wire::error_message(bytes));
+    match status.as_u16() {
+        200..=299 => Attempt::Done(match wire::decode(provider.config.api, bytes) {
+            Ok(Decoded::Completion(completion)) => Ok(completion),
+            Ok(Decoded::Refused(why)) => Err(LlmError::Refused(provider.scrub(&why))),
+            Err(malformed) => Err(LlmError::Provider(format!("provider {}: {malformed}", provider.name))),
+        }),
+        429 | 408 | 500..=599 => Attempt::Retry {
+            why: format!("HTTP {}: {}", status.as_u16(), said()),
+            timed_out: false,
+            after: retry_after,
+        },
+        400 | 404 | 413 | 422 => Attempt::Done(Err(LlmError::InvalidRequest(format!(
+            "provider {} rejected the request (HTTP {}): {}",
+            provider.name,
+            status.as_u16(),
+            said()
+        )))),
+        code => Attempt::Done(Err(LlmError::Provider(format!(
+            "provider {} answered HTTP {code}: {}",
+            provider.name,
+            said()
+        )))),
     }
 }
 

@@ -37,14 +37,18 @@ pub enum Api {
     Anthropic,
 }
 
+/// One `[llm.providers.<name>]` table: an endpoint and where its key comes from.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
+    /// The wire protocol it speaks.
     pub api: Api,
+    /// The URL requests go under, e.g. `https://api.anthropic.com`.
     pub base_url: String,
     /// The environment variable (or `.env` entry) holding the key; none for
     /// a local server that needs no key.
     pub api_key_env: Option<String>,
+    /// Requests in flight at once, shared by every episode of the host (default 4).
     #[serde(default = "default_concurrency")]
     pub max_concurrency: usize,
 }
@@ -53,16 +57,21 @@ fn default_concurrency() -> usize {
     4
 }
 
+/// One `[llm.models.<alias>]` table: what an alias agents ask for resolves to.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
+    /// The provider (a key of `[llm.providers]`) that serves it.
     pub provider: String,
     /// The provider's model name.
     pub model: String,
+    /// USD per million input tokens (default 0).
     #[serde(default)]
     pub input_usd_per_mtok: f64,
+    /// USD per million output tokens (default 0).
     #[serde(default)]
     pub output_usd_per_mtok: f64,
+    /// The cap on any request's output tokens (default 4096).
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
 }
@@ -71,18 +80,23 @@ fn default_max_tokens() -> u32 {
     4096
 }
 
+/// The `[llm]` table of `mlrb.toml`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmConfig {
+    /// The timeout of one request in seconds, retries apart (default 120).
     #[serde(default = "default_timeout")]
     pub timeout_seconds: u64,
+    /// Retries after the first attempt, on 429, 5xx, timeouts and dropped connections (default 4).
     #[serde(default = "default_retries")]
     pub max_retries: u32,
     /// The longest single wait between retries, whatever Retry-After says.
     #[serde(default = "default_max_backoff")]
     pub max_backoff_seconds: u64,
+    /// Providers by name.
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// Model aliases agents may ask for, by alias.
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
 }
@@ -98,6 +112,7 @@ fn default_max_backoff() -> u64 {
 }
 
 impl LlmConfig {
+    /// The timeout of one request.
     pub fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout_seconds)
     }

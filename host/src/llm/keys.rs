@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 pub struct Secret(String);
 
 impl Secret {
+    /// The key itself, for the request's header only.
     pub fn expose(&self) -> &str {
         &self.0
     }

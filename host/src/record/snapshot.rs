@@ -24,6 +24,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::walk::{DirHandle, Kind, Opened, display_name, read_chunks, utf8_name};
+use crate::limits::Limits;
 
 /// Directories with more entries than this are stored as shards.
 pub const SHARD_ENTRIES: usize = 2048;
@@ -32,9 +33,22 @@ pub const SHARD_ENTRIES: usize = 2048;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum ManifestEntry {
-    File { hash: String, size: u64, executable: bool },
+    /// A regular file.
+    File {
+        /// The blake3 hash of its content (its object's name).
+        hash: String,
+        /// Its size in bytes.
+        size: u64,
+        /// Whether any of its execute bits is set.
+        executable: bool,
+    },
+    /// A directory.
     Dir,
-    Symlink { target: String },
+    /// A symbolic link.
+    Symlink {
+        /// What the link points to, as written.
+        target: String,
+    },
 }
 
 /// Something in the workspace that is not recorded as content, and why.
@@ -45,7 +59,9 @@ pub struct Refused {
     /// The exact bytes of the path, in hex, where they are not UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_hex: Option<String>,
+    /// What the entry is.
     pub kind: Kind,
+    /// Why it was not recorded.
     pub why: String,
 }
 
@@ -58,6 +74,7 @@ pub struct SnapshotStats {
     pub bytes: u64,
     /// Bytes the recorded files occupy on disk.
     pub allocated_bytes: u64,
+    /// Entries refused.
     pub refused: u64,
     /// Set when a cap stopped the walk: what was not recorded, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,51 +86,51 @@ pub struct SnapshotStats {
 /// A snapshot: its header as stored, and the flattened entries.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Manifest {
+    /// The snapshot's number in this store, from 0.
     pub id: u64,
+    /// What it was taken after, e.g. `step 3: <function>`.
     pub label: String,
     /// The root tree's hash (empty for snapshots of the older, flat format).
     #[serde(default)]
     pub root: String,
+    /// Its totals.
     #[serde(default)]
     pub stats: SnapshotStats,
     /// Every recorded path; loaded from the trees, not stored in the manifest.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub entries: BTreeMap<String, ManifestEntry>,
+    /// What the walk refused, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<Refused>,
 }
 
 impl Manifest {
-    pub fn total_file_bytes(&self) -> u64 {
-        self.entries
-            .values()
-            .map(|e| match e {
-                ManifestEntry::File { size, .. } => *size,
-                _ => 0,
-            })
-            .sum()
+    /// Why `path` was refused, if it was.
+    pub fn refused_why(&self, path: &str) -> Option<&str> {
+        self.refused.iter().find(|r| r.path == path).map(|r| r.why.as_str())
     }
 }
 
-/// What the snapshot walk may record.
+/// What the snapshot walk may record (taken from the episode's limits).
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapshotLimits {
     /// Apparent and allocated bytes of the files recorded, each.
     pub max_bytes: u64,
     /// Entries of every kind.
     pub max_entries: u64,
+    /// Folders deep a path may go.
     pub max_depth: usize,
     /// Bytes of one workspace-relative path.
     pub max_path_bytes: usize,
 }
 
-impl Default for SnapshotLimits {
-    fn default() -> Self {
+impl From<&Limits> for SnapshotLimits {
+    fn from(limits: &Limits) -> Self {
         Self {
-            max_bytes: 10 << 30,
-            max_entries: 1_000_000,
-            max_depth: 64,
-            max_path_bytes: 1024,
+            max_bytes: limits.workspace_bytes,
+            max_entries: limits.workspace_files,
+            max_depth: limits.path_depth,
+            max_path_bytes: limits.path_bytes,
         }
     }
 }
@@ -171,6 +188,7 @@ impl StatKey {
     }
 }
 
+/// An episode's snapshot store: writes snapshots and remembers what it wrote.
 pub struct SnapshotStore {
     dir: PathBuf,
     objects: PathBuf,
@@ -185,11 +203,9 @@ pub struct SnapshotStore {
 }
 
 impl SnapshotStore {
-    pub fn create(dir: &Path) -> Result<Self> {
-        Self::with_limits(dir, SnapshotLimits::default())
-    }
-
-    pub fn with_limits(dir: &Path, limits: SnapshotLimits) -> Result<Self> {
+    /// A store in `dir` recording what `limits` allow.
+    pub fn create(dir: &Path, limits: &Limits) -> Result<Self> {
+        let limits = SnapshotLimits::from(limits);
         let store = Self {
             dir: dir.to_path_buf(),
             objects: dir.join("objects"),
@@ -213,14 +229,17 @@ impl SnapshotStore {
         &self.dir
     }
 
+    /// The folder of file contents, one file per blake3 hash.
     pub fn objects_dir(&self) -> &Path {
         &self.objects
     }
 
+    /// What the walk may record.
     pub fn limits(&self) -> &SnapshotLimits {
         &self.limits
     }
 
+    /// The latest snapshot written, if any.
     pub fn last(&self) -> Option<&Manifest> {
         self.last.as_ref()
     }
@@ -794,7 +813,7 @@ mod tests {
     use super::*;
 
     fn store(tmp: &Path) -> SnapshotStore {
-        SnapshotStore::create(&tmp.join("snap")).unwrap()
+        SnapshotStore::create(&tmp.join("snap"), &Limits::default()).unwrap()
     }
 
     fn root(path: &Path) -> DirHandle {
@@ -874,21 +893,19 @@ mod tests {
         }
         fs::create_dir_all(&deep).unwrap();
         fs::write(ws.join("ok.txt"), "fine").unwrap();
-        let limits = SnapshotLimits {
-            max_bytes: 1 << 20,
-            max_depth: 3,
-            ..SnapshotLimits::default()
+        let limits = Limits {
+            workspace_bytes: 1 << 20,
+            path_depth: 3,
+            ..Limits::default()
         };
-        let mut store = SnapshotStore::with_limits(&tmp.path().join("snap"), limits).unwrap();
+        let mut store = SnapshotStore::create(&tmp.path().join("snap"), &limits).unwrap();
         let manifest = store.snapshot(&root(&ws), "s").unwrap().unwrap().clone();
         assert!(manifest.entries.contains_key("ok.txt"));
-        let why = |path: &str| -> String {
+        let why = |path: &str| {
             manifest
-                .refused
-                .iter()
-                .find(|r| r.path == path)
-                .map(|r| r.why.clone())
-                .unwrap_or_else(|| panic!("{path} not refused: {:?}", manifest.refused))
+                .refused_why(path)
+                .unwrap_or_else(|| panic!("{path} not refused"))
+                .to_string()
         };
         assert!(why("fifo").contains("FIFO"));
         assert!(why("sparse").contains("cap"));

@@ -21,18 +21,25 @@ pub const MAX_TRACE_STRING: usize = 64 << 10;
 pub const MAX_EVENT_BYTES: usize = 4 << 20;
 const CLIPPED_EVENT_STRING: usize = 4 << 10;
 
+/// One line of `events.jsonl`: one import call and what it returned.
 #[derive(Debug, Serialize)]
 pub struct Event<'a> {
+    /// The call's number in the episode, from 1.
     pub seq: u64,
     /// Milliseconds since the episode started.
     pub t_ms: f64,
+    /// The WIT interface called, e.g. `exec`.
     pub interface: &'a str,
+    /// The function called.
     pub function: &'a str,
     /// The step this call counted as, if it was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<u32>,
+    /// The call's arguments, as JSON.
     pub args: &'a RawValue,
+    /// What the call returned, as JSON.
     pub result: &'a RawValue,
+    /// How long the call took, in microseconds.
     pub duration_us: u64,
     /// The snapshot taken after this call, when it changed the workspace.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -42,6 +49,7 @@ pub struct Event<'a> {
     pub llm: Option<&'a RawValue>,
 }
 
+/// The open `events.jsonl` of one episode, with its size and budget.
 pub struct Trace {
     out: BufWriter<File>,
     seq: u64,
@@ -72,6 +80,7 @@ impl Trace {
         self.bytes
     }
 
+    /// Bytes the trace may hold before it counts as spent.
     pub fn budget(&self) -> u64 {
         self.budget
     }
@@ -81,15 +90,18 @@ impl Trace {
         self.bytes > self.budget
     }
 
+    /// The number of the next event (from 1).
     pub fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
     }
 
+    /// Milliseconds since the episode started.
     pub fn elapsed_ms(&self) -> f64 {
         self.started.elapsed().as_secs_f64() * 1000.0
     }
 
+    /// Appends one event and flushes it; an oversized event has its strings cut.
     pub fn write(&mut self, event: &Event<'_>) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(event)?;
         if line.len() > MAX_EVENT_BYTES {

@@ -20,17 +20,26 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
+    /// A regular file.
     File,
+    /// A directory.
     Directory,
+    /// A symbolic link.
     Symlink,
+    /// A FIFO (named pipe).
     Fifo,
+    /// A Unix socket.
     Socket,
+    /// A character device.
     CharDevice,
+    /// A block device.
     BlockDevice,
+    /// Anything else.
     Unknown,
 }
 
 impl Kind {
+    /// The kind `stat` describes.
     pub fn of(stat: &Stat) -> Self {
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::RegularFile => Self::File,
@@ -61,8 +70,11 @@ impl Kind {
 
 /// An entry opened beneath its parent, typed by its own handle.
 pub enum Opened {
+    /// A regular file, open for reading, and its `stat`.
     File(File, Stat),
+    /// A directory, open as a handle, and its `stat`.
     Dir(DirHandle, Stat),
+    /// A symbolic link (never followed).
     Symlink,
     /// A FIFO, socket or device: never read.
     Special(Kind),
@@ -364,8 +376,11 @@ fn copy_range(from: &File, to: &File, start: u64, end: u64) -> io::Result<()> {
 /// What a tree holds, by `stat` alone (nothing is opened but folders).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
+    /// Entries of every kind.
     pub entries: u64,
+    /// Apparent bytes (`st_size`) of all entries.
     pub bytes: u64,
+    /// Bytes on disk (`st_blocks` × 512).
     pub allocated_bytes: u64,
 }
 

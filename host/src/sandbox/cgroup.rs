@@ -7,9 +7,12 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+/// Which cgroup hierarchy a group lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
+    /// Version 1: one directory per controller.
     V1,
+    /// Version 2: the unified hierarchy.
     V2,
 }
 
@@ -49,6 +52,8 @@ impl Cgroup {
         Some(probe.version)
     }
 
+    /// Makes a group with these limits, under v2 if it can, else v1; `None`
+    /// when neither can be written.
     pub fn create(name: &str, memory_bytes: u64, max_processes: u32, cpus: f64) -> Option<Self> {
         Self::create_v2(name, memory_bytes, max_processes, cpus)
             .or_else(|| Self::create_v1(name, memory_bytes, max_processes, cpus))
@@ -119,6 +124,7 @@ impl Cgroup {
         Some(group)
     }
 
+    /// Which cgroup version this group uses.
     pub fn version(&self) -> Version {
         self.version
     }
@@ -151,19 +157,6 @@ impl Cgroup {
                     .and_then(|n| n.trim().parse::<u64>().ok())
                     .is_some_and(|n| n > 0)
             })
-    }
-
-    /// Highest memory use seen, in bytes, where the kernel reports it.
-    pub fn peak_memory(&self) -> Option<u64> {
-        let file = match self.version {
-            Version::V1 => "memory.max_usage_in_bytes",
-            Version::V2 => "memory.peak",
-        };
-        std::fs::read_to_string(self.memory_dir.join(file))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
     }
 
     fn pids(&self) -> Vec<i32> {

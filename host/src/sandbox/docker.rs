@@ -37,6 +37,7 @@ const SANDBOX_UID: u32 = 1000;
 /// signal it, trace it or open its file descriptors.
 const INIT_USER: &str = "65534:65534";
 
+/// Runs commands in containers of the local Docker engine.
 #[derive(Clone)]
 pub struct DockerSandbox {
     docker: Docker,
@@ -143,6 +144,31 @@ fn prepare_mount_sources(mounts: &[Mount]) -> Result<()> {
 /// What a container is made of: mounts, limits, no network unless granted,
 /// read-only root, private /tmp, a plain user, no capabilities, labels.
 pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> ContainerCreateBody {
+    let labels = HashMap::from([
+        (LABEL_MANAGED.to_string(), "1".to_string()),
+        (LABEL_EPISODE.to_string(), setup.name.clone()),
+        (LABEL_HOST_PID.to_string(), std::process::id().to_string()),
+        ("mlrb.role".to_string(), role.to_string()),
+    ]);
+    let env = super::script_environment(setup.cpus)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    ContainerCreateBody {
+        image: Some(image.to_string()),
+        cmd: Some(vec!["sleep".into(), "infinity".into()]),
+        user: Some(INIT_USER.into()),
+        working_dir: Some(setup.cwd.to_string_lossy().into_owned()),
+        env: Some(env),
+        labels: Some(labels),
+        network_disabled: Some(!setup.network),
+        host_config: Some(host_config(setup)),
+        ..Default::default()
+    }
+}
+
+/// Mounts, limits and lock-down of a container.
+fn host_config(setup: &EpisodeSetup) -> HostConfig {
     let mounts = setup
         .mounts
         .iter()
@@ -159,25 +185,6 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> Containe
             ..Default::default()
         })
         .collect();
-    let labels = HashMap::from([
-        (LABEL_MANAGED.to_string(), "1".to_string()),
-        (LABEL_EPISODE.to_string(), setup.name.clone()),
-        (LABEL_HOST_PID.to_string(), std::process::id().to_string()),
-        ("mlrb.role".to_string(), role.to_string()),
-    ]);
-    let threads = (setup.cpus.ceil() as u32).max(1).to_string();
-    let env = vec![
-        "PATH=/usr/local/bin:/usr/bin:/bin".to_string(),
-        "HOME=/tmp".to_string(),
-        "TMPDIR=/tmp".to_string(),
-        "LANG=C.UTF-8".to_string(),
-        "PYTHONDONTWRITEBYTECODE=1".to_string(),
-        "PYTHONUNBUFFERED=1".to_string(),
-        "MPLCONFIGDIR=/tmp".to_string(),
-        format!("OMP_NUM_THREADS={threads}"),
-        format!("OPENBLAS_NUM_THREADS={threads}"),
-        format!("MKL_NUM_THREADS={threads}"),
-    ];
     // Specific devices, never a count: the pool has made sure no other
     // episode holds them.
     let device_requests = (!setup.gpus.is_empty()).then(|| {
@@ -188,47 +195,31 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> Containe
             ..Default::default()
         }]
     });
-    ContainerCreateBody {
-        image: Some(image.to_string()),
-        cmd: Some(vec!["sleep".into(), "infinity".into()]),
-        user: Some(INIT_USER.into()),
-        working_dir: Some(setup.cwd.to_string_lossy().into_owned()),
-        env: Some(env),
-        labels: Some(labels),
-        network_disabled: Some(!setup.network),
-        host_config: Some(HostConfig {
-            mounts: Some(mounts),
-            readonly_rootfs: Some(true),
-            tmpfs: Some(HashMap::from([(
-                "/tmp".to_string(),
-                "rw,nosuid,nodev,size=1g,mode=1777".to_string(),
-            )])),
-            network_mode: Some(if setup.network { "bridge" } else { "none" }.into()),
-            memory: Some(setup.memory_bytes as i64),
-            memory_swap: Some(setup.memory_bytes as i64),
-            pids_limit: Some(setup.max_processes as i64),
-            nano_cpus: Some((setup.cpus * 1e9) as i64),
-            cap_drop: Some(vec!["ALL".into()]),
-            security_opt: Some(vec![
-                "no-new-privileges".into(),
-                format!("seccomp={}", super::seccomp::docker_profile()),
-            ]),
-            init: Some(true),
-            ulimits: Some(vec![
-                ResourcesUlimits {
-                    name: Some("fsize".into()),
-                    soft: Some(setup.max_file_bytes as i64),
-                    hard: Some(setup.max_file_bytes as i64),
-                },
-                ResourcesUlimits {
-                    name: Some("core".into()),
-                    soft: Some(0),
-                    hard: Some(0),
-                },
-            ]),
-            device_requests,
-            ..Default::default()
-        }),
+    let ulimit = |name: &str, value: u64| ResourcesUlimits {
+        name: Some(name.into()),
+        soft: Some(value as i64),
+        hard: Some(value as i64),
+    };
+    HostConfig {
+        mounts: Some(mounts),
+        readonly_rootfs: Some(true),
+        tmpfs: Some(HashMap::from([(
+            "/tmp".to_string(),
+            "rw,nosuid,nodev,size=1g,mode=1777".to_string(),
+        )])),
+        network_mode: Some(if setup.network { "bridge" } else { "none" }.into()),
+        memory: Some(setup.memory_bytes as i64),
+        memory_swap: Some(setup.memory_bytes as i64),
+        pids_limit: Some(setup.max_processes as i64),
+        nano_cpus: Some((setup.cpus * 1e9) as i64),
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec![
+            "no-new-privileges".into(),
+            format!("seccomp={}", super::seccomp::docker_profile()),
+        ]),
+        init: Some(true),
+        ulimits: Some(vec![ulimit("fsize", setup.max_file_bytes), ulimit("core", 0)]),
+        device_requests,
         ..Default::default()
     }
 }
@@ -242,6 +233,7 @@ pub struct DockerEpisode {
 }
 
 impl DockerEpisode {
+    /// The container's id.
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -307,29 +299,9 @@ done"#;
     }
 }
 
-/// How long the output of an exec whose process has exited may stay open
-/// (held by a background process) before that process is killed.
-const OUTPUT_GRACE: Duration = Duration::from_millis(300);
-
-#[async_trait::async_trait]
-impl EpisodeSandbox for DockerEpisode {
-    async fn exec(&self, exec: Exec) -> Result<Outcome> {
-        // The daemon reports an OOM kill as an event of the container.
-        let filters = HashMap::from([
-            ("container".to_string(), vec![self.id.clone()]),
-            ("event".to_string(), vec!["oom".to_string()]),
-        ]);
-        let mut events = self
-            .docker
-            .events(Some(EventsOptionsBuilder::default().filters(&filters).build()));
-        let oom = Arc::new(AtomicBool::new(false));
-        let oom_flag = oom.clone();
-        let watcher = tokio::spawn(async move {
-            while let Some(Ok(_)) = events.next().await {
-                oom_flag.store(true, Ordering::SeqCst);
-            }
-        });
-
+impl DockerEpisode {
+    /// Creates the exec of a script, as the sandbox user.
+    async fn start_exec(&self, exec: &Exec) -> Result<String> {
         let options = CreateExecOptions {
             cmd: Some(exec.argv.clone()),
             env: (!exec.env.is_empty()).then(|| exec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
@@ -344,31 +316,36 @@ impl EpisodeSandbox for DockerEpisode {
             .create_exec(&self.id, options)
             .await
             .context("creating an exec")?;
-        let started = Instant::now();
-        let StartExecResults::Attached { mut output, .. } = self
-            .docker
-            .start_exec(&created.id, None)
-            .await
-            .context("starting an exec")?
-        else {
-            bail!("the daemon started the exec detached");
-        };
+        Ok(created.id)
+    }
+
+    /// Reads the exec's output until it closes, the script's own process
+    /// exits (a background process may keep the output open), the timeout
+    /// or a flood ends it, or the host stops it. The output is let go here:
+    /// a daemon blocked on sending it would hold up the kill that follows.
+    async fn collect(
+        &self,
+        exec: &Exec,
+        exec_id: &str,
+        mut output: std::pin::Pin<
+            Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+        >,
+    ) -> (Option<(Termination, String)>, HeadTail, HeadTail) {
         let log = |stream: &str| {
             exec.log_prefix
                 .as_ref()
                 .and_then(|p| std::fs::File::create(p.with_extension(stream)).ok())
         };
-        let mut stdout = HeadTail::new(exec.output_cap, log("stdout"), super::Limits::default().log_cap);
-        let mut stderr = HeadTail::new(exec.output_cap, log("stderr"), super::Limits::default().log_cap);
-        let mut ended_by_host: Option<(Termination, String)> = None;
+        let log_cap = super::Limits::default().log_cap;
+        let mut stdout = HeadTail::new(exec.output_cap, log("stdout"), log_cap);
+        let mut stderr = HeadTail::new(exec.output_cap, log("stderr"), log_cap);
         let flood_limit = exec.output_kill_bytes;
         let drain = async {
-            while let Some(chunk) = output.next().await {
+            while let Some(Ok(chunk)) = output.next().await {
                 match chunk {
-                    Ok(LogOutput::StdOut { message }) => stdout.push(&message),
-                    Ok(LogOutput::StdErr { message }) => stderr.push(&message),
-                    Ok(_) => {}
-                    Err(_) => break,
+                    LogOutput::StdOut { message } => stdout.push(&message),
+                    LogOutput::StdErr { message } => stderr.push(&message),
+                    _ => {}
                 }
                 if stdout.total() + stderr.total() > flood_limit {
                     return Some((
@@ -379,59 +356,111 @@ impl EpisodeSandbox for DockerEpisode {
             }
             None
         };
-        // The exec ends when its output closes, or shortly after its own
-        // process exits if a background process keeps the output open.
         let exited = async {
-            self.exited(&created.id).await;
+            self.exited(exec_id).await;
             tokio::time::sleep(OUTPUT_GRACE).await;
         };
-        tokio::select! {
+        let timed_out = || format!("timed out after {:.0} s", exec.timeout.as_secs_f64());
+        let ended_by_host = tokio::select! {
             drained = tokio::time::timeout(exec.timeout, drain) => match drained {
-                Ok(flood) => ended_by_host = flood,
-                Err(_) => {
-                    ended_by_host = Some((
-                        Termination::TimedOut,
-                        format!("timed out after {:.0} s", exec.timeout.as_secs_f64()),
-                    ))
-                }
+                Ok(flood) => flood,
+                Err(_) => Some((Termination::TimedOut, timed_out())),
             },
-            _ = exited => {}
-            why = exec.stop.stopped() => ended_by_host = Some((Termination::Killed, format!("killed: {why}"))),
-        }
-        // Whatever the script started goes with it, on every ending (the
-        // output is let go first: a daemon blocked on sending it to us
-        // would hold up the kill).
+            _ = exited => None,
+            why = exec.stop.stopped() => Some((Termination::Killed, format!("killed: {why}"))),
+        };
         drop(output);
-        self.kill_all().await.context("ending the script's processes")?;
-        let duration = started.elapsed();
-        let mut exit_code = None;
+        (ended_by_host, stdout, stderr)
+    }
+
+    /// The exit code of a finished exec.
+    async fn exit_code(&self, exec_id: &str) -> Result<Option<i32>> {
         for _ in 0..100 {
-            let inspected = self
-                .docker
-                .inspect_exec(&created.id)
-                .await
-                .context("inspecting an exec")?;
+            let inspected = self.docker.inspect_exec(exec_id).await.context("inspecting an exec")?;
             if inspected.running != Some(true) {
-                exit_code = inspected.exit_code.map(|c| c as i32);
-                break;
+                return Ok(inspected.exit_code.map(|c| c as i32));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // An OOM event may trail the exit by a moment.
-        if ended_by_host.is_none() && exit_code == Some(137) {
-            for _ in 0..25 {
-                if oom.load(Ordering::SeqCst) {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(None)
+    }
+}
+
+/// Watches the daemon's events for an OOM kill in one container.
+struct OomWatch {
+    seen: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl OomWatch {
+    fn start(docker: &Docker, id: &str) -> Self {
+        let filters = HashMap::from([
+            ("container".to_string(), vec![id.to_string()]),
+            ("event".to_string(), vec!["oom".to_string()]),
+        ]);
+        let mut events = docker.events(Some(EventsOptionsBuilder::default().filters(&filters).build()));
+        let seen = Arc::new(AtomicBool::new(false));
+        let flag = seen.clone();
+        let task = tokio::spawn(async move {
+            while let Some(Ok(_)) = events.next().await {
+                flag.store(true, Ordering::SeqCst);
             }
+        });
+        Self { seen, task }
+    }
+
+    fn seen(&self) -> bool {
+        self.seen.load(Ordering::SeqCst)
+    }
+
+    /// Whether an OOM kill is reported within `ms` milliseconds.
+    async fn seen_within(&self, ms: u64) -> bool {
+        for _ in 0..ms / 20 {
+            if self.seen() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        watcher.abort();
+        self.seen()
+    }
+}
+
+impl Drop for OomWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// How long the output of an exec whose process has exited may stay open
+/// (held by a background process) before that process is killed.
+const OUTPUT_GRACE: Duration = Duration::from_millis(300);
+
+#[async_trait::async_trait]
+impl EpisodeSandbox for DockerEpisode {
+    async fn exec(&self, exec: Exec) -> Result<Outcome> {
+        let oom = OomWatch::start(&self.docker, &self.id);
+        let exec_id = self.start_exec(&exec).await?;
+        let started = Instant::now();
+        let StartExecResults::Attached { output, .. } = self
+            .docker
+            .start_exec(&exec_id, None)
+            .await
+            .context("starting an exec")?
+        else {
+            bail!("the daemon started the exec detached");
+        };
+        let (ended_by_host, stdout, stderr) = self.collect(&exec, &exec_id, output).await;
+        // Whatever the script started goes with it, on every ending.
+        self.kill_all().await.context("ending the script's processes")?;
+        let duration = started.elapsed();
+        let exit_code = self.exit_code(&exec_id).await?;
+        // An OOM event may trail the exit by a moment.
+        let out_of_memory = ended_by_host.is_none() && exit_code == Some(137) && oom.seen_within(500).await;
         let ending = Ending {
             exit_code,
             signal: None,
             ended_by_host,
-            out_of_memory: oom.load(Ordering::SeqCst),
+            out_of_memory: out_of_memory || oom.seen(),
             memory_bytes: self.setup.memory_bytes,
         };
         Ok(Outcome::from_ending(ending, duration, stdout.finish(), stderr.finish()))

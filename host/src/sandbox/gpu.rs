@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, bail};
 
+/// The GPUs this host may hand out, and which of them are free.
 #[derive(Debug, Clone, Default)]
 pub struct GpuPool {
     all: Vec<String>,
@@ -38,6 +39,7 @@ impl GpuPool {
         })
     }
 
+    /// How many devices the pool holds.
     pub fn size(&self) -> usize {
         self.all.len()
     }
@@ -81,6 +83,7 @@ impl GpuPool {
 }
 
 impl GpuLease {
+    /// The device ids this lease holds.
     pub fn devices(&self) -> &[String] {
         &self.devices
     }

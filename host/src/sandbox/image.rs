@@ -14,13 +14,17 @@ use serde::Serialize;
 /// What goes into the image. The mirror is not part of the identity.
 #[derive(Debug, Clone, Serialize)]
 pub struct ImageRecipe {
+    /// The Debian release, e.g. "bookworm".
     pub suite: String,
+    /// The debootstrap variant, e.g. "minbase".
     pub variant: String,
+    /// Debian packages installed on top.
     pub packages: Vec<String>,
     /// Bumped when the way the root filesystem is made changes.
     pub revision: u32,
 }
 
+/// The repository images are tagged in (`mlrb-runtime:<hash>`).
 pub const IMAGE_REPOSITORY: &str = "mlrb-runtime";
 
 impl ImageRecipe {
@@ -68,14 +72,6 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
     if docker.inspect_image(&tag).await.is_ok() {
         return Ok((tag, false));
     }
-    let debootstrap = ["/usr/sbin/debootstrap", "/usr/bin/debootstrap"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .context("debootstrap is not installed: install it with `apt-get install debootstrap`")?;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("building the image runs debootstrap, which needs root: run `sudo mlrb image build`");
-    }
     std::fs::create_dir_all(work_dir)?;
     let scratch = tempfile::Builder::new().prefix("rootfs-").tempdir_in(work_dir)?;
     let rootfs = scratch.path().join("rootfs");
@@ -84,11 +80,32 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
         recipe.suite,
         recipe.packages.len()
     ));
+    debootstrap(recipe, &rootfs, scratch.path()).await?;
+    progress(&format!("importing the root filesystem as {tag}"));
+    import(&docker, &rootfs, &tag).await?;
+    docker
+        .inspect_image(&tag)
+        .await
+        .context("the imported image is missing")?;
+    Ok((tag, true))
+}
+
+/// Makes the recipe's Debian root filesystem in `rootfs`, without the
+/// package caches.
+async fn debootstrap(recipe: &ImageRecipe, rootfs: &Path, scratch: &Path) -> Result<()> {
+    let debootstrap = ["/usr/sbin/debootstrap", "/usr/bin/debootstrap"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .context("debootstrap is not installed: install it with `apt-get install debootstrap`")?;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("building the image runs debootstrap, which needs root: run `sudo mlrb image build`");
+    }
     let output = tokio::process::Command::new(debootstrap)
         .arg(format!("--variant={}", recipe.variant))
         .arg(format!("--include={}", recipe.packages.join(",")))
         .arg(&recipe.suite)
-        .arg(&rootfs)
+        .arg(rootfs)
         .arg(mirror())
         .stdin(Stdio::null())
         .output()
@@ -104,20 +121,21 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
         bail!(
             "debootstrap failed ({}): {last} (log: {}/rootfs/debootstrap/debootstrap.log)",
             output.status,
-            scratch.path().display()
+            scratch.display()
         );
     }
     for cache in ["var/cache/apt/archives", "var/lib/apt/lists"] {
-        let dir = rootfs.join(cache);
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_file()) {
-                    let _ = std::fs::remove_file(entry.path());
-                }
+        for entry in std::fs::read_dir(rootfs.join(cache)).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::remove_file(entry.path());
             }
         }
     }
-    progress(&format!("importing the root filesystem as {tag}"));
+    Ok(())
+}
+
+/// Imports `rootfs` into the engine as `tag` (a tar stream, no registry).
+async fn import(docker: &bollard::Docker, rootfs: &Path, tag: &str) -> Result<()> {
     let mut tar = tokio::process::Command::new("tar")
         .args([
             "--numeric-owner",
@@ -126,14 +144,14 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
             "--exclude=./sys/*",
             "-C",
         ])
-        .arg(&rootfs)
+        .arg(rootfs)
         .args(["-cf", "-", "."])
         .stdout(Stdio::piped())
         .stdin(Stdio::null())
         .spawn()
         .context("running tar")?;
     let stream = tokio_util::io::ReaderStream::new(tar.stdout.take().context("tar output")?);
-    let (repository, version) = tag.split_once(':').unwrap_or((&tag, "latest"));
+    let (repository, version) = tag.split_once(':').unwrap_or((tag, "latest"));
     let options = CreateImageOptionsBuilder::default()
         .from_src("-")
         .repo(repository)
@@ -147,11 +165,7 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
     if !status.success() {
         bail!("tar of the root filesystem failed: {status}");
     }
-    docker
-        .inspect_image(&tag)
-        .await
-        .context("the imported image is missing")?;
-    Ok((tag, true))
+    Ok(())
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ const SYSTEM_FILES: &[&str] = &[
 /// libraries, never secrets.
 const PASSED_ENV: &[&str] = &["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"];
 
+/// Runs commands under bubblewrap on this machine.
 #[derive(Clone)]
 pub struct LocalSandbox {
     bwrap: PathBuf,
@@ -88,16 +89,12 @@ impl LocalSandbox {
             .ok()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_else(|| "bubblewrap".into());
+        // The probe mounts what commands mount (never all of `/`, whose
+        // submounts other programs, Docker's among them, change meanwhile).
         let probe = std::process::Command::new(&bwrap)
-            .args([
-                "--unshare-all",
-                "--unshare-user",
-                "--die-with-parent",
-                "--ro-bind",
-                "/",
-                "/",
-                "true",
-            ])
+            .args(["--unshare-all", "--unshare-user", "--die-with-parent"])
+            .args(system_mounts(false))
+            .args(["--", "true"])
             .stdin(Stdio::null())
             .output()
             .context("running bubblewrap")?;
@@ -127,10 +124,6 @@ impl LocalSandbox {
             seccomp: Arc::new(super::seccomp::bwrap_programs()?),
         })
     }
-
-    pub fn cgroup_version(&self) -> Option<cgroup::Version> {
-        self.cgroups
-    }
 }
 
 /// The bubblewrap arguments for `command`, up to and including `--`;
@@ -152,7 +145,35 @@ pub fn bwrap_args(command: &Command, seccomp_fds: &[i32]) -> Vec<OsString> {
         push(&["--share-net"]);
     }
     push(&["--uid", "1000", "--gid", "1000", "--hostname", "mlrb-sandbox"]);
-    push(&["--ro-bind", "/usr", "/usr"]);
+    args.extend(system_mounts(command.network));
+    for mount in &command.mounts {
+        args.push(if mount.writable { "--bind" } else { "--ro-bind" }.into());
+        args.push(mount.host.clone().into());
+        args.push(mount.guest.clone().into());
+    }
+    args.push("--chdir".into());
+    args.push(command.cwd.clone().into());
+    args.push("--clearenv".into());
+    let mut env = super::script_environment(command.limits.cpus);
+    for name in PASSED_ENV {
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.to_string(), value));
+        }
+    }
+    env.extend(command.env.iter().cloned());
+    for (key, value) in env {
+        args.extend([OsString::from("--setenv"), key.into(), value.into()]);
+    }
+    args.push("--".into());
+    args.extend(command.argv.iter().map(OsString::from));
+    args
+}
+
+/// What of the host every command sees: `/usr` and the loader's files
+/// read-only, a fresh `/proc` (with bubblewrap's own init hidden, so no
+/// script can open its file descriptors or read its state), `/dev`, `/tmp`.
+fn system_mounts(network: bool) -> Vec<OsString> {
+    let mut args: Vec<OsString> = ["--ro-bind", "/usr", "/usr"].map(OsString::from).to_vec();
     for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64"] {
         match std::fs::read_link(top) {
             Ok(target) => args.extend([
@@ -165,61 +186,25 @@ pub fn bwrap_args(command: &Command, seccomp_fds: &[i32]) -> Vec<OsString> {
         }
     }
     let mut system_files: Vec<&str> = SYSTEM_FILES.to_vec();
-    if command.network {
+    if network {
         system_files.extend(["/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates"]);
     }
     for file in system_files {
         args.extend(["--ro-bind-try", file, file].map(OsString::from));
     }
-    // /proc/1 is bubblewrap's own init: hidden, so no script can open its
-    // file descriptors or read its state.
-    args.extend(
-        [
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/proc/1",
-            "--remount-ro",
-            "/proc/1",
-            "--dev",
-            "/dev",
-            "--tmpfs",
-            "/tmp",
-        ]
-        .map(OsString::from),
-    );
-    for mount in &command.mounts {
-        args.push(if mount.writable { "--bind" } else { "--ro-bind" }.into());
-        args.push(mount.host.clone().into());
-        args.push(mount.guest.clone().into());
-    }
-    args.push("--chdir".into());
-    args.push(command.cwd.clone().into());
-    args.push("--clearenv".into());
-    let threads = (command.limits.cpus.ceil() as u32).max(1).to_string();
-    let mut env: Vec<(String, String)> = vec![
-        ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
-        ("HOME".into(), "/tmp".into()),
-        ("TMPDIR".into(), "/tmp".into()),
-        ("LANG".into(), "C.UTF-8".into()),
-        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
-        ("PYTHONUNBUFFERED".into(), "1".into()),
-        ("MPLCONFIGDIR".into(), "/tmp".into()),
-        ("OMP_NUM_THREADS".into(), threads.clone()),
-        ("OPENBLAS_NUM_THREADS".into(), threads.clone()),
-        ("MKL_NUM_THREADS".into(), threads),
+    let special = [
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/proc/1",
+        "--remount-ro",
+        "/proc/1",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
     ];
-    for name in PASSED_ENV {
-        if let Ok(value) = std::env::var(name) {
-            env.push((name.to_string(), value));
-        }
-    }
-    env.extend(command.env.iter().cloned());
-    for (key, value) in env {
-        args.extend([OsString::from("--setenv"), key.into(), value.into()]);
-    }
-    args.push("--".into());
-    args.extend(command.argv.iter().map(OsString::from));
+    args.extend(special.map(OsString::from));
     args
 }
 
@@ -320,35 +305,9 @@ impl Sandbox for LocalSandbox {
             self.counter.fetch_add(1, Ordering::Relaxed)
         );
         let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus);
-        let join = match &group {
-            Some(group) => group.join_handles().context("opening the control group")?,
-            None => Vec::new(),
-        };
-        let fallback = group.is_none().then_some((limits.memory_bytes, limits.max_processes));
-        let filters = self
-            .seccomp
-            .iter()
-            .map(|program| super::seccomp::memfd_with(program))
-            .collect::<Result<Vec<_>>>()?;
-        let filter_fds: Vec<i32> = filters.iter().map(|fd| fd.as_raw_fd()).collect();
-
-        let mut child_command = tokio::process::Command::new(&self.bwrap);
-        child_command
-            .args(bwrap_args(&command, &filter_fds))
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
-        // SAFETY: the closure only makes async-signal-safe system calls.
-        unsafe { child_command.pre_exec(child_setup(&join, &filters, limits.max_file_bytes, fallback)) };
         let started = Instant::now();
-        let mut child = child_command.spawn().context("starting bubblewrap")?;
-        drop(join);
-        drop(filters);
+        let mut child = self.spawn(&command, group.as_ref())?;
         let pid = child.id().map(|p| p as i32);
-
         // Both streams count towards one output total; past the limit the
         // command is stopped.
         let total = Arc::new(AtomicU64::new(0));
@@ -365,38 +324,29 @@ impl Sandbox for LocalSandbox {
         };
         let stdout = capture(Box::new(child.stdout.take().context("child stdout")?), "stdout");
         let stderr = capture(Box::new(child.stderr.take().context("child stderr")?), "stderr");
-
-        let kill_tree = |group: &Option<Cgroup>| {
+        let kill_tree = || {
             if let Some(pid) = pid {
                 // SAFETY: signals our own child's process group.
                 unsafe { libc::killpg(pid, libc::SIGKILL) };
             }
-            if let Some(group) = group {
+            if let Some(group) = &group {
                 group.kill_all();
             }
         };
-        let mut ended_by_host: Option<(Termination, String)> = None;
-        let status = tokio::select! {
-            status = child.wait() => status?,
+        let ended_by_host = tokio::select! {
+            _ = child.wait() => None,
             _ = tokio::time::sleep(limits.timeout) => {
-                ended_by_host = Some((Termination::TimedOut, format!("timed out after {:.0} s", limits.timeout.as_secs_f64())));
-                kill_tree(&group);
-                child.wait().await?
+                Some((Termination::TimedOut, format!("timed out after {:.0} s", limits.timeout.as_secs_f64())))
             }
             _ = flooded.notified() => {
-                ended_by_host = Some((Termination::Killed, format!("killed: printed more than {} bytes", limits.output_kill_bytes)));
-                kill_tree(&group);
-                child.wait().await?
+                Some((Termination::Killed, format!("killed: printed more than {} bytes", limits.output_kill_bytes)))
             }
-            why = command.stop.stopped() => {
-                ended_by_host = Some((Termination::Killed, format!("killed: {why}")));
-                kill_tree(&group);
-                child.wait().await?
-            }
+            why = command.stop.stopped() => Some((Termination::Killed, format!("killed: {why}"))),
         };
+        // Whatever outlived the sandbox's init (nothing should) goes too.
+        kill_tree();
+        let status = child.wait().await?;
         let duration = started.elapsed();
-        // Whatever outlived the sandbox's init (nothing should) goes now.
-        kill_tree(&group);
         let grace = std::time::Duration::from_secs(5);
         let stdout = tokio::time::timeout(grace, stdout)
             .await
@@ -406,7 +356,6 @@ impl Sandbox for LocalSandbox {
             .await
             .context("stderr did not close")??
             .finish();
-
         use std::os::unix::process::ExitStatusExt;
         let out_of_memory = match &group {
             Some(group) => group.oom_killed(),
@@ -420,5 +369,36 @@ impl Sandbox for LocalSandbox {
             memory_bytes: limits.memory_bytes,
         };
         Ok(Outcome::from_ending(ending, duration, stdout, stderr))
+    }
+}
+
+impl LocalSandbox {
+    /// Starts bubblewrap for `command`: in `group` (or under rlimits
+    /// without one), under the seccomp filters, in its own process group.
+    fn spawn(&self, command: &Command, group: Option<&Cgroup>) -> Result<tokio::process::Child> {
+        let limits = &command.limits;
+        let join = match group {
+            Some(group) => group.join_handles().context("opening the control group")?,
+            None => Vec::new(),
+        };
+        let fallback = group.is_none().then_some((limits.memory_bytes, limits.max_processes));
+        let filters = self
+            .seccomp
+            .iter()
+            .map(|program| super::seccomp::memfd_with(program))
+            .collect::<Result<Vec<_>>>()?;
+        let filter_fds: Vec<i32> = filters.iter().map(|fd| fd.as_raw_fd()).collect();
+        let mut child = tokio::process::Command::new(&self.bwrap);
+        child
+            .args(bwrap_args(command, &filter_fds))
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        // SAFETY: the closure only makes async-signal-safe system calls.
+        unsafe { child.pre_exec(child_setup(&join, &filters, limits.max_file_bytes, fallback)) };
+        child.spawn().context("starting bubblewrap")
     }
 }

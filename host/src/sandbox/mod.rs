@@ -35,15 +35,40 @@ pub async fn open(kind: SandboxKind, image: &str) -> anyhow::Result<std::sync::A
     })
 }
 
+/// The environment every sandboxed command starts with (the same in both
+/// sandboxes): no host variable, thread counts fitted to the CPUs granted.
+pub fn script_environment(cpus: f64) -> Vec<(String, String)> {
+    let threads = (cpus.ceil() as u32).max(1).to_string();
+    [
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("HOME", "/tmp"),
+        ("TMPDIR", "/tmp"),
+        ("LANG", "C.UTF-8"),
+        ("PYTHONDONTWRITEBYTECODE", "1"),
+        ("PYTHONUNBUFFERED", "1"),
+        ("MPLCONFIGDIR", "/tmp"),
+        ("OMP_NUM_THREADS", &threads),
+        ("OPENBLAS_NUM_THREADS", &threads),
+        ("MKL_NUM_THREADS", &threads),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
 /// A host path made visible inside the sandbox.
 #[derive(Debug, Clone)]
 pub struct Mount {
+    /// The path on the host.
     pub host: PathBuf,
+    /// Where it appears inside the sandbox.
     pub guest: PathBuf,
+    /// Whether the sandbox may write to it.
     pub writable: bool,
 }
 
 impl Mount {
+    /// A mount the sandbox can read but not change.
     pub fn read_only(host: impl Into<PathBuf>, guest: impl Into<PathBuf>) -> Self {
         Self {
             host: host.into(),
@@ -51,6 +76,7 @@ impl Mount {
             writable: false,
         }
     }
+    /// A mount the sandbox can read and write.
     pub fn writable(host: impl Into<PathBuf>, guest: impl Into<PathBuf>) -> Self {
         Self {
             host: host.into(),
@@ -63,9 +89,13 @@ impl Mount {
 /// Resource limits of one sandboxed command.
 #[derive(Debug, Clone, Serialize)]
 pub struct Limits {
+    /// The longest the command may run before it is killed.
     pub timeout: Duration,
+    /// Memory the command may use, in bytes.
     pub memory_bytes: u64,
+    /// Processes (and threads) the command may have at once.
     pub max_processes: u32,
+    /// CPUs the command may use (a quota; fractions allowed).
     pub cpus: f64,
     /// Bytes of each stream handed back to the caller (head and tail kept).
     pub output_cap: usize,
@@ -96,11 +126,17 @@ impl Default for Limits {
 /// One command to run in a fresh sandbox.
 #[derive(Debug, Clone)]
 pub struct Command {
+    /// The program and its arguments.
     pub argv: Vec<String>,
+    /// The working directory, as seen inside the sandbox.
     pub cwd: PathBuf,
+    /// Host paths made visible inside the sandbox.
     pub mounts: Vec<Mount>,
+    /// Variables added to the fixed script environment.
     pub env: Vec<(String, String)>,
+    /// Whether the command may reach the network.
     pub network: bool,
+    /// The resources the command may use.
     pub limits: Limits,
     /// Device ids of GPUs the command may use (`--sandbox docker` only).
     pub gpus: Vec<String>,
@@ -139,24 +175,36 @@ impl Stopper {
     }
 }
 
+/// Why a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Termination {
+    /// It exited on its own.
     Exited,
+    /// The host killed it at its timeout.
     TimedOut,
+    /// It ran out of memory and the kernel killed it.
     OutOfMemory,
+    /// A signal ended it, or the host stopped it (output flood, `Stopper`).
     Killed,
 }
 
+/// What a sandboxed command did: how it ended and what it printed.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
+    /// The exit code, when it exited on its own.
     pub exit_code: Option<i32>,
+    /// The signal that killed it, if one did.
     pub signal: Option<i32>,
+    /// Why it ended.
     pub termination: Termination,
     /// Why the host ended the command, when it did.
     pub note: Option<String>,
+    /// Wall-clock time the command ran.
     pub duration: Duration,
+    /// What it printed to stdout (head and tail).
     pub stdout: CapturedOutput,
+    /// What it printed to stderr (head and tail).
     pub stderr: CapturedOutput,
 }
 
@@ -169,7 +217,9 @@ pub struct Ending {
     pub signal: Option<i32>,
     /// Set when the host stopped the command (timeout, output flood).
     pub ended_by_host: Option<(Termination, String)>,
+    /// Whether the kernel's OOM killer fired.
     pub out_of_memory: bool,
+    /// The memory limit it ran under, in bytes.
     pub memory_bytes: u64,
 }
 
@@ -209,8 +259,25 @@ impl Outcome {
         }
     }
 
+    /// True when the command exited on its own with code 0.
     pub fn success(&self) -> bool {
         self.termination == Termination::Exited && self.exit_code == Some(0)
+    }
+
+    /// How the command ended, in words ("exited with code 1", "timed out
+    /// after 20 s", "ran out of memory: ...").
+    pub fn describe(&self) -> String {
+        match (&self.note, self.termination, self.exit_code) {
+            (Some(note), _, _) => note.clone(),
+            (None, Termination::Exited, Some(code)) => format!("exited with code {code}"),
+            (None, Termination::Killed, _) => match self.signal {
+                Some(signal) => format!("killed by signal {signal}"),
+                None => "killed".into(),
+            },
+            (None, Termination::TimedOut, _) => "timed out".into(),
+            (None, Termination::OutOfMemory, _) => "ran out of memory".into(),
+            (None, Termination::Exited, None) => "ended without an exit code".into(),
+        }
     }
 }
 
@@ -220,11 +287,17 @@ impl Outcome {
 pub struct EpisodeSetup {
     /// Names the episode's sandbox (labels, logs).
     pub name: String,
+    /// Host paths made visible to every script.
     pub mounts: Vec<Mount>,
+    /// The working directory scripts start in.
     pub cwd: PathBuf,
+    /// Whether scripts may reach the network.
     pub network: bool,
+    /// Memory the scripts may use, in bytes.
     pub memory_bytes: u64,
+    /// Processes the scripts may have at once.
     pub max_processes: u32,
+    /// CPUs the scripts may use.
     pub cpus: f64,
     /// Device ids of the GPUs this episode holds (see `gpu::GpuPool`).
     pub gpus: Vec<String>,
@@ -235,13 +308,19 @@ pub struct EpisodeSetup {
 /// One script run inside an episode's sandbox.
 #[derive(Debug, Clone)]
 pub struct Exec {
+    /// The program and its arguments.
     pub argv: Vec<String>,
     /// Variables added to the sandbox's fixed environment.
     pub env: Vec<(String, String)>,
+    /// The longest the script may run.
     pub timeout: Duration,
+    /// Bytes of each stream handed back to the caller (head and tail kept).
     pub output_cap: usize,
+    /// Total bytes the script may print before it is killed.
     pub output_kill_bytes: u64,
+    /// Where the full (capped) stdout and stderr are written, if anywhere.
     pub log_prefix: Option<PathBuf>,
+    /// Ends the script early when the host says so.
     pub stop: Stopper,
 }
 
@@ -290,6 +369,8 @@ pub trait Sandbox: Send + Sync {
 /// host that dies before it leaves what `mlrb gc` removes.
 #[async_trait::async_trait]
 pub trait EpisodeSandbox: Send + Sync {
+    /// Runs one script in the episode's sandbox and waits for it to end.
     async fn exec(&self, exec: Exec) -> anyhow::Result<Outcome>;
+    /// Ends whatever is left running and removes the sandbox.
     async fn close(&self) -> anyhow::Result<()>;
 }

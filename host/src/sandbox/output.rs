@@ -8,8 +8,11 @@ use serde::Serialize;
 /// What the caller gets of one output stream.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CapturedOutput {
+    /// The kept text: the head, a note of what was cut, and the tail.
     pub text: String,
+    /// Whether bytes were cut from the middle.
     pub truncated: bool,
+    /// Bytes the stream carried in all.
     pub total_bytes: u64,
 }
 
@@ -24,6 +27,7 @@ pub struct HeadTail {
 }
 
 impl HeadTail {
+    /// Keeps `cap` bytes for the caller and up to `log_cap` bytes in `log`.
     pub fn new(cap: usize, log: Option<std::fs::File>, log_cap: u64) -> Self {
         Self {
             cap,
@@ -35,6 +39,7 @@ impl HeadTail {
         }
     }
 
+    /// Takes the next bytes of the stream.
     pub fn push(&mut self, bytes: &[u8]) {
         self.total += bytes.len() as u64;
         if let Some((file, written)) = self.log.as_mut() {
@@ -62,10 +67,12 @@ impl HeadTail {
         }
     }
 
+    /// Bytes pushed so far.
     pub fn total(&self) -> u64 {
         self.total
     }
 
+    /// The captured output; the log notes how much was not logged.
     pub fn finish(mut self) -> CapturedOutput {
         let kept = (self.head.len() + self.tail.len()) as u64;
         let truncated = self.total > kept;

@@ -7,12 +7,14 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::requirements::{self, HostOffer};
-use super::spec::read_only_glob;
 use super::{Layout, Prepared, Task, mlagentbench};
+use crate::relpath::read_only_glob;
 
+/// How one check of a task went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
+    /// The check passed.
     Ok,
     /// Runs, but something is assumed or will happen on the first run.
     Warn,
@@ -20,10 +22,24 @@ pub enum Status {
     Fail,
 }
 
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Ok => "ok",
+            Self::Warn => "warning",
+            Self::Fail => "FAIL",
+        })
+    }
+}
+
+/// One check of a task and how it went.
 #[derive(Debug, Clone, Serialize)]
 pub struct Item {
+    /// What was checked, e.g. "research problem".
     pub check: &'static str,
+    /// How the check went.
     pub status: Status,
+    /// What was found, in words.
     pub detail: String,
 }
 
@@ -38,66 +54,74 @@ fn item(check: &'static str, status: Status, detail: impl Into<String>) -> Item 
 /// Every check of `task`, in the order a run meets them.
 pub async fn check(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>) -> Vec<Item> {
     let spec = &task.spec;
-    let mut items = vec![item(
-        "layout",
-        Status::Ok,
-        match task.layout {
-            Layout::Native => "mlrb task (task.toml)".to_string(),
-            Layout::MlAgentBench => "MLAgentBench folder, run unchanged through the get_score adapter".to_string(),
-        },
-    )];
-    items.push(item(
-        "research problem",
-        Status::Ok,
-        format!("{} characters", spec.research_problem.trim().len()),
-    ));
+    let layout = match task.layout {
+        Layout::Native => "mlrb task (task.toml)",
+        Layout::MlAgentBench => "MLAgentBench folder, run unchanged through the get_score adapter",
+    };
+    let mut items = vec![
+        item("layout", Status::Ok, layout),
+        item(
+            "research problem",
+            Status::Ok,
+            format!("{} characters", spec.research_problem.trim().len()),
+        ),
+        starter_item(task),
+        evaluator_item(task),
+        prepare_item(task, cache_dir),
+    ];
+    items.extend(read_only_item(task, cache_dir));
+    items.extend(metric_items(task));
+    items.push(validation_item(task));
+    let missing = requirements::shortfalls(task, offer).await;
+    if missing.is_empty() {
+        items.push(item("this host", Status::Ok, "offers what the task needs"));
+    }
+    for shortfall in missing {
+        items.push(item("this host", Status::Fail, format!("needs {}", shortfall.message)));
+    }
+    items
+}
 
+fn starter_item(task: &Task) -> Item {
     let env_files = walkdir::WalkDir::new(task.env_dir())
         .into_iter()
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_file())
         .count();
-    items.push(if task.env_dir().join("train.py").is_file() {
-        item(
-            "starter code",
-            Status::Ok,
-            format!("env/ has {env_files} file(s), train.py among them"),
-        )
-    } else {
-        item(
-            "starter code",
-            Status::Warn,
-            format!("env/ has {env_files} file(s) and no train.py: `mlrb tasks test` cannot run a starter"),
-        )
-    });
+    if task.env_dir().join("train.py").is_file() {
+        let detail = format!("env/ has {env_files} file(s), train.py among them");
+        return item("starter code", Status::Ok, detail);
+    }
+    let detail = format!("env/ has {env_files} file(s) and no train.py: `mlrb tasks test` cannot run a starter");
+    item("starter code", Status::Warn, detail)
+}
 
-    items.push(evaluator_item(task));
-    items.push(prepare_item(task, cache_dir));
-    items.extend(read_only_item(task, cache_dir));
-
-    let (metric_status, metric_detail) = match task.layout {
-        Layout::MlAgentBench if !mlagentbench::metric_for(&spec.name).1 => (
+/// The metric, its direction, the baseline and the reference solution.
+fn metric_items(task: &Task) -> Vec<Item> {
+    let spec = &task.spec;
+    let metric = match task.layout {
+        Layout::MlAgentBench if !mlagentbench::metric_for(&spec.name).1 => item(
+            "metric",
             Status::Warn,
             format!(
                 "`{}` is not a known MLAgentBench task: its score is assumed to be better when higher",
                 spec.name
             ),
         ),
-        _ => (
-            Status::Ok,
-            format!(
-                "{} ({} is better)",
-                spec.metric.name,
-                if spec.metric.higher_is_better {
-                    "higher"
-                } else {
-                    "lower"
-                }
-            ),
-        ),
+        _ => {
+            let direction = if spec.metric.higher_is_better {
+                "higher"
+            } else {
+                "lower"
+            };
+            item(
+                "metric",
+                Status::Ok,
+                format!("{} ({direction} is better)", spec.metric.name),
+            )
+        }
     };
-    items.push(item("metric", metric_status, metric_detail));
-    items.push(match spec.metric.baseline {
+    let baseline = match spec.metric.baseline {
         Some(baseline) => item(
             "baseline",
             Status::Ok,
@@ -108,8 +132,8 @@ pub async fn check(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>) -> Vec<
             Status::Warn,
             "none declared: success (> 10 % over the baseline) cannot be judged; `mlrb tasks test` measures it",
         ),
-    });
-    items.push(match (task.reference_dir().is_dir(), spec.metric.reference) {
+    };
+    let reference = match (task.reference_dir().is_dir(), spec.metric.reference) {
         (true, Some(score)) => item(
             "reference solution",
             Status::Ok,
@@ -125,28 +149,21 @@ pub async fn check(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>) -> Vec<
             Status::Warn,
             "none (scripts/reference/): no normalised score, and `mlrb tasks test` cannot show the task is solvable",
         ),
-    });
-    items.push(item(
-        "intermediate scoring",
-        Status::Ok,
-        match (spec.validation.enabled, spec.validation.hide_score) {
-            (false, _) => "off".to_string(),
-            (true, false) => format!("on, up to {} validations", spec.validation.max_calls),
-            (true, true) => format!(
-                "on, up to {} validations, score hidden (valid or not only)",
-                spec.validation.max_calls
-            ),
-        },
-    ));
+    };
+    vec![metric, baseline, reference]
+}
 
-    let missing = requirements::shortfalls(task, offer).await;
-    if missing.is_empty() {
-        items.push(item("this host", Status::Ok, "offers what the task needs"));
-    }
-    for shortfall in missing {
-        items.push(item("this host", Status::Fail, format!("needs {}", shortfall.message)));
-    }
-    items
+fn validation_item(task: &Task) -> Item {
+    let validation = &task.spec.validation;
+    let detail = match (validation.enabled, validation.hide_score) {
+        (false, _) => "off".to_string(),
+        (true, false) => format!("on, up to {} validations", validation.max_calls),
+        (true, true) => format!(
+            "on, up to {} validations, score hidden (valid or not only)",
+            validation.max_calls
+        ),
+    };
+    item("intermediate scoring", Status::Ok, detail)
 }
 
 fn evaluator_item(task: &Task) -> Item {
@@ -226,7 +243,7 @@ fn read_only_item(task: &Task, cache_dir: &Path) -> Option<Item> {
         .iter()
         .filter(|pattern| {
             !roots.iter().any(|root| {
-                crate::capability::workspace::ReadOnlyFiles::scan(root, std::slice::from_ref(*pattern))
+                crate::relpath::ReadOnlyFiles::scan(root, std::slice::from_ref(*pattern))
                     .map(|files| files.paths().next().is_some())
                     .unwrap_or(false)
             })

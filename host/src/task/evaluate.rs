@@ -13,12 +13,15 @@ use crate::sandbox::{self, Mount, Sandbox};
 /// What the evaluator said of a workspace.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Evaluation {
+    /// The score, when the submission is valid.
     pub score: Option<f64>,
+    /// Whether the evaluator accepted the submission.
     pub valid: bool,
     /// Why the submission is not valid, or why evaluation failed.
     pub error: Option<String>,
     /// True when the evaluator itself failed (a task or host problem, not the agent's).
     pub evaluator_failed: bool,
+    /// How long the evaluation took, in milliseconds.
     pub duration_ms: u64,
 }
 
@@ -29,6 +32,7 @@ pub struct EvalRequest<'a> {
     pub workspace: &'a Path,
     /// The hidden side of the prepared data.
     pub hidden: &'a Path,
+    /// The mlrb cache folder, which holds the Python helpers.
     pub cache_dir: &'a Path,
     /// Where the evaluator's stdout and stderr are kept.
     pub log_prefix: Option<PathBuf>,
@@ -105,10 +109,7 @@ pub async fn evaluate(task: &Task, sandbox: &dyn Sandbox, request: EvalRequest<'
     };
     if !outcome.success() {
         let last = outcome.stderr.text.trim().lines().last().unwrap_or("").to_string();
-        return Ok(failed(format!(
-            "evaluator failed ({:?}, exit code {:?}): {last}",
-            outcome.termination, outcome.exit_code
-        )));
+        return Ok(failed(format!("evaluator failed ({}): {last}", outcome.describe())));
     }
     let Some(line) = outcome.stdout.text.lines().rev().find(|l| !l.trim().is_empty()) else {
         return Ok(failed(

@@ -85,7 +85,7 @@ pub fn read_only_patterns(root: &Path) -> Result<Vec<String>> {
             );
         }
         let pattern = format!("fnmatch:{line}");
-        let (glob, _) = super::spec::read_only_glob(&pattern);
+        let (glob, _) = crate::relpath::read_only_glob(&pattern);
         globset::Glob::new(glob)
             .map_err(|e| anyhow::anyhow!("{}: line {}: invalid pattern `{line}`: {e}", path.display(), number + 1))?;
         patterns.push(pattern);

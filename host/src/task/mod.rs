@@ -11,12 +11,12 @@
 pub mod check;
 mod evaluate;
 pub mod mlagentbench;
+mod populate;
 mod prepare;
 pub mod pylib;
 pub mod requirements;
 pub mod selftest;
 pub mod spec;
-pub mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -25,9 +25,11 @@ use anyhow::{Result, bail};
 use serde::Serialize;
 
 pub use evaluate::{EvalRequest, Evaluation, evaluate};
+pub use populate::{apply_reference, populate};
 pub use prepare::{Prepared, prepare};
 pub use spec::TaskSpec;
 
+use crate::limits::Limits;
 use crate::sandbox;
 
 /// How a task folder is laid out.
@@ -46,8 +48,11 @@ pub enum Layout {
 /// A task folder, loaded and checked.
 #[derive(Debug, Clone)]
 pub struct Task {
+    /// The task folder, as an absolute path.
     pub root: PathBuf,
+    /// What `task.toml` (or the MLAgentBench folder) declares.
     pub spec: TaskSpec,
+    /// How the folder is laid out.
     pub layout: Layout,
 }
 
@@ -94,15 +99,19 @@ impl Task {
         Ok(())
     }
 
+    /// `env/`: the files the agent's workspace starts with.
     pub fn env_dir(&self) -> PathBuf {
         self.root.join("env")
     }
+    /// `scripts/`: the hidden scripts, never shown to the agent.
     pub fn scripts_dir(&self) -> PathBuf {
         self.root.join("scripts")
     }
+    /// The prepare script, `scripts/prepare.py`.
     pub fn prepare_script(&self) -> PathBuf {
         self.scripts_dir().join("prepare.py")
     }
+    /// The hidden evaluator, `scripts/eval.py`.
     pub fn eval_script(&self) -> PathBuf {
         self.scripts_dir().join("eval.py")
     }
@@ -126,13 +135,34 @@ impl Task {
         format!("{}-{}-{}", self.spec.name, self.spec.version, &hash[..16])
     }
 
+    /// The limits an episode of this task runs under, before the user's
+    /// overrides: its budget and resources, mlrb's defaults for the rest.
+    pub fn limits(&self) -> Limits {
+        let (budget, resources) = (&self.spec.budget, &self.spec.resources);
+        Limits {
+            max_steps: budget.max_steps,
+            wall_seconds: budget.wall_seconds,
+            llm_tokens: budget.llm_tokens,
+            llm_cost_usd: budget.llm_cost_usd,
+            script_timeout_seconds: resources.script_timeout_seconds,
+            script_memory_bytes: resources.memory_mb << 20,
+            script_max_processes: resources.pids,
+            script_cpus: resources.cpus,
+            network: resources.network,
+            workspace_bytes: resources.workspace_mb << 20,
+            workspace_files: resources.workspace_files,
+            ..Limits::default()
+        }
+    }
+
     /// Sandbox limits for the task's own scripts (prepare, evaluate).
     pub fn task_script_limits(&self, timeout: Duration) -> sandbox::Limits {
+        let limits = self.limits();
         sandbox::Limits {
             timeout,
-            memory_bytes: self.spec.resources.memory_mb << 20,
-            max_processes: self.spec.resources.pids,
-            cpus: self.spec.resources.cpus,
+            memory_bytes: limits.script_memory_bytes,
+            max_processes: limits.script_max_processes,
+            cpus: limits.script_cpus,
             ..sandbox::Limits::default()
         }
     }

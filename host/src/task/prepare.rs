@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use super::{Layout, Task, mlagentbench, pylib, workspace};
+use super::{Layout, Task, mlagentbench, populate, pylib};
 use crate::sandbox::{self, Mount, Outcome, Sandbox};
 
 /// The longest a prepare step may run.
@@ -18,7 +18,9 @@ const PREPARE_TIMEOUT: Duration = Duration::from_secs(1800);
 pub struct Prepared {
     /// Names this preparation in records.
     pub key: String,
+    /// The folder that holds the prepared data.
     pub dir: PathBuf,
+    /// Whether the data were prepared before, not by this call.
     pub from_cache: bool,
     /// Copied into the workspace (after `env/`, unless `includes_env`).
     pub public: PathBuf,
@@ -92,70 +94,11 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
         .to_path_buf();
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let staging = tempfile::Builder::new().prefix(".staging-").tempdir_in(&base)?;
-    let (lib_mount, lib_env) = pylib::mount(cache_dir)?;
-    let log_prefix = Some(staging.path().join("prepare"));
-    let command = match task.layout {
-        Layout::Native => {
-            let public = staging.path().join("public");
-            let hidden = staging.path().join("hidden");
-            std::fs::create_dir_all(&public)?;
-            std::fs::create_dir_all(&hidden)?;
-            task.prepare_script().is_file().then(|| sandbox::Command {
-                argv: vec![
-                    "python3".into(),
-                    "/task/scripts/prepare.py".into(),
-                    "/out/public".into(),
-                    "/out/hidden".into(),
-                ],
-                cwd: "/task/scripts".into(),
-                mounts: vec![
-                    Mount::read_only(task.scripts_dir(), "/task/scripts"),
-                    Mount::writable(&public, "/out/public"),
-                    Mount::writable(&hidden, "/out/hidden"),
-                    lib_mount,
-                ],
-                env: vec![lib_env],
-                network: task.spec.resources.network,
-                limits: task.task_script_limits(PREPARE_TIMEOUT),
-                gpus: Vec::new(),
-                log_prefix,
-                stop: Default::default(),
-            })
-        }
-        Layout::MlAgentBench => {
-            // MLAgentBench's prepare.py writes into ../env and next to
-            // itself: give it copies, never the folder itself.
-            let env = staging.path().join("env");
-            let scripts = staging.path().join("scripts");
-            std::fs::create_dir_all(&env)?;
-            std::fs::create_dir_all(&scripts)?;
-            workspace::copy_tree(&task.env_dir(), &env)?;
-            workspace::copy_tree(&task.scripts_dir(), &scripts)?;
-            Some(sandbox::Command {
-                argv: vec!["python3".into(), "prepare.py".into()],
-                cwd: "/task/scripts".into(),
-                mounts: vec![
-                    Mount::writable(&env, "/task/env"),
-                    Mount::writable(&scripts, "/task/scripts"),
-                    lib_mount,
-                ],
-                env: vec![lib_env],
-                network: task.spec.resources.network,
-                limits: task.task_script_limits(PREPARE_TIMEOUT),
-                gpus: Vec::new(),
-                log_prefix,
-                stop: Default::default(),
-            })
-        }
-    };
-    if let Some(command) = command {
+    if let Some(command) = prepare_command(task, staging.path(), cache_dir)? {
         let outcome = sandbox.run(command).await?;
         if !outcome.success() {
-            bail!(
-                "task {}: {}",
-                task.spec.name,
-                prepare_failure(&outcome, task.spec.resources.network)
-            );
+            let why = prepare_failure(&outcome, task.spec.resources.network);
+            bail!("task {}: {why}", task.spec.name);
         }
     }
     std::fs::write(staging.path().join("complete"), task.prepare_key())?;
@@ -172,6 +115,54 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
         Err(e) => return Err(e).with_context(|| format!("storing prepared data in {}", dir.display())),
     }
     Ok(Prepared::at(task, dir, false))
+}
+
+/// The sandboxed command that prepares `task` into `staging` (none for a
+/// task without a prepare step).
+fn prepare_command(task: &Task, staging: &Path, cache_dir: &Path) -> Result<Option<sandbox::Command>> {
+    let (lib_mount, lib_env) = pylib::mount(cache_dir)?;
+    let (argv, mounts) = match task.layout {
+        Layout::Native => {
+            let (public, hidden) = (staging.join("public"), staging.join("hidden"));
+            std::fs::create_dir_all(&public)?;
+            std::fs::create_dir_all(&hidden)?;
+            if !task.prepare_script().is_file() {
+                return Ok(None);
+            }
+            let argv = ["python3", "/task/scripts/prepare.py", "/out/public", "/out/hidden"];
+            let mounts = vec![
+                Mount::read_only(task.scripts_dir(), "/task/scripts"),
+                Mount::writable(&public, "/out/public"),
+                Mount::writable(&hidden, "/out/hidden"),
+            ];
+            (argv.to_vec(), mounts)
+        }
+        Layout::MlAgentBench => {
+            // MLAgentBench's prepare.py writes into ../env and next to
+            // itself: give it copies, never the folder itself.
+            let (env, scripts) = (staging.join("env"), staging.join("scripts"));
+            std::fs::create_dir_all(&env)?;
+            std::fs::create_dir_all(&scripts)?;
+            populate::copy_tree(&task.env_dir(), &env)?;
+            populate::copy_tree(&task.scripts_dir(), &scripts)?;
+            let mounts = vec![
+                Mount::writable(&env, "/task/env"),
+                Mount::writable(&scripts, "/task/scripts"),
+            ];
+            (vec!["python3", "prepare.py"], mounts)
+        }
+    };
+    Ok(Some(sandbox::Command {
+        argv: argv.into_iter().map(String::from).collect(),
+        cwd: "/task/scripts".into(),
+        mounts: mounts.into_iter().chain([lib_mount]).collect(),
+        env: vec![lib_env],
+        network: task.spec.resources.network,
+        limits: task.task_script_limits(PREPARE_TIMEOUT),
+        gpus: Vec::new(),
+        log_prefix: Some(staging.join("prepare")),
+        stop: Default::default(),
+    }))
 }
 
 /// One line saying why prepare failed, and what would fix the usual causes.
@@ -196,9 +187,8 @@ fn prepare_failure(outcome: &Outcome, network: bool) -> String {
         ""
     };
     format!(
-        "prepare step failed ({:?}, exit code {:?}){}{hint}",
-        outcome.termination,
-        outcome.exit_code,
+        "prepare step failed ({}){}{hint}",
+        outcome.describe(),
         if last.is_empty() {
             String::new()
         } else {

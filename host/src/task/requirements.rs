@@ -15,13 +15,17 @@ use crate::sandbox::{self, Sandbox};
 /// One thing the task needs and this host lacks.
 #[derive(Debug, Clone, Serialize)]
 pub struct Shortfall {
+    /// The resource, as `task.toml` names it (`gpus`, `memory`, `python_packages`, ...).
     pub resource: &'static str,
+    /// What the task needs and what this host has, in words.
     pub message: String,
 }
 
 /// What this host offers the task.
 pub struct HostOffer<'a> {
+    /// The sandbox the task's scripts would run in.
     pub sandbox: &'a dyn Sandbox,
+    /// The GPUs this host may hand to episodes.
     pub gpus: &'a GpuPool,
 }
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::check::{Item, Status};
 use super::requirements::{self, HostOffer};
-use super::{EvalRequest, Evaluation, Task, evaluate, improvement, prepare, workspace};
+use super::{EvalRequest, Evaluation, Task, evaluate, improvement, prepare};
 use crate::sandbox::{self, Mount, Sandbox};
 
 /// One program run (starter or reference) and its evaluations.
@@ -20,24 +20,36 @@ use crate::sandbox::{self, Mount, Sandbox};
 pub struct ProgramRun {
     /// Exit status of `python3 train.py`; none when it was not run.
     pub exit_code: Option<i32>,
+    /// How long `python3 train.py` ran, in seconds (0 when it was not run).
     pub train_seconds: f64,
+    /// The first evaluation's score; none when the program or its evaluation failed.
     pub score: Option<f64>,
     /// The second evaluation of the same workspace.
     pub repeat_score: Option<f64>,
+    /// Why the program or its evaluation failed.
     pub error: Option<String>,
 }
 
+/// What `mlrb tasks test` found about a task.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The task's name.
     pub task: String,
+    /// The task's version.
     pub version: String,
+    /// How long the prepare step took, in seconds.
     pub prepare_seconds: f64,
+    /// Whether the prepared data came from the cache.
     pub prepared_from_cache: bool,
+    /// The starter code's run; none when the test stopped before it.
     pub starter: Option<ProgramRun>,
+    /// The reference solution's run; none when the task has none or the test stopped before it.
     pub reference: Option<ProgramRun>,
     /// Relative improvement of the reference over the baseline.
     pub reference_improvement: Option<f64>,
+    /// Each check and how it went.
     pub findings: Vec<Item>,
+    /// Whether no check failed.
     pub passed: bool,
     /// Where the workspaces were left (with `--keep`, or after a failure).
     pub work_dir: Option<PathBuf>,
@@ -66,11 +78,9 @@ pub async fn run(
     };
     step("checking what the task needs");
     if let Err(error) = requirements::ensure(task, offer).await {
-        report.findings.push(Item {
-            check: "requirements",
-            status: Status::Fail,
-            detail: format!("{error:#}"),
-        });
+        report
+            .findings
+            .push(item("requirements", Status::Fail, format!("{error:#}")));
         return Ok(report);
     }
     step("preparing");
@@ -90,106 +100,114 @@ pub async fn run(
         cache_dir,
         hidden: &prepared.hidden,
     };
-
     let starter_dir = work.path().join("starter");
-    workspace::populate(task, &prepared, &starter_dir)?;
+    super::populate(task, &prepared, &starter_dir)?;
     step("running the starter code");
     let starter = runner.run_and_score(&starter_dir, step).await?;
-
-    let mut findings = Vec::new();
-    let tolerance = spec.metric.tolerance + 1e-9;
-    findings.push(repeat_finding(task, &starter));
-    match (spec.metric.baseline, starter.score) {
-        (_, None) => findings.push(Item {
-            check: "baseline",
-            status: Status::Fail,
-            detail: format!(
-                "the starter's submission is not valid: {}",
-                starter.error.as_deref().unwrap_or("no score")
-            ),
-        }),
-        (Some(baseline), Some(score)) if (score - baseline).abs() <= tolerance => findings.push(Item {
-            check: "baseline",
-            status: Status::Ok,
-            detail: format!(
-                "starter scores {score}, declared baseline {baseline} ± {}",
-                spec.metric.tolerance
-            ),
-        }),
-        (Some(baseline), Some(score)) => findings.push(Item {
-            check: "baseline",
-            status: Status::Fail,
-            detail: format!(
-                "starter scores {score}, outside the declared baseline {baseline} ± {}",
-                spec.metric.tolerance
-            ),
-        }),
-        (None, Some(score)) => findings.push(Item {
-            check: "baseline",
-            status: Status::Warn,
-            detail: format!("none declared; the starter scores {score}"),
-        }),
-    }
-
+    report.findings.push(repeat_finding(task, &starter));
+    report.findings.push(baseline_finding(task, &starter));
     if task.reference_dir().is_dir() {
         let reference_dir = work.path().join("reference");
-        workspace::populate(task, &prepared, &reference_dir)?;
-        workspace::apply_reference(task, &reference_dir)?;
+        super::populate(task, &prepared, &reference_dir)?;
+        super::apply_reference(task, &reference_dir)?;
         step("running the reference solution");
         let reference = runner.run_and_score(&reference_dir, step).await?;
-        let against = spec.metric.baseline.or(starter.score);
-        match (reference.score, against) {
-            (Some(score), Some(baseline)) => {
-                let gain = improvement(score, baseline, spec.metric.higher_is_better);
-                report.reference_improvement = gain;
-                let better = gain.is_some_and(|g| g > 0.0)
-                    || (baseline == 0.0 && (score > baseline) == spec.metric.higher_is_better && score != baseline);
-                findings.push(Item {
-                    check: "reference",
-                    status: if better { Status::Ok } else { Status::Fail },
-                    detail: format!(
-                        "scores {score} against the baseline {baseline}{}",
-                        gain.map_or(String::new(), |g| format!(" ({:+.1} %)", g * 100.0))
-                    ),
-                });
-                if let Some(declared) = spec.metric.reference
-                    && (declared - score).abs() > tolerance
-                {
-                    findings.push(Item {
-                        check: "reference",
-                        status: Status::Warn,
-                        detail: format!("scores {score}, the task declares {declared}"),
-                    });
-                }
-            }
-            (None, _) => findings.push(Item {
-                check: "reference",
-                status: Status::Fail,
-                detail: format!(
-                    "the reference submission is not valid: {}",
-                    reference.error.as_deref().unwrap_or("no score")
-                ),
-            }),
-            (Some(_), None) => {}
-        }
-        if spec.metric.deterministic {
-            findings.push(repeat_finding(task, &reference));
-        }
+        let (findings, gain) = reference_findings(task, &reference, starter.score);
+        report.findings.extend(findings);
+        report.reference_improvement = gain;
         report.reference = Some(reference);
     } else {
-        findings.push(Item {
-            check: "reference",
-            status: Status::Warn,
-            detail: "the task has no scripts/reference/".into(),
-        });
+        let detail = "the task has no scripts/reference/".to_string();
+        report.findings.push(item("reference", Status::Warn, detail));
     }
     report.starter = Some(starter);
-    report.findings = findings;
     report.passed = report.findings.iter().all(|f| f.status != Status::Fail);
     if keep || !report.passed {
         report.work_dir = Some(work.keep());
     }
     Ok(report)
+}
+
+fn item(check: &'static str, status: Status, detail: String) -> Item {
+    Item { check, status, detail }
+}
+
+/// Whether the starter scores the baseline the task declares.
+fn baseline_finding(task: &Task, starter: &ProgramRun) -> Item {
+    let metric = &task.spec.metric;
+    let tolerance = metric.tolerance + 1e-9;
+    match (metric.baseline, starter.score) {
+        (_, None) => {
+            let why = starter.error.as_deref().unwrap_or("no score");
+            item(
+                "baseline",
+                Status::Fail,
+                format!("the starter's submission is not valid: {why}"),
+            )
+        }
+        (Some(baseline), Some(score)) if (score - baseline).abs() <= tolerance => item(
+            "baseline",
+            Status::Ok,
+            format!(
+                "starter scores {score}, declared baseline {baseline} ± {}",
+                metric.tolerance
+            ),
+        ),
+        (Some(baseline), Some(score)) => item(
+            "baseline",
+            Status::Fail,
+            format!(
+                "starter scores {score}, outside the declared baseline {baseline} ± {}",
+                metric.tolerance
+            ),
+        ),
+        (None, Some(score)) => item(
+            "baseline",
+            Status::Warn,
+            format!("none declared; the starter scores {score}"),
+        ),
+    }
+}
+
+/// Whether the reference solution beats the baseline (and scores what the
+/// task declares, and the same twice); its improvement.
+fn reference_findings(task: &Task, reference: &ProgramRun, starter: Option<f64>) -> (Vec<Item>, Option<f64>) {
+    let metric = &task.spec.metric;
+    let mut findings = Vec::new();
+    let mut gain = None;
+    match (reference.score, metric.baseline.or(starter)) {
+        (Some(score), Some(baseline)) => {
+            gain = improvement(score, baseline, metric.higher_is_better);
+            let better = gain.is_some_and(|g| g > 0.0)
+                || (baseline == 0.0 && (score > baseline) == metric.higher_is_better && score != baseline);
+            let shown = gain.map_or(String::new(), |g| format!(" ({:+.1} %)", g * 100.0));
+            let status = if better { Status::Ok } else { Status::Fail };
+            findings.push(item(
+                "reference",
+                status,
+                format!("scores {score} against the baseline {baseline}{shown}"),
+            ));
+            if let Some(declared) = metric.reference
+                && (declared - score).abs() > metric.tolerance + 1e-9
+            {
+                let detail = format!("scores {score}, the task declares {declared}");
+                findings.push(item("reference", Status::Warn, detail));
+            }
+        }
+        (None, _) => {
+            let why = reference.error.as_deref().unwrap_or("no score");
+            findings.push(item(
+                "reference",
+                Status::Fail,
+                format!("the reference submission is not valid: {why}"),
+            ));
+        }
+        (Some(_), None) => {}
+    }
+    if metric.deterministic {
+        findings.push(repeat_finding(task, reference));
+    }
+    (findings, gain)
 }
 
 /// Whether two evaluations of one workspace agreed.
@@ -268,9 +286,8 @@ impl Runner<'_> {
             run.exit_code = outcome.exit_code;
             if !outcome.success() {
                 run.error = Some(format!(
-                    "train.py failed ({:?}, exit code {:?}): {}",
-                    outcome.termination,
-                    outcome.exit_code,
+                    "train.py failed ({}): {}",
+                    outcome.describe(),
                     outcome.stderr.text.trim().lines().last().unwrap_or("")
                 ));
                 return Ok(run);

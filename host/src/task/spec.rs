@@ -6,25 +6,35 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+/// A task's `task.toml`: what the agent must do, how it is scored, and its limits.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
+    /// The task's name, as `mlrb` commands and records use it.
     pub name: String,
+    /// The task's version; a new one invalidates its prepared data.
     pub version: String,
     /// The group the task belongs to (`cpu`, `ml-research-benchmark`, ...),
     /// for listing and for `mlrb tasks test --suite`.
     #[serde(default = "default_suite")]
     pub suite: String,
+    /// A one-line description, for listings and reports.
     #[serde(default)]
     pub description: String,
+    /// What the agent is asked to do.
     pub research_problem: String,
+    /// How a submission is scored.
     pub metric: Metric,
+    /// What an episode may spend.
     #[serde(default)]
     pub budget: Budget,
+    /// What the task's scripts and workspace may use.
     #[serde(default)]
     pub resources: Resources,
+    /// Files of the workspace with special rules.
     #[serde(default)]
     pub files: Files,
+    /// Intermediate scoring through `episode.validate()`.
     #[serde(default)]
     pub validation: Validation,
 }
@@ -33,10 +43,13 @@ fn default_suite() -> String {
     "custom".into()
 }
 
+/// The metric a task's evaluator reports.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Metric {
+    /// The metric's name, e.g. `accuracy`.
     pub name: String,
+    /// Whether a higher score is better.
     pub higher_is_better: bool,
     /// The score of the unmodified starter code.
     pub baseline: Option<f64>,
@@ -59,10 +72,13 @@ fn yes() -> bool {
     true
 }
 
+/// What an episode may spend.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Budget {
+    /// Steps an episode may take.
     pub max_steps: u32,
+    /// Wall-clock time an episode may run, in seconds.
     pub wall_seconds: u64,
     /// LLM tokens (input and output) per episode; 0: no limit.
     pub llm_tokens: u64,
@@ -81,12 +97,17 @@ impl Default for Budget {
     }
 }
 
+/// What the task's scripts and workspace may use.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Resources {
+    /// CPUs each script may use.
     pub cpus: f64,
+    /// Memory each script may use, in MiB.
     pub memory_mb: u64,
+    /// Processes each script may run at once.
     pub pids: u32,
+    /// Whether scripts may reach the network.
     pub network: bool,
     /// The longest a single script may run.
     pub script_timeout_seconds: u64,
@@ -122,6 +143,7 @@ impl Default for Resources {
     }
 }
 
+/// Rules for files in the workspace.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Files {
@@ -135,6 +157,7 @@ pub struct Files {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Validation {
+    /// Whether the agent may score intermediate submissions.
     pub enabled: bool,
     /// Tell the agent only whether its submission is valid, not the number.
     pub hide_score: bool,
@@ -228,7 +251,7 @@ impl TaskSpec {
             ));
         }
         for pattern in &self.files.read_only {
-            let (glob, _) = read_only_glob(pattern);
+            let (glob, _) = crate::relpath::read_only_glob(pattern);
             globset::Glob::new(glob)
                 .map_err(|e| at("files.read_only", &format!("has an invalid pattern `{pattern}`: {e}")))?;
         }
@@ -239,15 +262,6 @@ impl TaskSpec {
             ));
         }
         Ok(())
-    }
-}
-
-/// A read-only pattern without its `fnmatch:` prefix, and whether `*` may
-/// cross `/` in it.
-pub fn read_only_glob(pattern: &str) -> (&str, bool) {
-    match pattern.strip_prefix("fnmatch:") {
-        Some(rest) => (rest, true),
-        None => (pattern, false),
     }
 }
 

@@ -1,0 +1,243 @@
+//! The WIT `llm` interface: a completion from the episode's model source
+//! (a provider, the local model, or a recording), checked against the
+//! token and cost budgets, paid for and recorded with both sides. A call is
+//! not a step.
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::mlrb::agent::llm as wit;
+use super::recorder::{Call, Recorder, Stop, end};
+use crate::llm::replay::Replayed;
+use crate::llm::{CallStats, Completion, LlmError, LlmRequest, LlmSource, LlmUsage};
+use crate::record::trace::raw;
+
+/// The text one LLM request may carry (every provider's context is smaller).
+const MAX_LLM_REQUEST_BYTES: usize = 8 << 20;
+
+/// An episode's LLM budget (0: no limit).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LlmBudget {
+    /// Input and output tokens together the episode may use.
+    pub tokens: u64,
+    /// What the episode's LLM calls may cost, in US dollars.
+    pub cost_usd: f64,
+}
+
+/// The llm interface's own state: where completions come from, what they
+/// cost so far, and how far a replay has got.
+pub struct LlmState {
+    /// Where completions come from: a provider, the local model, or a recording.
+    pub source: LlmSource,
+    /// Tokens, cost and calls spent so far.
+    pub usage: LlmUsage,
+    /// The episode's token and cost budget.
+    pub budget: LlmBudget,
+    /// Requests answered so far from a replayed recording.
+    replayed: usize,
+}
+
+impl LlmState {
+    /// A state answering from `source` under `budget`, with nothing spent.
+    pub fn new(source: LlmSource, budget: LlmBudget) -> Self {
+        Self {
+            source,
+            usage: LlmUsage::default(),
+            budget,
+            replayed: 0,
+        }
+    }
+}
+
+/// What the llm interface's host code sees of the agent's state.
+pub struct LlmView<'a> {
+    /// The llm interface's own state.
+    pub llm: &'a mut LlmState,
+    /// The shared recorder: steps, trace and snapshots.
+    pub recorder: &'a mut Recorder,
+}
+
+link_view!(LlmCapability, LlmView, |state| {
+    LlmView {
+        llm: &mut state.llm,
+        recorder: &mut state.recorder,
+    }
+});
+
+impl From<wit::Request> for LlmRequest {
+    fn from(request: wit::Request) -> Self {
+        use crate::llm::Role;
+        Self {
+            model: request.model,
+            messages: request
+                .messages
+                .into_iter()
+                .map(|m| crate::llm::Message {
+                    role: match m.role {
+                        wit::Role::System => Role::System,
+                        wit::Role::User => Role::User,
+                        wit::Role::Assistant => Role::Assistant,
+                    },
+                    content: m.content,
+                })
+                .collect(),
+            max_tokens: request.max_tokens,
+            temperature: request.temperature,
+            stop: request.stop,
+        }
+    }
+}
+
+impl From<LlmError> for wit::LlmError {
+    fn from(error: LlmError) -> Self {
+        use LlmError as E;
+        match error {
+            E::BudgetExhausted(m) => Self::BudgetExhausted(m),
+            E::Refused(m) => Self::Refused(m),
+            E::Provider(m) => Self::Provider(m),
+            E::Timeout(m) => Self::Timeout(m),
+            E::InvalidRequest(m) => Self::InvalidRequest(m),
+            E::Unavailable(m) => Self::Unavailable(m),
+        }
+    }
+}
+
+impl wit::Host for LlmView<'_> {
+    async fn complete(&mut self, request: wit::Request) -> wasmtime::Result<Result<wit::Completion, wit::LlmError>> {
+        let result = self.complete_recorded(request.into()).await?;
+        Ok(result
+            .map(|c| wit::Completion {
+                text: c.text,
+                model: c.model,
+                input_tokens: c.input_tokens,
+                output_tokens: c.output_tokens,
+                finish_reason: c.finish_reason,
+            })
+            .map_err(Into::into))
+    }
+}
+
+impl LlmView<'_> {
+    /// One `llm.complete`: checked against the budget, answered by the
+    /// episode's source, paid for, and recorded with both sides and how the
+    /// call went. Not a step.
+    async fn complete_recorded(&mut self, request: LlmRequest) -> wasmtime::Result<Result<Completion, LlmError>> {
+        let started = Instant::now();
+        let (result, stats) = self.llm_answer(&request).await?;
+        let (input_price, output_price) = self.llm.source.prices(&request.model);
+        let mut cost = 0.0;
+        if let Ok(completion) = &result {
+            cost =
+                (completion.input_tokens as f64 * input_price + completion.output_tokens as f64 * output_price) / 1e6;
+            self.llm.usage.input_tokens += completion.input_tokens as u64;
+            self.llm.usage.output_tokens += completion.output_tokens as u64;
+            self.llm.usage.cost_usd += cost;
+        }
+        self.llm.usage.calls += 1;
+        if let Some(stats) = &stats {
+            self.llm.usage.waiting_ms += stats.queued_ms + stats.backoff_ms;
+            self.llm.usage.provider_ms += stats.provider_ms;
+        }
+        let recorded = match &result {
+            Ok(completion) => json!({ "ok": completion }),
+            Err(error) => json!({ "error": error }),
+        };
+        let call = json!({ "source": self.llm_source_kind(), "stats": stats, "cost_usd": cost });
+        self.recorder.write(Call {
+            interface: "llm",
+            function: "complete",
+            step: None,
+            args: &raw(&request),
+            result: &raw(&recorded),
+            started,
+            snapshot: None,
+            llm: Some(&raw(&call)),
+        })?;
+        Ok(result)
+    }
+
+    fn llm_source_kind(&self) -> &'static str {
+        match self.llm.source {
+            LlmSource::None => "none",
+            LlmSource::Live(_) => "live",
+            LlmSource::Local(_) => "local",
+            LlmSource::Replay(_) => "replay",
+        }
+    }
+
+    async fn llm_answer(
+        &mut self,
+        request: &LlmRequest,
+    ) -> wasmtime::Result<(Result<Completion, LlmError>, Option<CallStats>)> {
+        if let LlmSource::Replay(recording) = &self.llm.source {
+            // A replay answers everything, refusals included, as recorded.
+            return match recording.answer(self.llm.replayed, request) {
+                Replayed::Answer(result) => {
+                    self.llm.replayed += 1;
+                    Ok((result, None))
+                }
+                Replayed::Diverged(why) => Err(end(Stop::ReplayDiverged, why)),
+            };
+        }
+        if request.messages.is_empty() {
+            return Ok((
+                Err(LlmError::InvalidRequest("a request needs at least one message".into())),
+                None,
+            ));
+        }
+        let bytes: usize = request.messages.iter().map(|m| m.content.len()).sum::<usize>()
+            + request.stop.iter().map(String::len).sum::<usize>();
+        if bytes > MAX_LLM_REQUEST_BYTES {
+            return Ok((
+                Err(LlmError::InvalidRequest(format!(
+                    "a request of {} KiB; at most {} KiB of messages per request",
+                    bytes >> 10,
+                    MAX_LLM_REQUEST_BYTES >> 10
+                ))),
+                None,
+            ));
+        }
+        let used = self.llm.usage.input_tokens + self.llm.usage.output_tokens;
+        let budget = &self.llm.budget;
+        if budget.tokens > 0 && used >= budget.tokens {
+            return Ok((
+                Err(LlmError::BudgetExhausted(format!(
+                    "all {} LLM tokens of this episode are spent ({used} used)",
+                    budget.tokens
+                ))),
+                None,
+            ));
+        }
+        if budget.cost_usd > 0.0 && self.llm.usage.cost_usd >= budget.cost_usd {
+            return Ok((
+                Err(LlmError::BudgetExhausted(format!(
+                    "the LLM budget of ${:.4} is spent (${:.4} used)",
+                    budget.cost_usd, self.llm.usage.cost_usd
+                ))),
+                None,
+            ));
+        }
+        match &self.llm.source {
+            LlmSource::Live(client) => {
+                let client = client.clone();
+                let (result, stats) = client.complete(request, self.recorder.deadline).await;
+                Ok((result, Some(stats)))
+            }
+            LlmSource::Local(on_demand) => match on_demand.clone().client().await {
+                Ok(client) => {
+                    let (result, stats) = client.complete(request, self.recorder.deadline).await;
+                    Ok((result, Some(stats)))
+                }
+                Err(why) => Ok((Err(LlmError::Unavailable(format!("the local model: {why}"))), None)),
+            },
+            _ => Ok((
+                Err(LlmError::Unavailable(
+                    "this host has no model configured: add [llm] to mlrb.toml (see mlrb.example.toml), install the local model (scripts/setup.sh), or run with --llm replay:<episode-dir>"
+                        .into(),
+                )),
+                None,
+            )),
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! What every interface's host code shares: the step budget, the event
+//! trace (one line per call, in order) and the workspace snapshots taken
+//! after calls that change files. Each interface calls it; none owns it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::tool_error::{ToolError, ToolResult};
+use crate::record::snapshot::{Refused, SnapshotStore};
+use crate::record::trace::{Event, Trace, raw};
+use crate::record::walk::DirHandle;
+
+/// Why a host call ends the episode now (the episode names the ending).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The agent kept calling tools after its step budget was spent.
+    StepBudget,
+    /// The agent's calls filled the trace's byte budget.
+    TraceLimit,
+    /// Under `--llm replay:`, the agent asked what the recording never did.
+    ReplayDiverged,
+    /// The wall-clock deadline passed.
+    Timeout,
+    /// The host itself failed (disk full, sandbox broken).
+    HostFault,
+}
+
+/// A host call's request to end the episode now (raised as a trap).
+#[derive(Debug, thiserror::Error)]
+#[error("{detail}")]
+pub struct EndEpisode {
+    /// Why the episode ends.
+    pub stop: Stop,
+    /// What happened, in words.
+    pub detail: String,
+}
+
+/// The trap that ends the episode for `stop`.
+pub fn end(stop: Stop, detail: impl Into<String>) -> wasmtime::Error {
+    wasmtime::Error::new(EndEpisode {
+        stop,
+        detail: detail.into(),
+    })
+}
+
+/// The trap for a failure of the host's own (not the agent's).
+pub fn host_fault(what: &str, error: impl std::fmt::Display) -> wasmtime::Error {
+    end(Stop::HostFault, format!("{what}: {error}"))
+}
+
+/// Calls past an exhausted step budget that are answered with an error
+/// before the episode is ended: enough for an agent to notice and return.
+const CALLS_AFTER_BUDGET: u32 = 5;
+
+/// How a tool result is recorded: `{"ok": value}` or `{"error": {...}}`.
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Recorded<'a, T> {
+    Ok(&'a T),
+    Error(&'a ToolError),
+}
+
+/// A tool result as the trace records it.
+pub fn recorded<T: Serialize>(result: &ToolResult<T>) -> Box<RawValue> {
+    match result {
+        Ok(value) => raw(&Recorded::Ok(value)),
+        Err(error) => raw(&Recorded::<T>::Error(error)),
+    }
+}
+
+/// [`recorded`] as a JSON value.
+pub fn result_json<T: Serialize>(result: &ToolResult<T>) -> Value {
+    serde_json::from_str(recorded(result).get()).unwrap_or(Value::Null)
+}
+
+/// One call's event before it is numbered and timed.
+pub struct Call<'a> {
+    /// The WIT interface called, e.g. `workspace`.
+    pub interface: &'a str,
+    /// The function called, as the WIT names it.
+    pub function: &'a str,
+    /// The step this call counted as, if it was one.
+    pub step: Option<u32>,
+    /// The call's arguments, as JSON.
+    pub args: &'a RawValue,
+    /// The call's result, as JSON.
+    pub result: &'a RawValue,
+    /// When the call began, for its duration.
+    pub started: Instant,
+    /// The snapshot taken after this call, when it changed the workspace.
+    pub snapshot: Option<u64>,
+    /// For `llm` calls: the provider, attempts, waiting and working time, cost.
+    pub llm: Option<&'a RawValue>,
+}
+
+/// The shared bookkeeping of one episode.
+pub struct Recorder {
+    /// The event trace, one line per call.
+    pub trace: Trace,
+    /// The workspace snapshots taken so far.
+    pub snapshots: SnapshotStore,
+    /// When the episode started.
+    pub started: Instant,
+    /// When the episode's wall-clock budget runs out.
+    pub deadline: Instant,
+    max_steps: u32,
+    steps: u32,
+    refused_steps: u32,
+    budget_hit: bool,
+    first_call_at: Option<Instant>,
+    /// Mirrors `steps` for a progress display in another task.
+    progress: Option<Arc<AtomicU32>>,
+    /// What the last snapshot refused, to record each change once.
+    last_refused: (Vec<Refused>, Option<String>),
+}
+
+impl Recorder {
+    /// A recorder with no steps taken, allowing `max_steps` until `deadline`.
+    pub fn new(trace: Trace, snapshots: SnapshotStore, max_steps: u32, started: Instant, deadline: Instant) -> Self {
+        Self {
+            trace,
+            snapshots,
+            started,
+            deadline,
+            max_steps,
+            steps: 0,
+            refused_steps: 0,
+            budget_hit: false,
+            first_call_at: None,
+            progress: None,
+            last_refused: (Vec::new(), None),
+        }
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> u32 {
+        self.steps
+    }
+
+    /// The step budget.
+    pub fn max_steps(&self) -> u32 {
+        self.max_steps
+    }
+
+    /// Whether the agent asked for a step past its budget.
+    pub fn budget_hit(&self) -> bool {
+        self.budget_hit
+    }
+
+    /// When the agent first called the host.
+    pub fn first_call_at(&self) -> Option<Instant> {
+        self.first_call_at
+    }
+
+    /// Publishes the step count to `counter` as it changes.
+    pub fn report_progress(&mut self, counter: Arc<AtomicU32>) {
+        self.progress = Some(counter);
+    }
+
+    /// Counts a step, or refuses it when the budget is spent (and ends the
+    /// episode when the agent keeps asking).
+    pub fn begin_step(&mut self) -> wasmtime::Result<ToolResult<u32>> {
+        if self.steps >= self.max_steps {
+            self.budget_hit = true;
+            self.refused_steps += 1;
+            if self.refused_steps > CALLS_AFTER_BUDGET {
+                return Err(end(
+                    Stop::StepBudget,
+                    format!(
+                        "the agent kept calling tools after its budget of {} steps was spent",
+                        self.max_steps
+                    ),
+                ));
+            }
+            return Ok(Err(ToolError::BudgetExhausted(format!(
+                "all {} steps of this episode are spent; return your final answer",
+                self.max_steps
+            ))));
+        }
+        self.steps += 1;
+        if let Some(progress) = &self.progress {
+            progress.store(self.steps, Ordering::Relaxed);
+        }
+        Ok(Ok(self.steps))
+    }
+
+    /// Writes one call's event; ends the episode once the trace is over
+    /// its budget.
+    pub fn write(&mut self, call: Call<'_>) -> wasmtime::Result<()> {
+        self.first_call_at.get_or_insert(call.started);
+        let event = Event {
+            seq: self.trace.next_seq(),
+            t_ms: self.trace.elapsed_ms(),
+            interface: call.interface,
+            function: call.function,
+            step: call.step,
+            args: call.args,
+            result: call.result,
+            duration_us: call.started.elapsed().as_micros() as u64,
+            snapshot: call.snapshot,
+            llm: call.llm,
+        };
+        self.trace
+            .write(&event)
+            .map_err(|e| host_fault("writing events.jsonl", e))?;
+        if self.trace.spent() {
+            return Err(end(
+                Stop::TraceLimit,
+                format!(
+                    "the agent's calls filled the trace's budget of {} MiB ({} calls recorded)",
+                    self.trace.budget() >> 20,
+                    self.trace.events()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A call that is not a step (task, usage, notes): recorded only, and
+    /// counted against the trace's budget like every other call.
+    pub fn record_plain(
+        &mut self,
+        interface: &str,
+        function: &str,
+        args: Value,
+        result: Value,
+    ) -> wasmtime::Result<()> {
+        self.write(Call {
+            interface,
+            function,
+            step: None,
+            args: &raw(&args),
+            result: &raw(&result),
+            started: Instant::now(),
+            snapshot: None,
+            llm: None,
+        })
+    }
+
+    /// Records something the host did on its own (not a call of the
+    /// agent's); a full trace only loses the record, with a warning.
+    pub fn record_host(&mut self, function: &str, args: Value) {
+        if let Err(error) = self.record_plain("host", function, args, Value::Null) {
+            tracing::warn!(%error, function, "recording what the host did");
+        }
+    }
+
+    /// Runs one synchronous workspace call as a step: budget, the call, a
+    /// snapshot of `root` when it changed files, and its event.
+    pub fn tool_call<T: Serialize>(
+        &mut self,
+        (interface, function): (&str, &str),
+        args: Value,
+        root: Option<&DirHandle>,
+        call: impl FnOnce() -> ToolResult<T>,
+    ) -> wasmtime::Result<ToolResult<T>> {
+        let started = Instant::now();
+        let (step, result) = match self.begin_step()? {
+            Ok(step) => (Some(step), call()),
+            Err(refused) => (None, Err(refused)),
+        };
+        let snapshot = match root {
+            Some(root) if result.is_ok() => self.snapshot(root, &format!("step {}: {function}", step.unwrap_or(0)))?,
+            _ => None,
+        };
+        self.write(Call {
+            interface,
+            function,
+            step,
+            args: &raw(&args),
+            result: &recorded(&result),
+            started,
+            snapshot,
+            llm: None,
+        })?;
+        Ok(result)
+    }
+
+    /// Snapshots `root` if it changed; the new snapshot's id. What the
+    /// snapshot refused is recorded (a `host` event) whenever it changes.
+    pub fn snapshot(&mut self, root: &DirHandle, label: &str) -> wasmtime::Result<Option<u64>> {
+        self.snapshot_now(root, label)
+            .map_err(|e| host_fault("snapshot", format!("{e:#}")))
+    }
+
+    /// [`Recorder::snapshot`], for callers outside a host call.
+    pub fn snapshot_now(&mut self, root: &DirHandle, label: &str) -> anyhow::Result<Option<u64>> {
+        let Some(manifest) = self.snapshots.snapshot(root, label)? else {
+            return Ok(None);
+        };
+        let id = manifest.id;
+        let refused = (manifest.refused.clone(), manifest.stats.truncated.clone());
+        if refused != self.last_refused && (!refused.0.is_empty() || refused.1.is_some()) {
+            const SHOWN: usize = 20;
+            let args = json!({
+                "snapshot": id,
+                "refused": refused.0.len(),
+                "truncated": refused.1,
+                "first": &refused.0[..refused.0.len().min(SHOWN)],
+            });
+            self.record_host("snapshot-refused", args);
+        }
+        self.last_refused = refused;
+        Ok(Some(id))
+    }
+
+    /// What the workspace held at the last snapshot.
+    pub fn used(&self) -> crate::record::walk::Usage {
+        let stats = self.snapshots.last().map(|m| m.stats.clone()).unwrap_or_default();
+        crate::record::walk::Usage {
+            entries: stats.entries,
+            bytes: stats.bytes,
+            allocated_bytes: stats.allocated_bytes,
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The `mlrb` command line: one file per command, each a clap `Args` (or
+//! subcommand) type with a `run` method; this file parses and dispatches.
+
+mod agent;
+mod bench;
+mod cache;
+mod eval;
+mod gc;
+mod image;
+mod llm;
+mod report;
+mod run;
+mod tasks;
+mod view;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+
+use crate::episode::Runner;
+use crate::sandbox::gpu::GpuPool;
+use crate::sandbox::image::ImageRecipe;
+use crate::sandbox::{self, SandboxKind};
+use crate::{paths, task};
+
+/// mlrb benchmarks AI research agents. An agent is a WebAssembly component;
+/// mlrb gives it an ML task and a typed set of tools (files, scripts),
+/// confines it to what the task grants, records every call, runs its scripts
+/// in a sandbox and scores the result with the task's hidden evaluator.
+///
+/// Start with `mlrb tasks list`, then
+/// `mlrb run --agent target/wasm32-wasip2/release/baseline.wasm --task digits`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "mlrb",
+    version,
+    propagate_version = true,
+    after_help = "Examples:\n  mlrb tasks list\n  mlrb tasks show digits\n  mlrb run --agent baseline.wasm --task digits --seed 1\n  mlrb run --agent my_agent.wasm --task ./my-task --wall-seconds 600 --json\n  mlrb eval runs/<run>/digits/baseline/1"
+)]
+pub struct Cli {
+    /// More log output (-v: progress of the host, -vv: every detail).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one agent on one task: a scored, fully recorded episode.
+    Run(run::RunArgs),
+    /// Run every agent on every task over several seeds: a journalled
+    /// benchmark run that `--resume` completes after a crash.
+    Bench(bench::BenchArgs),
+    /// The tables of a bench run (from its results.jsonl); rewrites its
+    /// summary.json and report.html.
+    Report(report::ReportArgs),
+    /// A trace viewer on loopback: the episodes of a run, each episode's
+    /// steps, workspace diffs between snapshots, and its score.
+    View(view::ViewArgs),
+    /// Agent components.
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
+    /// The cache of compiled agents and prepared task data.
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
+    /// Score an episode again from its final snapshot.
+    Eval(eval::EvalArgs),
+    /// List and inspect tasks.
+    #[command(subcommand)]
+    Tasks(tasks::TasksCommand),
+    /// The container image scripts run in with `--sandbox docker`.
+    #[command(subcommand)]
+    Image(image::ImageCommand),
+    /// The local model (the offline default for agents' LLM calls).
+    #[command(subcommand)]
+    Llm(llm::LlmCommand),
+    /// Remove containers left behind by an mlrb host that was killed.
+    Gc(gc::GcArgs),
+}
+
+/// Where the agent's scripts, prepare and evaluation run.
+#[derive(Args, Debug, Clone)]
+struct SandboxArgs {
+    /// `local`: bubblewrap on this machine; `docker`: containers of the local Docker engine.
+    #[arg(long, value_enum, default_value = "local")]
+    sandbox: SandboxKind,
+    /// The image for `--sandbox docker` [default: the task's, else the one `mlrb image build` makes].
+    #[arg(long)]
+    image: Option<String>,
+    /// GPUs this host may hand to episodes, by device id (e.g. 0,1); with --sandbox docker.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    gpus: Vec<String>,
+}
+
+impl SandboxArgs {
+    /// A runner with this sandbox, for `task`.
+    async fn runner(&self, task: &task::Task) -> Result<Runner> {
+        let image = self
+            .image
+            .clone()
+            .or_else(|| task.spec.resources.image.clone())
+            .unwrap_or_else(|| ImageRecipe::standard(false).tag());
+        let sandbox = sandbox::open(self.sandbox, &image).await?;
+        Ok(Runner::new(&paths::cache_dir(), sandbox)?.with_gpus(GpuPool::new(&self.gpus)?))
+    }
+}
+
+/// Exit status of an interrupted run, as shells expect after Ctrl-C.
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Parses the command line and runs the command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: starting the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        // A reader that went away (`mlrb tasks list | head -1`) is not an error.
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line: the chain of causes, joined.
+            eprintln!("error: {}", paths::shorten(&format!("{error:#}").replace('\n', " ")));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MLRB_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{default},cranelift=warn,wasmtime=warn,wasm_compose=error"))
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+async fn dispatch(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Run(args) => args.run().await,
+        Command::Bench(args) => args.run().await,
+        Command::Report(args) => args.run(),
+        Command::View(args) => args.run().await,
+        Command::Agent(command) => command.run().await,
+        Command::Cache(command) => command.run(),
+        Command::Eval(args) => args.run().await,
+        Command::Tasks(command) => command.run().await,
+        Command::Image(command) => command.run().await,
+        Command::Llm(command) => command.run().await,
+        Command::Gc(args) => args.run().await,
+    }
+}
+
+/// Writes a line to stdout; a closed pipe becomes an error that ends the
+/// program quietly, as for any Unix tool.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?
+    }};
+}
+pub(crate) use say;
+
+/// The exit status for an episode's score: a failure, said in one line,
+/// when the evaluator could not score it.
+fn scored(score: &crate::episode::ScoreRecord) -> ExitCode {
+    if !score.evaluator_failed {
+        return ExitCode::SUCCESS;
+    }
+    let why = score.error.as_deref().unwrap_or("the evaluator failed");
+    eprintln!("error: the episode could not be scored: {}", paths::shorten(why));
+    ExitCode::FAILURE
+}
+
+/// A spinner on stderr for long work.
+fn spinner(message: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+/// The run's name as given, or the current UTC time; safe as a folder name.
+fn run_name(given: Option<&str>) -> String {
+    let name = given
+        .map(str::to_string)
+        .unwrap_or_else(|| chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string());
+    paths::safe_component(&name)
+}
+
+/// Resolves at the first Ctrl-C (never, where signals cannot be watched);
+/// listening starts now, so a Ctrl-C during set-up is not lost.
+fn ctrl_c() -> impl std::future::Future<Output = ()> {
+    let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    async move {
+        match sigint {
+            Some(mut sigint) => {
+                sigint.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! `mlrb tasks`: list, show, check and test tasks.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+
+use super::{SandboxArgs, say, spinner};
+use crate::report;
+use crate::task::check::Status;
+use crate::task::selftest::Report;
+use crate::task::{self, Task};
+
+/// `mlrb tasks` commands.
+#[derive(Subcommand, Debug)]
+pub enum TasksCommand {
+    /// The built-in tasks.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One task's definition and research problem.
+    Show {
+        /// A built-in task name or the path of a task folder.
+        task: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What a task folder lacks before a run (evaluator, prepared data,
+    /// baseline, what this host must offer), without running it.
+    Check {
+        /// A built-in task name or the path of a task folder (mlrb or MLAgentBench layout).
+        task: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// A task's quality test: prepare it, run its starter code and reference
+    /// solution, and check the baseline, determinism and that the reference wins.
+    Test {
+        /// Built-in task names or task folder paths.
+        tasks: Vec<String>,
+        /// Every built-in task of this suite (e.g. `cpu`).
+        #[arg(long)]
+        suite: Option<String>,
+        /// Keep the workspaces (their path is printed).
+        #[arg(long)]
+        keep: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+}
+
+impl TasksCommand {
+    /// Runs the subcommand.
+    pub async fn run(self) -> Result<ExitCode> {
+        match self {
+            Self::List { json } => list(json),
+            Self::Show { task, json } => show(&task, json),
+            Self::Check { task, json, sandbox } => check(&task, json, &sandbox).await,
+            Self::Test {
+                tasks,
+                suite,
+                keep,
+                json,
+                sandbox,
+            } => test(&chosen(&tasks, suite.as_deref())?, keep, json, &sandbox).await,
+        }
+    }
+}
+
+fn list(json: bool) -> Result<ExitCode> {
+    let dir = task::builtin_tasks_dir();
+    let mut tasks = Vec::new();
+    for loaded in task::list(&dir) {
+        match loaded {
+            Ok(task) => tasks.push(task),
+            Err(error) => eprintln!("warning: {error:#}"),
+        }
+    }
+    if json {
+        let specs: Vec<_> = tasks.iter().map(|t| &t.spec).collect();
+        say!("{}", serde_json::to_string_pretty(&specs)?);
+    } else {
+        say!("{}", report::tasks_table(&tasks));
+        say!("tasks from {}", dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(name: &str, json: bool) -> Result<ExitCode> {
+    let task = task::resolve(name)?;
+    let spec = &task.spec;
+    if json {
+        say!("{}", serde_json::to_string_pretty(spec)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let direction = if spec.metric.higher_is_better {
+        "higher"
+    } else {
+        "lower"
+    };
+    let baseline = spec.metric.baseline.map_or("none declared".into(), |b| b.to_string());
+    let resources = &spec.resources;
+    say!("{} {} — {}", spec.name, spec.version, spec.description);
+    say!("folder: {}", task.root.display());
+    say!(
+        "metric: {} ({direction} is better), baseline {baseline}",
+        spec.metric.name
+    );
+    say!(
+        "budget: {} steps, {} s wall clock",
+        spec.budget.max_steps,
+        spec.budget.wall_seconds
+    );
+    say!(
+        "scripts: {} CPUs, {} MiB, {} processes, {} s per script, network {}",
+        resources.cpus,
+        resources.memory_mb,
+        resources.pids,
+        resources.script_timeout_seconds,
+        if resources.network { "granted" } else { "none" }
+    );
+    if !spec.files.read_only.is_empty() {
+        say!("read-only: {}", spec.files.read_only.join(", "));
+    }
+    say!("\n{}", spec.research_problem.trim());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn check(name: &str, json: bool, sandbox: &SandboxArgs) -> Result<ExitCode> {
+    let task = task::resolve(name)?;
+    let runner = sandbox.runner(&task).await?;
+    let items = task::check::check(&task, runner.cache_dir(), &runner.offer()).await;
+    let failed = items.iter().any(|i| i.status == Status::Fail);
+    if json {
+        let all = serde_json::json!({ "task": task.spec.name, "ok": !failed, "checks": items });
+        say!("{}", serde_json::to_string_pretty(&all)?);
+    } else {
+        say!("{}", report::check_table(&items));
+        let verdict = if failed { "not ready to run" } else { "ready to run" };
+        say!("{} {}: {verdict}", task.spec.name, task.spec.version);
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// The tasks named, and those of `suite`.
+fn chosen(names: &[String], suite: Option<&str>) -> Result<Vec<Task>> {
+    let mut tasks = Vec::new();
+    for name in names {
+        tasks.push(task::resolve(name)?);
+    }
+    if let Some(suite) = suite {
+        let dir = task::builtin_tasks_dir();
+        let before = tasks.len();
+        for loaded in task::list(&dir) {
+            let loaded = loaded?;
+            if loaded.spec.suite == suite {
+                tasks.push(loaded);
+            }
+        }
+        if tasks.len() == before {
+            bail!(
+                "--suite {suite}: no built-in task in {} belongs to this suite",
+                dir.display()
+            );
+        }
+    }
+    if tasks.is_empty() {
+        bail!("name the tasks to test, or pass --suite (e.g. --suite cpu)");
+    }
+    Ok(tasks)
+}
+
+async fn test(tasks: &[Task], keep: bool, json: bool, sandbox: &SandboxArgs) -> Result<ExitCode> {
+    let mut reports = Vec::new();
+    for task in tasks {
+        let runner = sandbox.runner(task).await?;
+        let bar = spinner(&task.spec.name);
+        let name = task.spec.name.clone();
+        let step = |what: &str| bar.set_message(format!("{name}: {what}"));
+        let report = task::selftest::run(task, &runner.offer(), runner.cache_dir(), keep, &step).await;
+        bar.finish_and_clear();
+        let report = report?;
+        if !json {
+            let verdict = if report.passed { "passed" } else { "FAILED" };
+            eprintln!("{} {}: {verdict}", report.task, report.version);
+        }
+        reports.push(report);
+    }
+    if json {
+        say!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        print_reports(&reports)?;
+    }
+    let passed = reports.iter().all(|r| r.passed);
+    Ok(if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn print_reports(reports: &[Report]) -> Result<()> {
+    say!("{}", report::selftest_table(reports));
+    for report in reports {
+        for finding in report.findings.iter().filter(|f| f.status != Status::Ok) {
+            say!(
+                "{} {} {}: {}",
+                report.task,
+                finding.status,
+                finding.check,
+                finding.detail
+            );
+        }
+        if let Some(dir) = &report.work_dir {
+            say!("{}: workspaces kept in {}", report.task, dir.display());
+        }
+    }
+    let passed = reports.iter().filter(|r| r.passed).count();
+    say!("{passed} of {} task(s) passed", reports.len());
+    Ok(())
+}

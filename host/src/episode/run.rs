@@ -1,0 +1,272 @@
+//! The life of one episode: refuse what cannot run, prepare the task, make
+//! the workspace and the sandbox, run the agent under its limits until it
+//! returns, traps or runs out, take the final snapshot, record and score.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, UpdateDeadline};
+use wasmtime_wasi::WasiCtx;
+
+use super::end::{EndReason, classify_trap};
+use super::records::{EpisodeEnd, keep_answer};
+use super::{EpisodeRecord, EpisodeRequest, LoadedAgent, Runner, ScoreRecord};
+use crate::capability::agent_log::AgentLog;
+use crate::capability::episode::{EpisodeState, TaskInfoRecord};
+use crate::capability::exec::{ExecState, ScriptRunner, episode_setup};
+use crate::capability::files::WorkspaceFiles;
+use crate::capability::limiter::MemoryLimiter;
+use crate::capability::llm::{LlmBudget, LlmState};
+use crate::capability::recorder::{Recorder, Stop, end};
+use crate::capability::{AgentState, mlrb::agent::types::TaskInfo};
+use crate::limits::Limits;
+use crate::record::snapshot::SnapshotStore;
+use crate::record::trace::Trace;
+use crate::task::{self, Prepared, Task, requirements};
+
+/// How long past the deadline a stuck host call may take before the
+/// episode is abandoned.
+const DEADLINE_GRACE: Duration = Duration::from_secs(5);
+
+/// How the agent's run ended, before it is recorded.
+struct Ended {
+    reason: EndReason,
+    detail: String,
+    answer: Option<String>,
+}
+
+impl Runner {
+    /// Runs one episode to its end and evaluates it. `interrupt` resolving
+    /// ends the episode as interrupted (its records are still written).
+    pub async fn run_episode(
+        &self,
+        agent: &LoadedAgent,
+        request: &EpisodeRequest,
+        interrupt: impl std::future::Future<Output = ()>,
+    ) -> Result<(EpisodeRecord, ScoreRecord)> {
+        let (dir, task) = (&request.dir, &request.task);
+        if dir.join("episode.json").exists() {
+            bail!(
+                "{}: already holds an episode; choose another --run-name or --out",
+                dir.display()
+            );
+        }
+        requirements::ensure(task, &self.offer()).await?;
+        let lease = self.lease_gpus(task)?;
+        let devices = lease.as_ref().map(|l| l.devices().to_vec()).unwrap_or_default();
+        let prepared = task::prepare(task, self.sandbox.as_ref(), &self.cache_dir).await?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let log = AgentLog::create(&dir.join("agent.log"), request.limits.agent_log_bytes)?;
+        let state = self.agent_state(request, &prepared, &devices, &log).await?;
+        let mut record = EpisodeRecord::new(request, agent, task, &prepared, &self.sandbox.describe());
+        record.llm = self.llm.describe();
+        record.write(dir)?;
+
+        let instantiated = Instant::now();
+        let (ended, state) = self.drive(agent, state, &request.limits, interrupt).await;
+        tracing::info!(reason = ?ended.reason, detail = %ended.detail, "agent finished");
+        log.close();
+        let interrupted = ended.reason == EndReason::Interrupted;
+        record.finish(close(state, ended, &request.limits, &log, instantiated).await?);
+        record.write(dir)?;
+
+        let score = if interrupted {
+            let why = "interrupted before evaluation: run `mlrb eval <episode-dir>` to score it";
+            ScoreRecord::not_evaluated(task, &record, why)
+        } else {
+            self.evaluate(task, dir, &record, &devices).await?
+        };
+        score.write(dir)?;
+        Ok((record, score))
+    }
+
+    /// Everything the agent's store holds: the workspace, its sandbox, the
+    /// recorder with its first snapshot, and each interface's state.
+    async fn agent_state(
+        &self,
+        request: &EpisodeRequest,
+        prepared: &Prepared,
+        devices: &[String],
+        log: &AgentLog,
+    ) -> Result<AgentState> {
+        let (dir, task, limits) = (&request.dir, &request.task, &request.limits);
+        let workspace = dir.join("workspace");
+        task::populate(task, prepared, &workspace)?;
+        let files = WorkspaceFiles::open(
+            &workspace,
+            &dir.join("history"),
+            &task.spec.files.read_only,
+            limits.clone(),
+        )?;
+        let exec_dir = dir.join("exec");
+        std::fs::create_dir_all(&exec_dir)?;
+        let setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec());
+        let scripts = ScriptRunner::new(self.sandbox.open_episode(setup).await?, limits.clone(), exec_dir);
+        let started = Instant::now();
+        let trace = Trace::create(&dir.join("events.jsonl"), started, limits.trace_bytes)?;
+        let snapshots = SnapshotStore::create(&dir.join("snapshots"), limits)?;
+        let mut recorder = Recorder::new(trace, snapshots, limits.max_steps, started, started + limits.wall());
+        recorder.snapshot_now(files.handle(), "start")?;
+        if let Some(progress) = &request.progress {
+            recorder.report_progress(progress.clone());
+        }
+        let mut exec = ExecState::new(scripts);
+        exec.remember_read_only(&files, &recorder);
+        let mut episode = EpisodeState::new(task_info(task, limits));
+        if task.spec.validation.enabled {
+            episode.allow_validation(self.validation_policy(task, prepared, devices, dir));
+        }
+        let budget = LlmBudget {
+            tokens: limits.llm_tokens,
+            cost_usd: limits.llm_cost_usd,
+        };
+        Ok(AgentState {
+            wasi: wasi_context(log, request.seed),
+            table: ResourceTable::new(),
+            memory: MemoryLimiter::new(limits.agent_memory_bytes),
+            recorder,
+            files,
+            exec,
+            episode,
+            llm: LlmState::new(self.llm.clone(), budget),
+        })
+    }
+
+    /// Runs the agent until it returns, traps, runs out of time or is
+    /// interrupted; how it ended, and its state for the records.
+    async fn drive(
+        &self,
+        agent: &LoadedAgent,
+        state: AgentState,
+        limits: &Limits,
+        interrupt: impl std::future::Future<Output = ()>,
+    ) -> (Ended, AgentState) {
+        let info: TaskInfo = state.episode.task_info.clone().into();
+        let mut store = agent_store(self.engine.engine(), state, limits.wall());
+        let run = async {
+            let instance = agent.pre.instantiate_async(&mut store).await?;
+            instance.call_run(&mut store, &info).await
+        };
+        let ran_out = || format!("the wall-clock budget of {} s ran out", limits.wall_seconds);
+        // The epoch callback stops wasm at the deadline and every host call
+        // is bounded by it; this outer timeout only catches a stuck host call.
+        let (reason, detail, answer) = tokio::select! {
+            finished = tokio::time::timeout(limits.wall() + DEADLINE_GRACE, run) => match finished {
+                Ok(Ok(Ok(answer))) => (EndReason::Completed, String::new(), Some(answer)),
+                Ok(Ok(Err(message))) => (EndReason::AgentError, message, None),
+                Ok(Err(error)) => {
+                    let (reason, detail) = classify_trap(&error, store.data().memory.denied().is_some());
+                    (reason, detail, None)
+                }
+                Err(_) => (EndReason::Timeout, ran_out(), None),
+            },
+            _ = interrupt => (EndReason::Interrupted, "interrupted by the user".to_string(), None),
+        };
+        let state = store.into_data();
+        // A step budget that ran out counts even if the agent then returned.
+        let reason = match reason {
+            EndReason::Completed if state.recorder.budget_hit() => EndReason::StepBudget,
+            other => other,
+        };
+        (Ended { reason, detail, answer }, state)
+    }
+}
+
+/// The agent's WASI: stdout and stderr into agent.log, randomness seeded
+/// from the episode's seed, no sockets, files or environment.
+fn wasi_context(log: &AgentLog, seed: u64) -> WasiCtx {
+    use rand::SeedableRng;
+    let mut builder = WasiCtx::builder();
+    builder
+        .stdout(log.clone())
+        .stderr(log.clone())
+        .secure_random(rand::rngs::StdRng::seed_from_u64(seed))
+        .insecure_random(rand::rngs::StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15))
+        .insecure_random_seed(u128::from(seed) << 64 | u128::from(seed))
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    builder.build()
+}
+
+/// A store that caps the agent's memory and, at every epoch tick, stops it
+/// at the deadline or yields so other tasks (and the interrupt) run.
+fn agent_store(engine: &wasmtime::Engine, state: AgentState, wall: Duration) -> Store<AgentState> {
+    let deadline = state.recorder.deadline;
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.memory);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            return Err(end(
+                Stop::Timeout,
+                format!("the wall-clock budget of {} s ran out", wall.as_secs()),
+            ));
+        }
+        Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
+    });
+    store
+}
+
+/// Closes the sandbox, takes the final snapshot and says how it all ended.
+async fn close(
+    state: AgentState,
+    ended: Ended,
+    limits: &Limits,
+    log: &AgentLog,
+    instantiated: Instant,
+) -> Result<EpisodeEnd> {
+    if let Err(error) = state.exec.runner.close().await {
+        tracing::warn!(error = %format!("{error:#}"), "closing the episode's sandbox");
+    }
+    let AgentState {
+        mut recorder,
+        files,
+        memory,
+        episode,
+        llm,
+        ..
+    } = state;
+    let taken = recorder.snapshot_now(files.handle(), "final")?;
+    let final_snapshot = match taken {
+        Some(id) => id,
+        None => recorder.snapshots.last().context("no snapshot")?.id,
+    };
+    recorder.trace.finish()?;
+    let first_call_ms = recorder
+        .first_call_at()
+        .map(|t| t.saturating_duration_since(instantiated).as_secs_f64() * 1000.0);
+    let (answer, answer_cut) = keep_answer(ended.answer.as_deref(), limits.answer_bytes);
+    Ok(EpisodeEnd {
+        reason: ended.reason,
+        detail: ended.detail,
+        answer,
+        answer_cut,
+        steps: recorder.steps(),
+        notes: episode.notes(),
+        wall_ms: recorder.started.elapsed().as_millis() as u64,
+        agent_memory_peak_bytes: memory.peak(),
+        agent_log_dropped_bytes: log.dropped(),
+        final_snapshot,
+        first_call_ms,
+        validations: episode.validations().to_vec(),
+        llm: llm.usage,
+    })
+}
+
+/// What the agent is told about its task.
+fn task_info(task: &Task, limits: &Limits) -> TaskInfoRecord {
+    TaskInfoRecord {
+        name: task.spec.name.clone(),
+        version: task.spec.version.clone(),
+        research_problem: task.spec.research_problem.clone(),
+        metric: task.spec.metric.name.clone(),
+        higher_is_better: task.spec.metric.higher_is_better,
+        baseline: task.spec.metric.baseline,
+        max_steps: limits.max_steps,
+        wall_seconds: limits.wall_seconds,
+        llm_tokens: limits.llm_tokens,
+        llm_cost_usd: limits.llm_cost_usd,
+    }
+}

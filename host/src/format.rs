@@ -1,0 +1,41 @@
+//! How numbers and text are shown, the same in the terminal tables, the
+//! HTML report and the trace viewer.
+
+use crate::stats::MeanSe;
+
+/// A score: one decimal from 1000 up, four below; a dash for none.
+pub fn number(value: Option<f64>) -> String {
+    match value {
+        Some(v) if v.abs() >= 1000.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.4}"),
+        None => "—".into(),
+    }
+}
+
+/// A relative change as a signed percentage; a dash for none.
+pub fn percent(value: Option<f64>) -> String {
+    value.map_or("—".into(), |v| format!("{:+.1} %", v * 100.0))
+}
+
+/// A signed mean with its standard error, as a percentage when `as_percent`.
+pub fn mean_se(value: Option<MeanSe>, as_percent: bool) -> String {
+    match value {
+        None => "—".into(),
+        Some(m) => {
+            let scale = if as_percent { 100.0 } else { 1.0 };
+            let unit = if as_percent { " %" } else { "" };
+            match m.se {
+                Some(se) => format!("{:+.1} ± {:.1}{unit}", m.mean * scale, se * scale),
+                None => format!("{:+.1}{unit}", m.mean * scale),
+            }
+        }
+    }
+}
+
+/// Escapes text for HTML.
+pub fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

@@ -1,0 +1,72 @@
+//! The command line as a Unix tool: a reader that goes away ends it
+//! quietly, and what users read names things in words, not Rust's debug text.
+
+mod common;
+
+use std::io::Read;
+use std::process::Stdio;
+
+#[test]
+fn a_closed_pipe_ends_the_program_quietly() {
+    for args in [
+        &["tasks", "list", "--json"][..],
+        &["tasks", "list"],
+        &["tasks", "show", "digits"],
+    ] {
+        let mut child = common::mlrb()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the program has written anything.
+        drop(child.stdout.take());
+        let mut stderr = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        let status = child.wait().unwrap();
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+        assert!(status.success(), "{args:?}: {status} {stderr}");
+    }
+}
+
+#[test]
+fn user_facing_messages_carry_no_debug_text() {
+    // A task whose evaluator fails: the reason is said in words.
+    let tmp = tempfile::tempdir().unwrap();
+    let task = common::hostile_task(tmp.path(), &[]);
+    std::fs::write(task.join("scripts/eval.py"), "import sys\nsys.exit(3)\n").unwrap();
+    let mut command = common::run_command(
+        &common::agent("baseline"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        &["--json"],
+    );
+    let output = command.output().unwrap();
+    // Not scored: a failure, said in one line on stderr.
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("could not be scored"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let finished = common::Finished {
+        dir: std::path::PathBuf::from(json["dir"].as_str().unwrap()),
+        json,
+        output,
+    };
+    let error = finished.json["score"]["error"].as_str().unwrap().to_string();
+    assert!(error.contains("exited with code 3"), "{error}");
+    for debug in ["Some(", "None", "Exited", "Termination::"] {
+        assert!(!error.contains(debug), "{error}");
+    }
+    let table = common::mlrb().arg("eval").arg(&finished.dir).output().unwrap();
+    assert_eq!(table.status.code(), Some(1));
+    let shown = String::from_utf8_lossy(&table.stdout);
+    assert!(!shown.contains("Some(") && !shown.contains("Completed"), "{shown}");
+}
