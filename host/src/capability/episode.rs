@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::HostResult;
 use super::llm::LlmState;
 use super::mlrb::agent::{episode as wit, types as wit_types};
-use super::recorder::{Call, Recorder, host_fault, recorded, result_json};
+use super::recorder::{Call, host_fault, recorded, result_json};
 use super::tool_error::{ToolError, ToolResult};
 use crate::record::trace::raw;
 
@@ -176,23 +176,13 @@ impl EpisodeState {
     }
 }
 
-/// What the episode interface's host code sees of the agent's state.
-pub struct EpisodeView<'a> {
-    /// The episode interface's own state.
-    pub episode: &'a mut EpisodeState,
-    /// The LLM state, read for its usage.
-    pub llm: &'a LlmState,
-    /// The shared recorder: steps, trace and snapshots.
-    pub recorder: &'a mut Recorder,
-}
-
-link_view!(EpisodeCapability, EpisodeView, |state| {
-    EpisodeView {
-        episode: &mut state.episode,
-        llm: &state.llm,
-        recorder: &mut state.recorder,
+link_view! {
+    /// What the episode interface's host code sees: its state and the LLM usage.
+    EpisodeCapability => EpisodeView<'a>, |state| {
+        episode: &'a mut EpisodeState = &mut state.episode,
+        llm: &'a LlmState = &state.llm,
     }
-});
+}
 
 impl wit::Host for EpisodeView<'_> {
     async fn task(&mut self) -> wasmtime::Result<wit_types::TaskInfo> {

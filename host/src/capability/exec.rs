@@ -13,12 +13,11 @@ use serde_json::json;
 
 use super::files::{WorkspaceFiles, normalize};
 use super::mlrb::agent::exec as wit;
-use super::recorder::{Call, Recorder, host_fault, recorded};
+use super::recorder::{Recorder, host_fault};
 use super::tool_error::{ToolError, ToolResult};
 use super::{HostResult, to_wit};
 use crate::limits::Limits;
 use crate::record::snapshot::ManifestEntry;
-use crate::record::trace::raw;
 use crate::record::walk::{self, DirHandle, Opened, Usage};
 use crate::sandbox::{self, EpisodeSandbox, EpisodeSetup, Mount, Stopper, Termination};
 
@@ -301,23 +300,13 @@ impl ExecState {
     }
 }
 
-/// What the exec interface's host code sees of the agent's state.
-pub struct ExecView<'a> {
-    /// The exec interface's own state.
-    pub exec: &'a mut ExecState,
-    /// The workspace the scripts run in.
-    pub files: &'a WorkspaceFiles,
-    /// The shared recorder: steps, trace and snapshots.
-    pub recorder: &'a mut Recorder,
-}
-
-link_view!(ExecCapability, ExecView, |state| {
-    ExecView {
-        exec: &mut state.exec,
-        files: &state.files,
-        recorder: &mut state.recorder,
+link_view! {
+    /// What the exec interface's host code sees: its state and the workspace.
+    ExecCapability => ExecView<'a>, |state| {
+        exec: &'a mut ExecState = &mut state.exec,
+        files: &'a WorkspaceFiles = &state.files,
     }
-});
+}
 
 impl From<ExecOutcome> for wit::ExecResult {
     fn from(o: ExecOutcome) -> Self {
@@ -377,16 +366,9 @@ impl ExecView<'_> {
             Some(step) => self.snapshot_and_restore(&format!("step {step}: execute-script {script}"))?,
             None => None,
         };
-        self.recorder.write(Call {
-            interface: "exec",
-            function: "execute-script",
-            step,
-            args: &raw(&call_args),
-            result: &recorded(&result),
-            started,
-            snapshot,
-            llm: None,
-        })?;
+        let call = ("exec", "execute-script");
+        self.recorder
+            .write_result(call, step, &call_args, &result, started, snapshot)?;
         Ok(result)
     }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::mlrb::agent::llm as wit;
-use super::recorder::{Call, Recorder, Stop, end};
+use super::recorder::{Call, Stop, end};
 use crate::llm::replay::Replayed;
 use crate::llm::{CallStats, Completion, LlmError, LlmRequest, LlmSource, LlmUsage};
 use crate::record::trace::raw;
@@ -50,20 +50,12 @@ impl LlmState {
     }
 }
 
-/// What the llm interface's host code sees of the agent's state.
-pub struct LlmView<'a> {
-    /// The llm interface's own state.
-    pub llm: &'a mut LlmState,
-    /// The shared recorder: steps, trace and snapshots.
-    pub recorder: &'a mut Recorder,
-}
-
-link_view!(LlmCapability, LlmView, |state| {
-    LlmView {
-        llm: &mut state.llm,
-        recorder: &mut state.recorder,
+link_view! {
+    /// What the llm interface's host code sees of the agent's state.
+    LlmCapability => LlmView<'a>, |state| {
+        llm: &'a mut LlmState = &mut state.llm,
     }
-});
+}
 
 impl From<wit::Request> for LlmRequest {
     fn from(request: wit::Request) -> Self {

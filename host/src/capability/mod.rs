@@ -12,20 +12,32 @@
 //! | `llm` | [`llm`] | [`llm::LlmState`] |
 //! | shared | [`recorder`] | [`recorder::Recorder`] |
 
-/// Declares how an interface links to the agent's state: a `HasData` type
-/// whose data is the interface's view, and the function taking that view.
+/// Declares an interface's view of the agent's state (the fields it
+/// names, and always the shared recorder), the `HasData` type that links
+/// the interface to it, and `view`, which takes it from the state.
 macro_rules! link_view {
-    ($capability:ident, $view:ident, |$state:ident| $build:expr) => {
+    ($(#[$doc:meta])* $capability:ident => $view:ident<$lt:lifetime>, |$state:ident| {
+        $($field:ident: $ty:ty = $init:expr),* $(,)?
+    }) => {
+        $(#[$doc])*
+        pub struct $view<$lt> {
+            $($field: $ty,)*
+            recorder: &$lt mut $crate::capability::recorder::Recorder,
+        }
+
         /// Links the interface to its view of the agent's state.
         pub struct $capability;
 
         impl wasmtime::component::HasData for $capability {
-            type Data<'a> = $view<'a>;
+            type Data<'v> = $view<'v>;
         }
 
         /// The view of the agent's state this interface works on.
-        pub fn view($state: &mut super::AgentState) -> $view<'_> {
-            $build
+        pub fn view($state: &mut $crate::capability::AgentState) -> $view<'_> {
+            $view {
+                $($field: $init,)*
+                recorder: &mut $state.recorder,
+            }
         }
     };
 }

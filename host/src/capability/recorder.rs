@@ -268,17 +268,30 @@ impl Recorder {
             Some(root) if result.is_ok() => self.snapshot(root, &format!("step {}: {function}", step.unwrap_or(0)))?,
             _ => None,
         };
+        self.write_result((interface, function), step, &args, &result, started, snapshot)?;
+        Ok(result)
+    }
+
+    /// Writes the event of a call that was (or was refused as) a step.
+    pub fn write_result<T: Serialize>(
+        &mut self,
+        (interface, function): (&str, &str),
+        step: Option<u32>,
+        args: &Value,
+        result: &ToolResult<T>,
+        started: Instant,
+        snapshot: Option<u64>,
+    ) -> wasmtime::Result<()> {
         self.write(Call {
             interface,
             function,
             step,
-            args: &raw(&args),
-            result: &recorded(&result),
+            args: &raw(args),
+            result: &recorded(result),
             started,
             snapshot,
             llm: None,
-        })?;
-        Ok(result)
+        })
     }
 
     /// Snapshots `root` if it changed; the new snapshot's id. What the

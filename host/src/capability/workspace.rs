@@ -6,23 +6,14 @@ use serde_json::json;
 
 use super::files::{self, WorkspaceFiles};
 use super::mlrb::agent::workspace as wit;
-use super::recorder::Recorder;
 use super::{HostResult, to_wit};
 
-/// What the workspace interface's host code sees of the agent's state.
-pub struct WorkspaceView<'a> {
-    /// The episode's workspace files.
-    pub files: &'a mut WorkspaceFiles,
-    /// The shared recorder: steps, trace and snapshots.
-    pub recorder: &'a mut Recorder,
-}
-
-link_view!(WorkspaceCapability, WorkspaceView, |state| {
-    WorkspaceView {
-        files: &mut state.files,
-        recorder: &mut state.recorder,
+link_view! {
+    /// What the workspace interface's host code sees of the agent's state.
+    WorkspaceCapability => WorkspaceView<'a>, |state| {
+        files: &'a mut WorkspaceFiles = &mut state.files,
     }
-});
+}
 
 impl From<files::DirEntry> for wit::DirEntry {
     fn from(entry: files::DirEntry) -> Self {
