@@ -30,7 +30,45 @@ fn main() {
     versions();
 }
 
-/// `MLRB_WIT_PACKAGE` and `MLRB_WASMTIME_VERSION` for `env!`.
+/// The Rust SDK's `Cargo.toml` made standalone (for projects outside this
+/// workspace): each `key.workspace = true` replaced by the workspace's value.
+fn standalone_sdk_manifest(root: &std::path::Path) {
+    let workspace_path = root.join("Cargo.toml");
+    let sdk_path = root.join("sdk/rust/Cargo.toml");
+    println!("cargo:rerun-if-changed={}", workspace_path.display());
+    println!("cargo:rerun-if-changed={}", sdk_path.display());
+    let workspace = std::fs::read_to_string(&workspace_path).unwrap();
+    // `key = value` lines of the workspace's [workspace.package] and
+    // [workspace.dependencies] tables.
+    let mut inherited = std::collections::HashMap::new();
+    let mut table = "";
+    for line in workspace.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            table = line;
+        } else if let Some((key, value)) = line.split_once(" = ")
+            && (table == "[workspace.package]" || table == "[workspace.dependencies]")
+        {
+            inherited.insert(key.trim().to_string(), value.trim().to_string());
+        }
+    }
+    let mut manifest = String::new();
+    for line in std::fs::read_to_string(&sdk_path).unwrap().lines() {
+        let key = line
+            .strip_suffix(".workspace = true")
+            .or_else(|| line.strip_suffix(" = { workspace = true }"));
+        match key.and_then(|k| inherited.get(k.trim()).map(|v| (k, v))) {
+            Some((key, value)) => writeln!(manifest, "{key} = {value}").unwrap(),
+            None if key.is_some() => panic!("{}: `{line}` has no value in the workspace", sdk_path.display()),
+            None => writeln!(manifest, "{line}").unwrap(),
+        }
+    }
+    let out = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("sdk-Cargo.toml");
+    std::fs::write(out, manifest).unwrap();
+}
+
+/// `MLRB_WIT_PACKAGE`, `MLRB_WASMTIME_VERSION` and `MLRB_WIT_BINDGEN_VERSION`
+/// for `env!`, and the SDK's standalone manifest.
 fn versions() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -48,19 +86,23 @@ fn versions() {
         .expect("the WIT file names its package");
     println!("cargo:rustc-env=MLRB_WIT_PACKAGE={package}");
     let lock_text = std::fs::read_to_string(&lock).unwrap();
-    let mut lines = lock_text.lines();
-    let mut wasmtime = None;
-    while let Some(line) = lines.next() {
-        if line == "name = \"wasmtime\"" {
-            wasmtime = lines
-                .next()
-                .and_then(|v| v.strip_prefix("version = "))
-                .map(|v| v.trim_matches('"').to_string());
-            break;
-        }
+    for (crate_name, variable) in [
+        ("wasmtime", "MLRB_WASMTIME_VERSION"),
+        ("wit-bindgen", "MLRB_WIT_BINDGEN_VERSION"),
+    ] {
+        let version = locked_version(&lock_text, crate_name).unwrap_or_else(|| panic!("{crate_name} in Cargo.lock"));
+        println!("cargo:rustc-env={variable}={version}");
     }
-    println!(
-        "cargo:rustc-env=MLRB_WASMTIME_VERSION={}",
-        wasmtime.expect("wasmtime in Cargo.lock")
-    );
+    standalone_sdk_manifest(&root);
+}
+
+/// The version Cargo.lock holds of `name`.
+fn locked_version(lock: &str, name: &str) -> Option<String> {
+    let mut lines = lock.lines();
+    let header = format!("name = \"{name}\"");
+    lines.find(|line| *line == header)?;
+    lines
+        .next()
+        .and_then(|v| v.strip_prefix("version = "))
+        .map(|v| v.trim_matches('"').to_string())
 }

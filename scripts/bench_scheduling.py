@@ -30,7 +30,7 @@ baseline = 1.0
 max_steps = 5
 wall_seconds = 60
 [resources]
-cpus = 1
+cpu_slots = 1
 memory_mb = 256
 pids = 64
 script_timeout_seconds = 20

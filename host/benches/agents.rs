@@ -49,13 +49,13 @@ fn rss() -> u64 {
     kb * 1024
 }
 
-fn spec(agent: &LoadedAgent, task: &Task, dir: PathBuf, seed: u64) -> EpisodeRequest {
-    EpisodeRequest::new(agent.path.clone(), task.clone(), seed, dir, &Overrides::default())
+fn spec(agent: &Arc<LoadedAgent>, task: &Task, dir: PathBuf, seed: u64) -> EpisodeRequest {
+    EpisodeRequest::new(agent.clone(), task.clone(), seed, dir, &Overrides::default())
 }
 
-async fn first_call_ms(host: &Runner, agent: &LoadedAgent, task: &Task, dir: PathBuf) -> f64 {
+async fn first_call_ms(host: &Runner, agent: &Arc<LoadedAgent>, task: &Task, dir: PathBuf) -> f64 {
     let (record, _) = host
-        .run_episode(agent, &spec(agent, task, dir, 0), std::future::pending())
+        .run_episode(&spec(agent, task, dir, 0), std::future::pending())
         .await
         .unwrap();
     let end = record.end.unwrap();
@@ -120,8 +120,7 @@ fn concurrent_idle_agents(tmp: &Path, task: &Task, idle: &Path, runtime: &tokio:
         let episodes = (0..n).map(|seed| {
             let spec = spec(&agent, task, tmp.join(format!("idle/{seed}")), seed);
             let host = &host;
-            let agent = &agent;
-            async move { host.run_episode(agent, &spec, std::future::pending()).await.unwrap() }
+            async move { host.run_episode(&spec, std::future::pending()).await.unwrap() }
         });
         let records = futures_util::future::join_all(episodes).await;
         let elapsed = started.elapsed();

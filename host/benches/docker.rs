@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use mlrb::sandbox::docker::DockerSandbox;
 use mlrb::sandbox::image::ImageRecipe;
-use mlrb::sandbox::{Command, EpisodeSetup, Exec, Limits, Mount, Sandbox};
+use mlrb::sandbox::{Command, CommandLimits, EpisodeSetup, Exec, Mount, Sandbox};
 
 const RUNS: usize = 30;
 const SCRIPT: &str = "import sys; sys.exit(0)";
@@ -46,23 +46,26 @@ fn main() {
         let sandbox = DockerSandbox::connect(&ImageRecipe::standard(false).tag())
             .await
             .expect("run `mlrb image build` first");
+        let limits = CommandLimits {
+            memory_bytes: 1 << 30,
+            max_processes: 128,
+            cpus: 1.0,
+            max_file_bytes: 1 << 30,
+            output_kill_bytes: 1 << 20,
+            ..CommandLimits::new(&mlrb::limits::Limits::default(), Duration::from_secs(60))
+        };
         let setup = EpisodeSetup {
             name: tmp.path().display().to_string(),
             mounts: vec![Mount::writable(&workspace, "/workspace")],
             cwd: "/workspace".into(),
             network: false,
-            memory_bytes: 1 << 30,
-            max_processes: 128,
-            cpus: 1.0,
+            limits: limits.clone(),
             gpus: vec![],
-            max_file_bytes: 1 << 30,
         };
         let exec = Exec {
             argv: argv.clone(),
             env: Vec::new(),
             timeout: Duration::from_secs(60),
-            output_cap: 32 << 10,
-            output_kill_bytes: 1 << 20,
             log_prefix: None,
             stop: Default::default(),
         };
@@ -85,13 +88,7 @@ fn main() {
                 mounts: setup.mounts.clone(),
                 env: vec![],
                 network: false,
-                limits: Limits {
-                    timeout: Duration::from_secs(60),
-                    memory_bytes: 1 << 30,
-                    max_processes: 128,
-                    cpus: 1.0,
-                    ..Limits::default()
-                },
+                limits: limits.clone(),
                 gpus: Vec::new(),
                 log_prefix: None,
                 stop: Default::default(),

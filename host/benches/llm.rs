@@ -44,8 +44,8 @@ fn main() {
         let dir = tmp.path().join("episode");
         runtime.block_on(async {
             let agent = host.load_agent(&probe).await.unwrap();
-            let spec = EpisodeRequest::new(probe.clone(), task.clone(), 0, dir.clone(), &Overrides::default());
-            let (record, _) = host.run_episode(&agent, &spec, std::future::pending()).await.unwrap();
+            let spec = EpisodeRequest::new(agent.clone(), task.clone(), 0, dir.clone(), &Overrides::default());
+            let (record, _) = host.run_episode(&spec, std::future::pending()).await.unwrap();
             let end = record.end.unwrap();
             assert_eq!(end.answer.as_deref(), Some("200 calls"), "{}", end.detail);
         });

@@ -38,11 +38,16 @@ pub struct Limits {
     pub script_cpus: f64,
     /// Whether scripts reach the network.
     pub network: bool,
+    /// Whether the task's preparation may reach the network (the user's
+    /// `--network`; the agent's scripts never get it from this).
+    pub prepare_network: bool,
     /// Bytes of each output stream handed back to the agent.
     pub output_cap: usize,
     /// Bytes a script may print before it is stopped.
     pub output_kill_bytes: u64,
-    /// Arguments of one script, and their bytes (each, and all together).
+    /// Bytes of each of a script's streams kept in its log file.
+    pub script_log_bytes: u64,
+    /// Arguments one script may be given.
     pub max_args: usize,
     /// Bytes of one argument.
     pub max_arg_bytes: usize,
@@ -61,7 +66,7 @@ pub struct Limits {
     pub list_entries: usize,
     /// Lines one `inspect-lines` returns.
     pub inspect_lines: u32,
-    /// Bytes of one workspace path, and folders deep.
+    /// Bytes of one workspace path.
     pub path_bytes: usize,
     /// Folders a workspace path may go deep.
     pub path_depth: usize,
@@ -85,8 +90,10 @@ impl Default for Limits {
             script_max_processes: 256,
             script_cpus: 2.0,
             network: false,
+            prepare_network: false,
             output_cap: 32 << 10,
             output_kill_bytes: 256 << 20,
+            script_log_bytes: 8 << 20,
             max_args: 256,
             max_arg_bytes: 64 << 10,
             max_total_arg_bytes: 256 << 10,
@@ -116,43 +123,118 @@ impl Limits {
 
     /// Applies what the user asked to change.
     pub fn with(mut self, overrides: &Overrides) -> Self {
-        if let Some(steps) = overrides.max_steps {
-            self.max_steps = steps;
-        }
-        if let Some(wall) = overrides.wall_seconds {
-            self.wall_seconds = wall;
-        }
-        if let Some(tokens) = overrides.llm_tokens {
-            self.llm_tokens = tokens;
-        }
-        if let Some(cost) = overrides.llm_cost_usd {
-            self.llm_cost_usd = cost;
-        }
-        if let Some(memory) = overrides.agent_memory_mb {
-            self.agent_memory_bytes = memory << 20;
-        }
-        if let Some(trace) = overrides.trace_mb {
-            self.trace_bytes = trace << 20;
-        }
+        let o = overrides;
+        set(&mut self.max_steps, o.max_steps);
+        set(&mut self.wall_seconds, o.wall_seconds);
+        set(&mut self.llm_tokens, o.llm_tokens);
+        set(&mut self.llm_cost_usd, o.llm_cost_usd);
+        set(&mut self.agent_memory_bytes, o.agent_memory_mb.map(|mb| mb << 20));
+        set(&mut self.trace_bytes, o.trace_mb.map(|mb| mb << 20));
+        set(&mut self.script_cpus, o.cpus);
+        set(&mut self.script_memory_bytes, o.memory_mb.map(|mb| mb << 20));
+        set(&mut self.script_timeout_seconds, o.script_timeout);
+        set(&mut self.prepare_network, o.network);
         self
     }
 }
 
-/// What `mlrb run` options or a bench plan change of a task's limits.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+fn set<T>(field: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *field = value;
+    }
+}
+
+/// What `mlrb run` and `mlrb bench` options, or a bench plan, change of a
+/// task's limits; the same names on the command line (`--max-steps`) and
+/// in a plan (`max_steps = 3`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
+#[serde(default)]
 pub struct Overrides {
-    /// Replaces the step limit.
+    /// Override the task's step budget.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_steps: Option<u32>,
-    /// Replaces the wall-clock budget, in seconds.
+    /// Override the task's wall-clock budget, in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub wall_seconds: Option<u64>,
-    /// Replaces the LLM token budget (0: no limit).
+    /// Override the task's LLM token budget (input and output; 0: no limit).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub llm_tokens: Option<u64>,
-    /// Replaces the LLM cost budget, in USD (0: no limit).
+    /// Override the task's LLM cost budget in USD (0: no limit).
+    #[arg(long, value_name = "USD")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub llm_cost_usd: Option<f64>,
-    /// Replaces the agent's memory, in MiB.
+    /// The agent's own memory limit, all its linear memories together [default: 1024].
+    #[arg(long, value_name = "MiB")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_memory_mb: Option<usize>,
-    /// Replaces the trace budget, in MiB.
+    /// What the agent's calls may write to the trace; past it the episode
+    /// ends as `trace-limit` [default: 256].
+    #[arg(long, value_name = "MiB")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_mb: Option<u64>,
+    /// CPUs each script (and the task's preparation and evaluation) may use
+    /// [default: the task's resources.cpus].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// Memory each script may use [default: the task's resources.memory_mb].
+    #[arg(long = "memory", value_name = "MiB")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    /// The longest one script may run [default: the task's resources.script_timeout_seconds].
+    #[arg(long, value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script_timeout: Option<u64>,
+    /// Let the task's preparation (downloading its data) reach the network;
+    /// the agent's scripts never get it from this.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+}
+
+impl Overrides {
+    /// These overrides, with those not given taken from `base` (the
+    /// command line over a plan file).
+    pub fn or(self, base: &Self) -> Self {
+        Self {
+            max_steps: self.max_steps.or(base.max_steps),
+            wall_seconds: self.wall_seconds.or(base.wall_seconds),
+            llm_tokens: self.llm_tokens.or(base.llm_tokens),
+            llm_cost_usd: self.llm_cost_usd.or(base.llm_cost_usd),
+            agent_memory_mb: self.agent_memory_mb.or(base.agent_memory_mb),
+            trace_mb: self.trace_mb.or(base.trace_mb),
+            cpus: self.cpus.or(base.cpus),
+            memory_mb: self.memory_mb.or(base.memory_mb),
+            script_timeout: self.script_timeout.or(base.script_timeout),
+            network: self.network.or(base.network),
+        }
+    }
+
+    /// Refuses values no episode can run with, naming the option.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.max_steps == Some(0) {
+            anyhow::bail!("max_steps (--max-steps) must be at least 1");
+        }
+        if self.wall_seconds == Some(0) {
+            anyhow::bail!("wall_seconds (--wall-seconds) must be at least 1");
+        }
+        if self.cpus.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
+            anyhow::bail!("cpus (--cpus) must be a positive number");
+        }
+        if self.memory_mb.is_some_and(|m| m < 16) {
+            anyhow::bail!("memory_mb (--memory) must be at least 16 MiB");
+        }
+        if self.script_timeout == Some(0) {
+            anyhow::bail!("script_timeout (--script-timeout) must be at least 1 second");
+        }
+        if self.agent_memory_mb.is_some_and(|m| m < 16) {
+            anyhow::bail!("agent_memory_mb (--agent-memory-mb) must be at least 16 MiB");
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -165,14 +247,74 @@ mod tests {
         let changed = base.clone().with(&Overrides {
             max_steps: Some(3),
             trace_mb: Some(8),
+            cpus: Some(0.5),
+            memory_mb: Some(300),
+            script_timeout: Some(9),
+            network: Some(true),
             ..Overrides::default()
         });
         assert_eq!(changed.max_steps, 3);
         assert_eq!(changed.trace_bytes, 8 << 20);
         assert_eq!(changed.wall_seconds, base.wall_seconds);
+        assert_eq!(changed.script_cpus, 0.5);
+        assert_eq!(changed.script_memory_bytes, 300 << 20);
+        assert_eq!(changed.script_timeout_seconds, 9);
+        assert!(
+            changed.prepare_network && !changed.network,
+            "--network is for preparation only"
+        );
         // An episode.json of an older mlrb: the fields it had, no others.
         let old: Limits = serde_json::from_str(r#"{"max_steps": 7, "wall_seconds": 60, "network": true}"#).unwrap();
         assert_eq!((old.max_steps, old.wall_seconds, old.network), (7, 60, true));
         assert_eq!(old.workspace_files, Limits::default().workspace_files);
+    }
+
+    #[test]
+    fn the_command_line_wins_over_the_plan_and_bad_values_are_refused() {
+        let plan = Overrides {
+            max_steps: Some(5),
+            cpus: Some(1.0),
+            ..Overrides::default()
+        };
+        let cli = Overrides {
+            cpus: Some(2.0),
+            ..Overrides::default()
+        };
+        let merged = cli.or(&plan);
+        assert_eq!((merged.max_steps, merged.cpus), (Some(5), Some(2.0)));
+        for (bad, named) in [
+            (
+                Overrides {
+                    cpus: Some(0.0),
+                    ..Overrides::default()
+                },
+                "--cpus",
+            ),
+            (
+                Overrides {
+                    memory_mb: Some(1),
+                    ..Overrides::default()
+                },
+                "--memory",
+            ),
+            (
+                Overrides {
+                    script_timeout: Some(0),
+                    ..Overrides::default()
+                },
+                "--script-timeout",
+            ),
+            (
+                Overrides {
+                    max_steps: Some(0),
+                    ..Overrides::default()
+                },
+                "--max-steps",
+            ),
+        ] {
+            let error = bad.check().unwrap_err().to_string();
+            assert!(error.contains(named), "{error}");
+        }
+        assert!(merged.check().is_ok());
     }
 }

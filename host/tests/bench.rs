@@ -45,7 +45,7 @@ fn a_bench_of_two_agents_two_tasks_three_seeds_has_twelve_results_and_a_true_sum
         "matrix",
         &agents,
         &["digits", "house-prices"],
-        &["--seeds", "3", "-j", "2", "--cpus", "2", "--json"],
+        &["--seeds", "3", "-j", "2", "--cpu-slots", "2", "--json"],
     )
     .output()
     .unwrap();
@@ -262,7 +262,8 @@ fn a_plan_file_and_its_errors() {
     std::fs::write(
         &plan,
         format!(
-            "agents = [{{ path = {:?}, name = \"base\" }}]\ntasks = [{:?}]\nseeds = [7]\nparallel = 1\n",
+            "agents = [{{ path = {:?}, name = \"base\" }}]\ntasks = [{:?}]\nseeds = [7]\nparallel = 1\n\
+             cpus = 1.5\nmemory_mb = 300\nscript_timeout = 30\n",
             common::agent("baseline"),
             common::hostile_task(tmp.path(), &[]),
         ),
@@ -277,6 +278,25 @@ fn a_plan_file_and_its_errors() {
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(tmp.path().join("p/hostile/base/7/score.json").is_file());
+    // The plan's resources reach the episode and its record; the command line wins over the plan.
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("p/hostile/base/7/episode.json")).unwrap()).unwrap();
+    let limits = &record["limits"];
+    assert_eq!(limits["script_cpus"], 1.5, "{limits}");
+    assert_eq!(limits["script_memory_bytes"], 300u64 << 20, "{limits}");
+    assert_eq!(limits["script_timeout_seconds"], 30, "{limits}");
+    let output = common::mlrb()
+        .args(["bench", "--quiet", "--run-name", "q", "--script-timeout", "40", "--out"])
+        .arg(tmp.path())
+        .arg("--plan")
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("q/hostile/base/7/episode.json")).unwrap()).unwrap();
+    assert_eq!(record["limits"]["script_timeout_seconds"], 40);
+    assert_eq!(record["limits"]["script_cpus"], 1.5);
 
     std::fs::write(&plan, "agents = []\ntasks = [\"digits\"]\nparalel = 2\n").unwrap();
     let output = common::mlrb().args(["bench", "--plan"]).arg(&plan).output().unwrap();

@@ -339,11 +339,14 @@ fn a_panic_while_an_episode_container_is_open_still_removes_it() {
         mounts: vec![Mount::writable(&workspace, "/workspace")],
         cwd: "/workspace".into(),
         network: false,
-        memory_bytes: 256 << 20,
-        max_processes: 32,
-        cpus: 1.0,
+        limits: mlrb::sandbox::CommandLimits {
+            memory_bytes: 256 << 20,
+            max_processes: 32,
+            cpus: 1.0,
+            max_file_bytes: 1 << 30,
+            ..mlrb::sandbox::CommandLimits::new(&mlrb::limits::Limits::default(), std::time::Duration::from_secs(600))
+        },
         gpus: vec![],
-        max_file_bytes: 1 << 30,
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let episode = runtime.block_on(async {

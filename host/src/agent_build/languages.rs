@@ -123,7 +123,11 @@ pub fn build_c(project: &Project, sdk: &Sdk, work: &Path) -> Result<PathBuf> {
     let wit_bindgen = find(
         &["wit-bindgen"],
         "MLRB_WIT_BINDGEN",
-        "run scripts/setup.sh, or `cargo install wit-bindgen-cli@0.46.0`",
+        concat!(
+            "run scripts/setup.sh, or `cargo install wit-bindgen-cli@",
+            env!("MLRB_WIT_BINDGEN_VERSION"),
+            "`"
+        ),
     )?;
     let wasm_tools = find(
         &["wasm-tools"],

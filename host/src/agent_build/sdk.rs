@@ -46,18 +46,9 @@ const FILES: &[(&str, &str)] = &[
     ("c/mlrb_sdk.h", include_str!("../../../sdk/c/mlrb_sdk.h")),
 ];
 
-/// The Rust SDK's manifest outside mlrb's own workspace.
-const RUST_MANIFEST: &str = r#"[package]
-name = "mlrb-sdk"
-description = "Write mlrb agents in Rust: bindings to the mlrb:agent WIT contract and an ergonomic API over them"
-version = "0.1.0"
-edition = "2024"
-license = "Apache-2.0"
-
-[dependencies]
-wit-bindgen = "0.46"
-similar = "2"
-"#;
+/// The Rust SDK's manifest outside mlrb's own workspace (`build.rs`
+/// replaces what it inherits from the workspace with the values).
+const RUST_MANIFEST: &str = include_str!(concat!(env!("OUT_DIR"), "/sdk-Cargo.toml"));
 
 /// The SDK folder: `wit/`, `rust/` (a crate), `python/` (the `mlrb_sdk`
 /// package) and `c/` (the helper header).
@@ -71,10 +62,6 @@ impl Sdk {
     /// `wit/`: the WIT contract.
     pub fn wit(&self) -> PathBuf {
         self.root.join("wit")
-    }
-    /// `rust/`: the Rust SDK crate.
-    pub fn rust(&self) -> PathBuf {
-        self.root.join("rust")
     }
     /// `python/`: the `mlrb_sdk` package.
     pub fn python(&self) -> PathBuf {

@@ -17,11 +17,10 @@ use anyhow::{Context, Result, bail};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::episode::{EndReason, EpisodeRecord, EpisodeRequest, LoadedAgent, Runner, ScoreRecord};
+use crate::episode::{
+    EndReason, EpisodeRecord, EpisodeRequest, HostSetup, LoadedAgent, Runner, ScoreRecord, agent_name, episode_id,
+};
 use crate::limits::Overrides;
-use crate::sandbox::gpu::GpuPool;
-use crate::sandbox::image::ImageRecipe;
-use crate::sandbox::{self, SandboxKind};
 use crate::task::{self, Task};
 use journal::{Entry, Journal};
 use metrics::{ResultLine, Summary};
@@ -53,12 +52,7 @@ impl AgentEntry {
     pub fn name(&self) -> String {
         match self {
             Self::Named { name, .. } => crate::paths::safe_component(name),
-            Self::Path(path) => crate::paths::safe_component(
-                &path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "agent".into()),
-            ),
+            Self::Path(path) => agent_name(path),
         }
     }
 }
@@ -85,7 +79,6 @@ impl Seeds {
 
 /// What a bench runs: from `--plan plan.toml`, the command line, or both.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Plan {
     /// The agent components to run.
     pub agents: Vec<AgentEntry>,
@@ -94,47 +87,22 @@ pub struct Plan {
     /// Seeds each agent runs each task with.
     #[serde(default = "default_seeds")]
     pub seeds: Seeds,
-    /// The sandbox that runs scripts.
-    #[serde(default)]
-    pub sandbox: SandboxKind,
-    /// The image for the Docker sandbox [default: `mlrb image build`'s].
-    #[serde(default)]
-    pub image: Option<String>,
-    /// GPU device ids the bench may hand to episodes.
-    #[serde(default)]
-    pub gpus: Vec<String>,
     /// Episodes run at once.
     #[serde(default = "one")]
     pub parallel: usize,
-    /// CPU slots shared by running episodes; each takes its task's
-    /// `resources.cpus` (rounded up) [default: this machine's CPUs].
+    /// CPU slots shared by running episodes; each takes its CPUs
+    /// (`cpus`, else the task's `resources.cpus`, rounded up) [default: this machine's CPUs].
     #[serde(default)]
-    pub cpus: Option<u32>,
-    /// Overrides the tasks' step budgets.
-    #[serde(default)]
-    pub max_steps: Option<u32>,
-    /// Overrides the tasks' wall-clock limits, in seconds.
-    #[serde(default)]
-    pub wall_seconds: Option<u64>,
-    /// Overrides the tasks' LLM token budgets.
-    #[serde(default)]
-    pub llm_tokens: Option<u64>,
-    /// Overrides the tasks' LLM cost budgets, in USD.
-    #[serde(default)]
-    pub llm_cost_usd: Option<f64>,
-    /// The mlrb.toml whose `[llm]` providers the agents' calls go to
-    /// [default: mlrb's usual places].
-    #[serde(default)]
-    pub config: Option<PathBuf>,
-    /// Linear memory each agent may use, in MiB.
-    #[serde(default = "default_memory")]
-    pub agent_memory_mb: usize,
-    /// What each episode's calls may write to its trace, in MiB.
-    #[serde(default)]
-    pub trace_mb: Option<u64>,
+    pub cpu_slots: Option<u32>,
     /// Attempts after an infrastructure failure (never after the agent's own).
     #[serde(default = "default_retries")]
     pub retries: u32,
+    /// The sandbox, image, GPUs and model source (`sandbox = "docker"`, ...).
+    #[serde(flatten)]
+    pub host: HostSetup,
+    /// What the plan changes of every task's limits (`max_steps = 3`, ...).
+    #[serde(flatten)]
+    pub limits: Overrides,
 }
 
 impl Default for Plan {
@@ -143,19 +111,11 @@ impl Default for Plan {
             agents: Vec::new(),
             tasks: Vec::new(),
             seeds: default_seeds(),
-            sandbox: SandboxKind::Local,
-            image: None,
-            gpus: Vec::new(),
             parallel: one(),
-            cpus: None,
-            max_steps: None,
-            wall_seconds: None,
-            llm_tokens: None,
-            llm_cost_usd: None,
-            config: None,
-            agent_memory_mb: default_memory(),
-            trace_mb: None,
+            cpu_slots: None,
             retries: default_retries(),
+            host: HostSetup::default(),
+            limits: Overrides::default(),
         }
     }
 }
@@ -166,9 +126,6 @@ fn default_seeds() -> Seeds {
 fn one() -> usize {
     1
 }
-fn default_memory() -> usize {
-    1024
-}
 fn default_retries() -> u32 {
     2
 }
@@ -178,20 +135,54 @@ impl Plan {
     pub fn load(path: &Path) -> Result<Self> {
         let text =
             std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
+        let table: toml::Table = toml::from_str(&text).map_err(|e| crate::task::spec::toml_error(path, &text, &e))?;
+        let known = Self::fields();
+        if let Some(unknown) = table.keys().find(|key| !known.contains(key)) {
+            bail!(
+                "{}: unknown field `{unknown}`; a plan has: {}",
+                path.display(),
+                known.join(", ")
+            );
+        }
         let plan: Self = toml::from_str(&text).map_err(|e| crate::task::spec::toml_error(path, &text, &e))?;
         Ok(plan)
     }
 
-    /// What the plan changes of every task's limits.
-    pub fn overrides(&self) -> Overrides {
-        Overrides {
-            max_steps: self.max_steps,
-            wall_seconds: self.wall_seconds,
-            llm_tokens: self.llm_tokens,
-            llm_cost_usd: self.llm_cost_usd,
-            agent_memory_mb: Some(self.agent_memory_mb),
-            trace_mb: self.trace_mb,
-        }
+    /// The names a plan's fields go by, its own and those of the setup and
+    /// limits it holds flattened.
+    fn fields() -> Vec<String> {
+        let mut names: Vec<String> = ["agents", "tasks", "seeds", "parallel", "cpu_slots", "retries"]
+            .map(String::from)
+            .to_vec();
+        let all_set = |value: serde_json::Value| -> Vec<String> {
+            value
+                .as_object()
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        // Every field named, so none is skipped when serialised.
+        let host = HostSetup {
+            sandbox: Some(Default::default()),
+            image: Some(String::new()),
+            gpus: vec![String::new()],
+            config: Some(PathBuf::new()),
+            llm: Some(String::new()),
+        };
+        let limits = Overrides {
+            max_steps: Some(0),
+            wall_seconds: Some(0),
+            llm_tokens: Some(0),
+            llm_cost_usd: Some(0.0),
+            agent_memory_mb: Some(0),
+            trace_mb: Some(0),
+            cpus: Some(0.0),
+            memory_mb: Some(0),
+            script_timeout: Some(0),
+            network: Some(false),
+        };
+        names.extend(all_set(serde_json::to_value(host).unwrap_or_default()));
+        names.extend(all_set(serde_json::to_value(limits).unwrap_or_default()));
+        names
     }
 
     /// Refuses a plan that cannot run, saying what to fix.
@@ -207,6 +198,12 @@ impl Plan {
         }
         if self.parallel == 0 {
             bail!("`parallel` (-j) must be at least 1");
+        }
+        self.limits.check()?;
+        if self.host.llm.as_deref().is_some_and(|l| l.starts_with("replay:")) {
+            bail!(
+                "`llm = \"replay:...\"` answers one recorded episode: replay it with `mlrb run --llm replay:<episode-dir>`"
+            );
         }
         let mut names = BTreeMap::new();
         for agent in &self.agents {
@@ -232,17 +229,13 @@ struct Cell {
     seed: u64,
 }
 
-fn episode_id(task: &str, agent: &str, seed: u64) -> String {
-    format!("{task}/{agent}/{seed}")
-}
-
 /// Everything a bench run needs, resolved.
 struct Bench {
     plan: Plan,
     dir: PathBuf,
     tasks: Vec<Task>,
     agent_names: Vec<String>,
-    agents: Vec<LoadedAgent>,
+    agents: Vec<Arc<LoadedAgent>>,
     runner: Runner,
     gpu_slots: tokio::sync::Semaphore,
     cpu_slots: tokio::sync::Semaphore,
@@ -401,13 +394,14 @@ impl Bench {
     /// Resolves the plan's tasks and agents and opens its sandbox and
     /// model source, refusing at once what cannot run here.
     async fn open(plan: Plan, dir: &Path, cache_dir: &Path) -> Result<Self> {
-        let tasks: Vec<Task> = plan.tasks.iter().map(|t| task::resolve(t)).collect::<Result<_>>()?;
-        let image = plan.image.clone().unwrap_or_else(|| ImageRecipe::standard(false).tag());
-        let sandbox = sandbox::open(plan.sandbox, &image).await?;
-        let gpus = GpuPool::new(&plan.gpus)?;
-        let gpu_count = gpus.size();
-        let llm = crate::llm::LlmSource::open(None, plan.config.as_deref())?;
-        let runner = Runner::new(cache_dir, sandbox)?.with_gpus(gpus).with_llm(llm);
+        let tasks: Vec<Task> = plan
+            .tasks
+            .iter()
+            .map(|t| task::resolve(t).map(|t| t.with_overrides(&plan.limits)))
+            .collect::<Result<_>>()?;
+        let runner = plan.host.runner(cache_dir, &tasks).await?;
+        let gpu_count = runner.gpu_count();
+        // Refused here, before any episode starts, rather than once per episode.
         for task in &tasks {
             task::requirements::ensure(task, &runner.offer()).await?;
         }
@@ -417,7 +411,7 @@ impl Bench {
             agents.push(runner.load_agent(agent.path()).await?);
         }
         let cpu_total = plan
-            .cpus
+            .cpu_slots
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
             .max(1);
         Ok(Self {
@@ -525,10 +519,9 @@ impl Bench {
 
     /// The episode of `cell`, under the plan's overrides.
     fn request(&self, cell: &Cell, progress: Arc<AtomicU32>) -> EpisodeRequest {
-        let agent = self.plan.agents[cell.agent].path().to_path_buf();
+        let agent = self.agents[cell.agent].clone();
         let task = self.tasks[cell.task].clone();
-        EpisodeRequest::new(agent, task, cell.seed, self.dir.join(&cell.id), &self.plan.overrides())
-            .with_progress(progress)
+        EpisodeRequest::new(agent, task, cell.seed, self.dir.join(&cell.id), &self.plan.limits).with_progress(progress)
     }
 
     /// Waits for the CPU and GPU slots `task` needs; they are held until
@@ -577,10 +570,7 @@ impl Bench {
             let steps = Arc::new(AtomicU32::new(0));
             let request = self.request(cell, steps.clone());
             let line = progress.started(&cell.id, request.limits.max_steps, steps);
-            let outcome = self
-                .runner
-                .run_episode(&self.agents[cell.agent], &request, stop.cancelled())
-                .await;
+            let outcome = self.runner.run_episode(&request, stop.cancelled()).await;
             let attempted = Attempted {
                 cell,
                 attempt,

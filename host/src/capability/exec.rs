@@ -65,11 +65,6 @@ impl ScriptRunner {
         }
     }
 
-    /// The limits scripts run under.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
     /// Closes the episode's sandbox (containers are removed).
     pub async fn close(&self) -> anyhow::Result<()> {
         self.sandbox.close().await
@@ -150,8 +145,6 @@ impl ScriptRunner {
             argv,
             env: Vec::new(),
             timeout,
-            output_cap: self.limits.output_cap,
-            output_kill_bytes: self.limits.output_kill_bytes,
             log_prefix: Some(self.log_dir.join(format!("{:04}", self.runs))),
             stop: stop.clone(),
         };
@@ -262,11 +255,8 @@ pub fn episode_setup(name: &str, workspace: &WorkspaceFiles, limits: &Limits, gp
         mounts,
         cwd: GUEST_WORKSPACE.into(),
         network: limits.network,
-        memory_bytes: limits.script_memory_bytes,
-        max_processes: limits.script_max_processes,
-        cpus: limits.script_cpus,
+        limits: sandbox::CommandLimits::new(limits, limits.script_timeout()),
         gpus,
-        max_file_bytes: limits.workspace_bytes,
     }
 }
 
@@ -413,7 +403,7 @@ impl ExecView<'_> {
             }
         }
         let paths: Vec<&str> = changed.iter().map(|(p, _)| p.as_str()).collect();
-        tracing::warn!(?paths, "a script changed read-only files; they were restored");
+        tracing::warn!(paths = %paths.join(", "), "a script changed read-only files; they were restored");
         self.recorder
             .record_host("restore-read-only", json!({ "paths": paths }));
         Ok(true)

@@ -117,11 +117,6 @@ impl WorkspaceFiles {
         &self.read_only
     }
 
-    /// The limits the workspace's tools enforce.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
     /// The path an existing or new file really lives at, after symbolic
     /// links inside the workspace are followed.
     fn resolved(&self, rel: &str) -> Option<String> {

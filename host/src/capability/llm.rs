@@ -9,21 +9,13 @@ use serde_json::json;
 
 use super::mlrb::agent::llm as wit;
 use super::recorder::{Call, Stop, end};
+use crate::limits::Limits;
 use crate::llm::replay::Replayed;
 use crate::llm::{CallStats, Completion, LlmError, LlmRequest, LlmSource, LlmUsage};
 use crate::record::trace::raw;
 
 /// The text one LLM request may carry (every provider's context is smaller).
 const MAX_LLM_REQUEST_BYTES: usize = 8 << 20;
-
-/// An episode's LLM budget (0: no limit).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LlmBudget {
-    /// Input and output tokens together the episode may use.
-    pub tokens: u64,
-    /// What the episode's LLM calls may cost, in US dollars.
-    pub cost_usd: f64,
-}
 
 /// The llm interface's own state: where completions come from, what they
 /// cost so far, and how far a replay has got.
@@ -32,19 +24,19 @@ pub struct LlmState {
     pub source: LlmSource,
     /// Tokens, cost and calls spent so far.
     pub usage: LlmUsage,
-    /// The episode's token and cost budget.
-    pub budget: LlmBudget,
+    /// The episode's token and cost budget (`llm_tokens`, `llm_cost_usd`; 0: no limit).
+    limits: Limits,
     /// Requests answered so far from a replayed recording.
     replayed: usize,
 }
 
 impl LlmState {
-    /// A state answering from `source` under `budget`, with nothing spent.
-    pub fn new(source: LlmSource, budget: LlmBudget) -> Self {
+    /// A state answering from `source` under the LLM budget of `limits`, with nothing spent.
+    pub fn new(source: LlmSource, limits: &Limits) -> Self {
         Self {
             source,
             usage: LlmUsage::default(),
-            budget,
+            limits: limits.clone(),
             replayed: 0,
         }
     }
@@ -191,21 +183,21 @@ impl LlmView<'_> {
             ));
         }
         let used = self.llm.usage.input_tokens + self.llm.usage.output_tokens;
-        let budget = &self.llm.budget;
-        if budget.tokens > 0 && used >= budget.tokens {
+        let (tokens, cost_usd) = (self.llm.limits.llm_tokens, self.llm.limits.llm_cost_usd);
+        if tokens > 0 && used >= tokens {
             return Ok((
                 Err(LlmError::BudgetExhausted(format!(
                     "all {} LLM tokens of this episode are spent ({used} used)",
-                    budget.tokens
+                    tokens
                 ))),
                 None,
             ));
         }
-        if budget.cost_usd > 0.0 && self.llm.usage.cost_usd >= budget.cost_usd {
+        if cost_usd > 0.0 && self.llm.usage.cost_usd >= cost_usd {
             return Ok((
                 Err(LlmError::BudgetExhausted(format!(
                     "the LLM budget of ${:.4} is spent (${:.4} used)",
-                    budget.cost_usd, self.llm.usage.cost_usd
+                    cost_usd, self.llm.usage.cost_usd
                 ))),
                 None,
             ));

@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 use super::{EXIT_INTERRUPTED, ctrl_c, say};
-use crate::sandbox::SandboxKind;
+use crate::episode::HostSetup;
+use crate::limits::Overrides;
 use crate::{bench, paths, report};
 
 /// Options of `mlrb bench`.
@@ -35,18 +36,12 @@ pub struct BenchArgs {
     /// Episodes run at once.
     #[arg(short = 'j', long)]
     parallel: Option<usize>,
-    /// CPU slots shared by running episodes, each taking its task's CPUs [default: this machine's].
+    /// CPU slots shared by running episodes, each taking its CPUs [default: this machine's].
     #[arg(long)]
-    cpus: Option<u32>,
+    cpu_slots: Option<u32>,
     /// Attempts after an infrastructure failure [default: 2].
     #[arg(long)]
     retries: Option<u32>,
-    /// Override the tasks' step budgets.
-    #[arg(long)]
-    max_steps: Option<u32>,
-    /// Override the tasks' wall-clock budgets, in seconds.
-    #[arg(long)]
-    wall_seconds: Option<u64>,
     /// Where runs are written.
     #[arg(long, value_name = "DIR", default_value = "runs")]
     out: PathBuf,
@@ -59,24 +54,10 @@ pub struct BenchArgs {
     /// Print summary.json instead of tables.
     #[arg(long)]
     json: bool,
-    /// `local` or `docker` [default: the plan's, else local].
-    #[arg(long, value_enum)]
-    sandbox: Option<SandboxKind>,
-    /// The image for `--sandbox docker`.
-    #[arg(long)]
-    image: Option<String>,
-    /// GPUs the bench may hand to episodes, by device id.
-    #[arg(long, value_delimiter = ',', value_name = "IDS")]
-    gpus: Vec<String>,
-    /// The configuration with the `[llm]` providers [default: mlrb's usual places].
-    #[arg(long, value_name = "FILE.toml")]
-    config: Option<PathBuf>,
-    /// Override the tasks' LLM token budgets.
-    #[arg(long)]
-    llm_tokens: Option<u64>,
-    /// Override the tasks' LLM cost budgets, in USD.
-    #[arg(long)]
-    llm_cost_usd: Option<f64>,
+    #[command(flatten, next_help_heading = "Sandbox and model")]
+    host: HostSetup,
+    #[command(flatten, next_help_heading = "Limits (over the plan's and the tasks')")]
+    limits: Overrides,
 }
 
 impl BenchArgs {
@@ -95,24 +76,11 @@ impl BenchArgs {
             list => plan.seeds = bench::Seeds::List(list.to_vec()),
         }
         plan.parallel = self.parallel.unwrap_or(plan.parallel);
-        plan.cpus = self.cpus.or(plan.cpus);
+        plan.cpu_slots = self.cpu_slots.or(plan.cpu_slots);
         plan.retries = self.retries.unwrap_or(plan.retries);
-        plan.sandbox = self.sandbox.unwrap_or(plan.sandbox);
-        plan.image = self.image.clone().or(plan.image);
-        if !self.gpus.is_empty() {
-            plan.gpus = self.gpus.clone();
-        }
-        plan.max_steps = self.max_steps.or(plan.max_steps);
-        plan.wall_seconds = self.wall_seconds.or(plan.wall_seconds);
-        plan.llm_tokens = self.llm_tokens.or(plan.llm_tokens);
-        plan.llm_cost_usd = self.llm_cost_usd.or(plan.llm_cost_usd);
-        // Kept absolute in plan.json, so a resume elsewhere finds it.
-        if let Some(config) = self.config.clone().or(plan.config.take()) {
-            let absolute = config
-                .canonicalize()
-                .with_context(|| format!("{}: cannot read", config.display()))?;
-            plan.config = Some(absolute);
-        }
+        // Kept absolute in plan.json, so a resume elsewhere finds the config.
+        plan.host = self.host.clone().or(plan.host).absolute()?;
+        plan.limits = self.limits.clone().or(&plan.limits);
         Ok(plan)
     }
 

@@ -18,10 +18,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
-use crate::episode::Runner;
-use crate::sandbox::gpu::GpuPool;
-use crate::sandbox::image::ImageRecipe;
-use crate::sandbox::{self, SandboxKind};
+use crate::episode::{HostSetup, Runner};
+use crate::sandbox::SandboxKind;
 use crate::{paths, task};
 
 /// mlrb benchmarks AI research agents. An agent is a WebAssembly component;
@@ -81,7 +79,8 @@ enum Command {
     Gc(gc::GcArgs),
 }
 
-/// Where the agent's scripts, prepare and evaluation run.
+/// Where the task's scripts (prepare, evaluation, starter) run, for the
+/// commands that run no agent.
 #[derive(Args, Debug, Clone)]
 struct SandboxArgs {
     /// `local`: bubblewrap on this machine; `docker`: containers of the local Docker engine.
@@ -90,21 +89,22 @@ struct SandboxArgs {
     /// The image for `--sandbox docker` [default: the task's, else the one `mlrb image build` makes].
     #[arg(long)]
     image: Option<String>,
-    /// GPUs this host may hand to episodes, by device id (e.g. 0,1); with --sandbox docker.
+    /// GPUs this host may hand to the task's scripts, by device id (e.g. 0,1); with --sandbox docker.
     #[arg(long, value_delimiter = ',', value_name = "IDS")]
     gpus: Vec<String>,
 }
 
 impl SandboxArgs {
-    /// A runner with this sandbox, for `task`.
+    /// A runner with this sandbox (and no model source), for `task`.
     async fn runner(&self, task: &task::Task) -> Result<Runner> {
-        let image = self
-            .image
-            .clone()
-            .or_else(|| task.spec.resources.image.clone())
-            .unwrap_or_else(|| ImageRecipe::standard(false).tag());
-        let sandbox = sandbox::open(self.sandbox, &image).await?;
-        Ok(Runner::new(&paths::cache_dir(), sandbox)?.with_gpus(GpuPool::new(&self.gpus)?))
+        let setup = HostSetup {
+            sandbox: Some(self.sandbox),
+            image: self.image.clone(),
+            gpus: self.gpus.clone(),
+            llm: Some("none".into()),
+            config: None,
+        };
+        setup.runner(&paths::cache_dir(), std::slice::from_ref(task)).await
     }
 }
 

@@ -8,10 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use anyhow::Result;
 use clap::Args;
 
-use super::{EXIT_INTERRUPTED, SandboxArgs, ctrl_c, say, spinner};
-use crate::episode::EpisodeRequest;
+use super::{EXIT_INTERRUPTED, ctrl_c, say, spinner};
+use crate::episode::{EpisodeRequest, HostSetup, agent_name, episode_dir};
 use crate::limits::Overrides;
-use crate::llm::LlmSource;
 use crate::{paths, report, task};
 
 /// Options of `mlrb run`.
@@ -32,88 +31,31 @@ pub struct RunArgs {
     /// The run's name [default: the current UTC time].
     #[arg(long)]
     run_name: Option<String>,
-    /// Override the task's step budget.
-    #[arg(long)]
-    max_steps: Option<u32>,
-    /// Override the task's wall-clock budget, in seconds.
-    #[arg(long)]
-    wall_seconds: Option<u64>,
-    /// The agent's own memory limit, in MiB (all its linear memories together).
-    #[arg(long, default_value_t = 1024)]
-    agent_memory_mb: usize,
-    /// What the agent's calls may write to the trace, in MiB; past it the
-    /// episode ends as `trace-limit`.
-    #[arg(long, default_value_t = 256)]
-    trace_mb: u64,
     /// Print the episode and score records as JSON instead of a table.
     #[arg(long)]
     json: bool,
-    #[command(flatten)]
-    sandbox: SandboxArgs,
-    #[command(flatten)]
-    llm: LlmArgs,
-}
-
-/// Where the agent's LLM calls go, and how much they may spend.
-#[derive(Args, Debug, Clone)]
-struct LlmArgs {
-    /// The configuration with the `[llm]` providers and model aliases
-    /// [default: $MLRB_CONFIG, ./mlrb.toml, ~/.config/mlrb/mlrb.toml].
-    #[arg(long, value_name = "FILE.toml")]
-    config: Option<PathBuf>,
-    /// `replay:<episode-dir>`: answer the agent's requests from a recorded
-    /// episode, in order, with no provider or key.
-    #[arg(long, value_name = "replay:DIR")]
-    llm: Option<String>,
-    /// Override the task's LLM token budget (input and output; 0: no limit).
-    #[arg(long)]
-    llm_tokens: Option<u64>,
-    /// Override the task's LLM cost budget in USD (0: no limit).
-    #[arg(long)]
-    llm_cost_usd: Option<f64>,
+    #[command(flatten, next_help_heading = "Sandbox and model")]
+    host: HostSetup,
+    #[command(flatten, next_help_heading = "Limits")]
+    limits: Overrides,
 }
 
 impl RunArgs {
-    /// What the options change of the task's limits.
-    fn overrides(&self) -> Overrides {
-        Overrides {
-            max_steps: self.max_steps,
-            wall_seconds: self.wall_seconds,
-            llm_tokens: self.llm.llm_tokens,
-            llm_cost_usd: self.llm.llm_cost_usd,
-            agent_memory_mb: Some(self.agent_memory_mb),
-            trace_mb: Some(self.trace_mb),
-        }
-    }
-
-    /// The episode these options ask for.
-    fn request(&self, task: task::Task) -> EpisodeRequest {
-        let agent_name = paths::safe_component(
-            &self
-                .agent
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "agent".into()),
-        );
-        let dir = self
-            .out
-            .join(super::run_name(self.run_name.as_deref()))
-            .join(&task.spec.name)
-            .join(agent_name)
-            .join(self.seed.to_string());
-        EpisodeRequest::new(self.agent.clone(), task, self.seed, dir, &self.overrides())
-    }
-
     /// Runs the episode, showing its step as it goes.
     pub async fn run(self) -> Result<ExitCode> {
         let sigint = ctrl_c();
+        self.limits.check()?;
         let task = task::resolve(&self.task)?;
-        let llm = LlmSource::open(self.llm.llm.as_deref(), self.llm.config.as_deref())?;
-        let runner = self.sandbox.runner(&task).await?.with_llm(llm);
+        let runner = self
+            .host
+            .runner(&paths::cache_dir(), std::slice::from_ref(&task))
+            .await?;
         let bar = spinner("loading the agent");
         let agent = runner.load_agent(&self.agent).await?;
         let steps = Arc::new(AtomicU32::new(0));
-        let request = self.request(task).with_progress(steps.clone());
+        let run_dir = self.out.join(super::run_name(self.run_name.as_deref()));
+        let dir = episode_dir(&run_dir, &task.spec.name, &agent_name(&self.agent), self.seed);
+        let request = EpisodeRequest::new(agent, task, self.seed, dir, &self.limits).with_progress(steps.clone());
         let label = format!(
             "{} on {} (seed {})",
             self.agent.display(),
@@ -137,7 +79,7 @@ impl RunArgs {
             sigint.await;
             flag.store(true, Ordering::SeqCst);
         };
-        let result = runner.run_episode(&agent, &request, interrupt).await;
+        let result = runner.run_episode(&request, interrupt).await;
         ticker.abort();
         bar.finish_and_clear();
         let (record, score) = result?;

@@ -11,6 +11,7 @@ pub mod records;
 mod request;
 mod run;
 mod score;
+mod setup;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +28,8 @@ use crate::task::Task;
 use crate::task::requirements::HostOffer;
 pub use end::EndReason;
 pub use records::{EpisodeRecord, ScoreRecord};
-pub use request::EpisodeRequest;
+pub use request::{EpisodeRequest, episode_dir, episode_id};
+pub use setup::{HostSetup, agent_name};
 
 /// An agent component read from disk, compiled and checked against the world.
 pub struct LoadedAgent {
@@ -42,6 +44,15 @@ pub struct LoadedAgent {
     /// How long reading, compiling and checking took, in milliseconds.
     pub load_ms: f64,
     pre: AgentPre<AgentState>,
+}
+
+impl std::fmt::Debug for LoadedAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedAgent")
+            .field("path", &self.path)
+            .field("sha256", &self.sha256)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The long-lived parts of a host process that run episodes: engine,
@@ -83,6 +94,11 @@ impl Runner {
         self
     }
 
+    /// GPUs this runner may hand to episodes.
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.size()
+    }
+
     /// What this host offers a task, for the checks made before a run.
     pub fn offer(&self) -> HostOffer<'_> {
         HostOffer {
@@ -114,7 +130,7 @@ impl Runner {
     }
 
     /// Reads, compiles (or loads from the cache) and type-checks an agent.
-    pub async fn load_agent(&self, path: &Path) -> Result<LoadedAgent> {
+    pub async fn load_agent(&self, path: &Path) -> Result<Arc<LoadedAgent>> {
         let started = Instant::now();
         let (bytes, sha256) = crate::engine::map_agent(path)?;
         let size = bytes.len() as u64;
@@ -139,13 +155,13 @@ impl Runner {
                 first(e)
             )
         })?;
-        Ok(LoadedAgent {
+        Ok(Arc::new(LoadedAgent {
             path: path.to_path_buf(),
             sha256,
             size,
             from_cache: loaded.from_cache,
             load_ms: started.elapsed().as_secs_f64() * 1000.0,
             pre,
-        })
+        }))
     }
 }

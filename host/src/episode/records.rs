@@ -6,8 +6,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use super::EpisodeRequest;
 use super::end::EndReason;
-use super::{EpisodeRequest, LoadedAgent};
 use crate::capability::episode::ValidationRecord;
 use crate::limits::Limits;
 use crate::llm::LlmUsage;
@@ -206,7 +206,8 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 
 impl EpisodeRecord {
     /// The record of an episode starting now.
-    pub fn new(request: &EpisodeRequest, agent: &LoadedAgent, task: &Task, prepared: &Prepared, sandbox: &str) -> Self {
+    pub fn new(request: &EpisodeRequest, prepared: &Prepared, sandbox: &str) -> Self {
+        let (agent, task) = (&request.agent, &request.task);
         Self {
             seed: request.seed,
             started_at: now(),

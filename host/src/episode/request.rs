@@ -2,19 +2,20 @@
 //! limits it runs under. `mlrb run` and `mlrb bench` both build episodes
 //! here, so the task's limits and the user's overrides combine in one place.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
+use super::LoadedAgent;
 use crate::limits::{Limits, Overrides};
 use crate::task::Task;
 
 /// One episode to run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EpisodeRequest {
-    /// The agent component's file.
-    pub agent: PathBuf,
-    /// The task the agent works on.
+    /// The agent component, loaded.
+    pub agent: Arc<LoadedAgent>,
+    /// The task the agent works on, its resources changed by the overrides.
     pub task: Task,
     /// The seed for the agent's randomness (WASI random).
     pub seed: u64,
@@ -29,7 +30,8 @@ pub struct EpisodeRequest {
 impl EpisodeRequest {
     /// `agent` on `task` with `seed`, recorded in `dir`, under the task's
     /// limits changed by `overrides`.
-    pub fn new(agent: PathBuf, task: Task, seed: u64, dir: PathBuf, overrides: &Overrides) -> Self {
+    pub fn new(agent: Arc<LoadedAgent>, task: Task, seed: u64, dir: PathBuf, overrides: &Overrides) -> Self {
+        let task = task.with_overrides(overrides);
         let limits = task.limits().with(overrides);
         Self {
             agent,
@@ -46,4 +48,15 @@ impl EpisodeRequest {
         self.progress = Some(counter);
         self
     }
+}
+
+/// How a run names an episode, and the folder it is recorded in under the
+/// run's directory: `<task>/<agent>/<seed>`.
+pub fn episode_id(task: &str, agent: &str, seed: u64) -> String {
+    format!("{task}/{agent}/{seed}")
+}
+
+/// The folder of episode `task`/`agent`/`seed` in the run directory `run_dir`.
+pub fn episode_dir(run_dir: &Path, task: &str, agent: &str, seed: u64) -> PathBuf {
+    run_dir.join(episode_id(task, agent, seed))
 }

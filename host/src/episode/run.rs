@@ -17,7 +17,7 @@ use crate::capability::episode::{EpisodeState, TaskInfoRecord};
 use crate::capability::exec::{ExecState, ScriptRunner, episode_setup};
 use crate::capability::files::WorkspaceFiles;
 use crate::capability::limiter::MemoryLimiter;
-use crate::capability::llm::{LlmBudget, LlmState};
+use crate::capability::llm::LlmState;
 use crate::capability::recorder::{Recorder, Stop, end};
 use crate::capability::{AgentState, mlrb::agent::types::TaskInfo};
 use crate::limits::Limits;
@@ -41,7 +41,6 @@ impl Runner {
     /// ends the episode as interrupted (its records are still written).
     pub async fn run_episode(
         &self,
-        agent: &LoadedAgent,
         request: &EpisodeRequest,
         interrupt: impl std::future::Future<Output = ()>,
     ) -> Result<(EpisodeRecord, ScoreRecord)> {
@@ -59,13 +58,13 @@ impl Runner {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let log = AgentLog::create(&dir.join("agent.log"), request.limits.agent_log_bytes)?;
         let state = self.agent_state(request, &prepared, &devices, &log).await?;
-        let mut record = EpisodeRecord::new(request, agent, task, &prepared, &self.sandbox.describe());
+        let mut record = EpisodeRecord::new(request, &prepared, &self.sandbox.describe());
         record.llm = self.llm.describe();
         record.write(dir)?;
 
         let instantiated = Instant::now();
-        let (ended, state) = self.drive(agent, state, &request.limits, interrupt).await;
-        tracing::info!(reason = ?ended.reason, detail = %ended.detail, "agent finished");
+        let (ended, state) = self.drive(&request.agent, state, &request.limits, interrupt).await;
+        tracing::info!(reason = %ended.reason.name(), detail = %ended.detail, "agent finished");
         log.close();
         let interrupted = ended.reason == EndReason::Interrupted;
         record.finish(close(state, ended, &request.limits, &log, instantiated).await?);
@@ -117,10 +116,6 @@ impl Runner {
         if task.spec.validation.enabled {
             episode.allow_validation(self.validation_policy(task, prepared, devices, dir));
         }
-        let budget = LlmBudget {
-            tokens: limits.llm_tokens,
-            cost_usd: limits.llm_cost_usd,
-        };
         Ok(AgentState {
             wasi: wasi_context(log, request.seed),
             table: ResourceTable::new(),
@@ -129,7 +124,7 @@ impl Runner {
             files,
             exec,
             episode,
-            llm: LlmState::new(self.llm.clone(), budget),
+            llm: LlmState::new(self.llm.clone(), limits),
         })
     }
 

@@ -50,7 +50,7 @@ impl LlmSource {
             }
             Some(spec) => {
                 let Some(dir) = spec.strip_prefix("replay:") else {
-                    bail!("--llm {spec:?}: use replay:<episode-dir>, local or none (providers come from mlrb.toml)");
+                    bail!("--llm `{spec}`: use replay:<episode-dir>, local or none (providers come from mlrb.toml)");
                 };
                 return Ok(LlmSource::Replay(Arc::new(replay::Recording::open(Path::new(dir))?)));
             }

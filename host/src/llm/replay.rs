@@ -107,12 +107,7 @@ fn first_difference(recorded: &LlmRequest, now: &LlmRequest) -> Option<String> {
     }
     for (i, (a, b)) in recorded.messages.iter().zip(&now.messages).enumerate() {
         if a.role != b.role {
-            return Some(format!(
-                "message {} is from {:?} (recorded {:?})",
-                i + 1,
-                b.role,
-                a.role
-            ));
+            return Some(format!("message {} is from {} (recorded {})", i + 1, b.role, a.role));
         }
         if a.content != b.content {
             let at = a

@@ -111,30 +111,6 @@ impl Manifest {
     }
 }
 
-/// What the snapshot walk may record (taken from the episode's limits).
-#[derive(Debug, Clone, Serialize)]
-pub struct SnapshotLimits {
-    /// Apparent and allocated bytes of the files recorded, each.
-    pub max_bytes: u64,
-    /// Entries of every kind.
-    pub max_entries: u64,
-    /// Folders deep a path may go.
-    pub max_depth: usize,
-    /// Bytes of one workspace-relative path.
-    pub max_path_bytes: usize,
-}
-
-impl From<&Limits> for SnapshotLimits {
-    fn from(limits: &Limits) -> Self {
-        Self {
-            max_bytes: limits.workspace_bytes,
-            max_entries: limits.workspace_files,
-            max_depth: limits.path_depth,
-            max_path_bytes: limits.path_bytes,
-        }
-    }
-}
-
 /// How a tree names one of its entries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
@@ -194,7 +170,7 @@ pub struct SnapshotStore {
     objects: PathBuf,
     trees: PathBuf,
     manifests: PathBuf,
-    limits: SnapshotLimits,
+    limits: Limits,
     known: HashMap<String, (StatKey, String)>,
     trees_stored: HashSet<String>,
     next_id: u64,
@@ -205,7 +181,7 @@ pub struct SnapshotStore {
 impl SnapshotStore {
     /// A store in `dir` recording what `limits` allow.
     pub fn create(dir: &Path, limits: &Limits) -> Result<Self> {
-        let limits = SnapshotLimits::from(limits);
+        let limits = limits.clone();
         let store = Self {
             dir: dir.to_path_buf(),
             objects: dir.join("objects"),
@@ -232,11 +208,6 @@ impl SnapshotStore {
     /// The folder of file contents, one file per blake3 hash.
     pub fn objects_dir(&self) -> &Path {
         &self.objects
-    }
-
-    /// What the walk may record.
-    pub fn limits(&self) -> &SnapshotLimits {
-        &self.limits
     }
 
     /// The latest snapshot written, if any.
@@ -424,10 +395,10 @@ impl Walk<'_> {
             if self.stats.truncated.is_some() {
                 break;
             }
-            if self.stats.entries >= self.store.limits.max_entries {
+            if self.stats.entries >= self.store.limits.workspace_files {
                 self.stats.truncated = Some(format!(
                     "the workspace holds more than {} entries; the rest is not recorded",
-                    self.store.limits.max_entries
+                    self.store.limits.workspace_files
                 ));
                 break;
             }
@@ -481,10 +452,10 @@ impl Walk<'_> {
             return Ok(());
         };
         let rel = join(parent, text);
-        let outcome = if rel.len() > self.store.limits.max_path_bytes {
+        let outcome = if rel.len() > self.store.limits.path_bytes {
             Err((
                 kind_now(),
-                format!("its path is longer than {} bytes", self.store.limits.max_path_bytes),
+                format!("its path is longer than {} bytes", self.store.limits.path_bytes),
             ))
         } else {
             self.record(dir, name, &rel, depth)?
@@ -544,7 +515,7 @@ impl Walk<'_> {
                 if let Some(over) = self.over_caps(&stat) {
                     return Ok(Err((Kind::File, over)));
                 }
-                let left = self.store.limits.max_bytes - self.stats.bytes;
+                let left = self.store.limits.workspace_bytes - self.stats.bytes;
                 match self.store.store_object(&file, left)? {
                     Some((hash, _size, written)) => {
                         self.stats.written_bytes += written;
@@ -554,16 +525,16 @@ impl Walk<'_> {
                         Kind::File,
                         format!(
                             "it grew past the workspace's cap of {} bytes while being read",
-                            self.store.limits.max_bytes
+                            self.store.limits.workspace_bytes
                         ),
                     ))),
                 }
             }
             Opened::Dir(sub, _) => {
-                if depth + 1 > self.store.limits.max_depth {
+                if depth + 1 > self.store.limits.path_depth {
                     return Ok(Err((
                         Kind::Directory,
-                        format!("it is deeper than {} levels", self.store.limits.max_depth),
+                        format!("it is deeper than {} levels", self.store.limits.path_depth),
                     )));
                 }
                 self.entries.insert(rel.to_string(), ManifestEntry::Dir);
@@ -590,7 +561,7 @@ impl Walk<'_> {
 
     /// Why a file of this size cannot be recorded, if the caps say so.
     fn over_caps(&self, stat: &rustix::fs::Stat) -> Option<String> {
-        let max = self.store.limits.max_bytes;
+        let max = self.store.limits.workspace_bytes;
         let size = stat.st_size as u64;
         let allocated = stat.st_blocks as u64 * 512;
         if self.stats.bytes + size > max || self.stats.allocated_bytes + allocated > max {

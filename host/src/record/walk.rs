@@ -122,11 +122,6 @@ impl DirHandle {
         })
     }
 
-    /// The directory's own status.
-    pub fn stat(&self) -> io::Result<Stat> {
-        Ok(rustix::fs::fstat(&self.fd)?)
-    }
-
     /// The names in this directory (bytes, as the kernel has them), sorted.
     pub fn names(&self) -> io::Result<Vec<Vec<u8>>> {
         let mut dir = rustix::fs::Dir::read_from(&self.fd)?;

@@ -150,7 +150,7 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> Containe
         (LABEL_HOST_PID.to_string(), std::process::id().to_string()),
         ("mlrb.role".to_string(), role.to_string()),
     ]);
-    let env = super::script_environment(setup.cpus)
+    let env = super::script_environment(setup.limits.cpus)
         .into_iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
@@ -208,17 +208,17 @@ fn host_config(setup: &EpisodeSetup) -> HostConfig {
             "rw,nosuid,nodev,size=1g,mode=1777".to_string(),
         )])),
         network_mode: Some(if setup.network { "bridge" } else { "none" }.into()),
-        memory: Some(setup.memory_bytes as i64),
-        memory_swap: Some(setup.memory_bytes as i64),
-        pids_limit: Some(setup.max_processes as i64),
-        nano_cpus: Some((setup.cpus * 1e9) as i64),
+        memory: Some(setup.limits.memory_bytes as i64),
+        memory_swap: Some(setup.limits.memory_bytes as i64),
+        pids_limit: Some(setup.limits.max_processes as i64),
+        nano_cpus: Some((setup.limits.cpus * 1e9) as i64),
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec![
             "no-new-privileges".into(),
             format!("seccomp={}", super::seccomp::docker_profile()),
         ]),
         init: Some(true),
-        ulimits: Some(vec![ulimit("fsize", setup.max_file_bytes), ulimit("core", 0)]),
+        ulimits: Some(vec![ulimit("fsize", setup.limits.max_file_bytes), ulimit("core", 0)]),
         device_requests,
         ..Default::default()
     }
@@ -279,8 +279,10 @@ done"#;
             while output.next().await.is_some() {}
         }
         let code = self.docker.inspect_exec(&exec.id).await?.exit_code;
-        if code != Some(0) {
-            bail!("processes of the sandbox user survived being killed (exit code {code:?})");
+        match code {
+            Some(0) => {}
+            Some(code) => bail!("processes of the sandbox user survived being killed (the kill exited with {code})"),
+            None => bail!("processes of the sandbox user survived being killed (the kill never finished)"),
         }
         Ok(())
     }
@@ -336,10 +338,10 @@ impl DockerEpisode {
                 .as_ref()
                 .and_then(|p| std::fs::File::create(p.with_extension(stream)).ok())
         };
-        let log_cap = super::Limits::default().log_cap;
-        let mut stdout = HeadTail::new(exec.output_cap, log("stdout"), log_cap);
-        let mut stderr = HeadTail::new(exec.output_cap, log("stderr"), log_cap);
-        let flood_limit = exec.output_kill_bytes;
+        let limits = &self.setup.limits;
+        let mut stdout = HeadTail::new(limits.output_cap, log("stdout"), limits.log_cap);
+        let mut stderr = HeadTail::new(limits.output_cap, log("stderr"), limits.log_cap);
+        let flood_limit = limits.output_kill_bytes;
         let drain = async {
             while let Some(Ok(chunk)) = output.next().await {
                 match chunk {
@@ -461,7 +463,7 @@ impl EpisodeSandbox for DockerEpisode {
             signal: None,
             ended_by_host,
             out_of_memory: out_of_memory || oom.seen(),
-            memory_bytes: self.setup.memory_bytes,
+            memory_bytes: self.setup.limits.memory_bytes,
         };
         Ok(Outcome::from_ending(ending, duration, stdout.finish(), stderr.finish()))
     }
@@ -513,11 +515,8 @@ impl Sandbox for DockerSandbox {
             mounts: command.mounts.clone(),
             cwd: command.cwd.clone(),
             network: command.network,
-            memory_bytes: command.limits.memory_bytes,
-            max_processes: command.limits.max_processes,
-            cpus: command.limits.cpus,
+            limits: command.limits.clone(),
             gpus: command.gpus.clone(),
-            max_file_bytes: command.limits.max_file_bytes,
         };
         let container = self.open(&setup, "task-step").await?;
         let outcome = container
@@ -525,8 +524,6 @@ impl Sandbox for DockerSandbox {
                 argv: command.argv,
                 env: command.env,
                 timeout: command.limits.timeout,
-                output_cap: command.limits.output_cap,
-                output_kill_bytes: command.limits.output_kill_bytes,
                 log_prefix: command.log_prefix,
                 stop: command.stop,
             })
@@ -589,11 +586,12 @@ mod tests {
             ],
             cwd: "/workspace".into(),
             network: false,
-            memory_bytes: 2 << 30,
-            max_processes: 256,
-            cpus: 1.5,
+            limits: super::super::CommandLimits {
+                cpus: 1.5,
+                max_file_bytes: 1 << 30,
+                ..super::super::CommandLimits::new(&crate::limits::Limits::default(), Duration::from_secs(600))
+            },
             gpus: vec!["1".into(), "3".into()],
-            max_file_bytes: 1 << 30,
         };
         let body = container_body("mlrb-runtime:abc", &setup, "episode");
         assert_eq!(body.image.as_deref(), Some("mlrb-runtime:abc"));

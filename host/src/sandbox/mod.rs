@@ -86,9 +86,10 @@ impl Mount {
     }
 }
 
-/// Resource limits of one sandboxed command.
+/// Resource limits of one sandboxed command, taken from an episode's (or a
+/// task's) [`crate::limits::Limits`] by [`CommandLimits::new`].
 #[derive(Debug, Clone, Serialize)]
-pub struct Limits {
+pub struct CommandLimits {
     /// The longest the command may run before it is killed.
     pub timeout: Duration,
     /// Memory the command may use, in bytes.
@@ -108,17 +109,18 @@ pub struct Limits {
     pub max_file_bytes: u64,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
+impl CommandLimits {
+    /// The script limits of `limits`, with `timeout`.
+    pub fn new(limits: &crate::limits::Limits, timeout: Duration) -> Self {
         Self {
-            timeout: Duration::from_secs(600),
-            memory_bytes: 2 << 30,
-            max_processes: 256,
-            cpus: 2.0,
-            output_cap: 32 << 10,
-            output_kill_bytes: 256 << 20,
-            log_cap: 8 << 20,
-            max_file_bytes: 10 << 30,
+            timeout,
+            memory_bytes: limits.script_memory_bytes,
+            max_processes: limits.script_max_processes,
+            cpus: limits.script_cpus,
+            output_cap: limits.output_cap,
+            output_kill_bytes: limits.output_kill_bytes,
+            log_cap: limits.script_log_bytes,
+            max_file_bytes: limits.workspace_bytes,
         }
     }
 }
@@ -137,7 +139,7 @@ pub struct Command {
     /// Whether the command may reach the network.
     pub network: bool,
     /// The resources the command may use.
-    pub limits: Limits,
+    pub limits: CommandLimits,
     /// Device ids of GPUs the command may use (`--sandbox docker` only).
     pub gpus: Vec<String>,
     /// Where the full (capped) stdout and stderr are written, as
@@ -293,16 +295,10 @@ pub struct EpisodeSetup {
     pub cwd: PathBuf,
     /// Whether scripts may reach the network.
     pub network: bool,
-    /// Memory the scripts may use, in bytes.
-    pub memory_bytes: u64,
-    /// Processes the scripts may have at once.
-    pub max_processes: u32,
-    /// CPUs the scripts may use.
-    pub cpus: f64,
+    /// What every script may use (each [`Exec`] sets its own timeout).
+    pub limits: CommandLimits,
     /// Device ids of the GPUs this episode holds (see `gpu::GpuPool`).
     pub gpus: Vec<String>,
-    /// The largest file a script may write.
-    pub max_file_bytes: u64,
 }
 
 /// One script run inside an episode's sandbox.
@@ -314,10 +310,6 @@ pub struct Exec {
     pub env: Vec<(String, String)>,
     /// The longest the script may run.
     pub timeout: Duration,
-    /// Bytes of each stream handed back to the caller (head and tail kept).
-    pub output_cap: usize,
-    /// Total bytes the script may print before it is killed.
-    pub output_kill_bytes: u64,
     /// Where the full (capped) stdout and stderr are written, if anywhere.
     pub log_prefix: Option<PathBuf>,
     /// Ends the script early when the host says so.
@@ -333,15 +325,9 @@ impl EpisodeSetup {
             mounts: self.mounts.clone(),
             env: exec.env,
             network: self.network,
-            limits: Limits {
+            limits: CommandLimits {
                 timeout: exec.timeout,
-                memory_bytes: self.memory_bytes,
-                max_processes: self.max_processes,
-                cpus: self.cpus,
-                output_cap: exec.output_cap,
-                output_kill_bytes: exec.output_kill_bytes,
-                max_file_bytes: self.max_file_bytes,
-                ..Limits::default()
+                ..self.limits.clone()
             },
             gpus: self.gpus.clone(),
             log_prefix: exec.log_prefix,

@@ -75,7 +75,7 @@ const X32_SPECIAL: &[i64] = &[521, 539, 540];
 
 fn target() -> Result<TargetArch> {
     TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|e| anyhow::anyhow!("no seccomp filter for {}: {e:?}", std::env::consts::ARCH))
+        .map_err(|e| anyhow::anyhow!("no seccomp filter for {}: {e}", std::env::consts::ARCH))
 }
 
 /// Every number a denied call can be made with on this architecture.

@@ -54,6 +54,9 @@ pub struct Task {
     pub spec: TaskSpec,
     /// How the folder is laid out.
     pub layout: Layout,
+    /// Whether the user let preparation reach the network (`--network`),
+    /// beyond what the task itself grants.
+    pub prepare_network: bool,
 }
 
 impl Task {
@@ -78,7 +81,12 @@ impl Task {
                 root.display()
             );
         };
-        let task = Self { root, spec, layout };
+        let task = Self {
+            root,
+            spec,
+            layout,
+            prepare_network: false,
+        };
         task.check_files()?;
         Ok(task)
     }
@@ -135,6 +143,29 @@ impl Task {
         format!("{}-{}-{}", self.spec.name, self.spec.version, &hash[..16])
     }
 
+    /// The task with the resources the user overrode (CPUs, memory, script
+    /// timeout, network for preparation), so that every step of an episode
+    /// (the host's checks, preparation, scripts, evaluation) sees them.
+    pub fn with_overrides(mut self, overrides: &crate::limits::Overrides) -> Self {
+        let resources = &mut self.spec.resources;
+        if let Some(cpus) = overrides.cpus {
+            resources.cpus = cpus;
+        }
+        if let Some(memory) = overrides.memory_mb {
+            resources.memory_mb = memory;
+        }
+        if let Some(timeout) = overrides.script_timeout {
+            resources.script_timeout_seconds = timeout;
+        }
+        self.prepare_network |= overrides.network.unwrap_or(false);
+        self
+    }
+
+    /// Whether preparation may reach the network: the task grants it, or the user did.
+    pub fn prepare_network(&self) -> bool {
+        self.spec.resources.network || self.prepare_network
+    }
+
     /// The limits an episode of this task runs under, before the user's
     /// overrides: its budget and resources, mlrb's defaults for the rest.
     pub fn limits(&self) -> Limits {
@@ -149,6 +180,7 @@ impl Task {
             script_max_processes: resources.pids,
             script_cpus: resources.cpus,
             network: resources.network,
+            prepare_network: self.prepare_network,
             workspace_bytes: resources.workspace_mb << 20,
             workspace_files: resources.workspace_files,
             ..Limits::default()
@@ -156,15 +188,8 @@ impl Task {
     }
 
     /// Sandbox limits for the task's own scripts (prepare, evaluate).
-    pub fn task_script_limits(&self, timeout: Duration) -> sandbox::Limits {
-        let limits = self.limits();
-        sandbox::Limits {
-            timeout,
-            memory_bytes: limits.script_memory_bytes,
-            max_processes: limits.script_max_processes,
-            cpus: limits.script_cpus,
-            ..sandbox::Limits::default()
-        }
+    pub fn task_script_limits(&self, timeout: Duration) -> sandbox::CommandLimits {
+        sandbox::CommandLimits::new(&self.limits(), timeout)
     }
 }
 

@@ -97,7 +97,7 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
     if let Some(command) = prepare_command(task, staging.path(), cache_dir)? {
         let outcome = sandbox.run(command).await?;
         if !outcome.success() {
-            let why = prepare_failure(&outcome, task.spec.resources.network);
+            let why = prepare_failure(&outcome, task.prepare_network());
             bail!("task {}: {why}", task.spec.name);
         }
     }
@@ -157,7 +157,7 @@ fn prepare_command(task: &Task, staging: &Path, cache_dir: &Path) -> Result<Opti
         cwd: "/task/scripts".into(),
         mounts: mounts.into_iter().chain([lib_mount]).collect(),
         env: vec![lib_env],
-        network: task.spec.resources.network,
+        network: task.prepare_network(),
         limits: task.task_script_limits(PREPARE_TIMEOUT),
         gpus: Vec::new(),
         log_prefix: Some(staging.join("prepare")),

@@ -165,10 +165,9 @@ async fn missing_modules(task: &Task, sandbox: &dyn Sandbox) -> Result<Vec<Strin
             mounts: Vec::new(),
             env: Vec::new(),
             network: false,
-            limits: sandbox::Limits {
-                timeout: Duration::from_secs(60),
+            limits: sandbox::CommandLimits {
                 memory_bytes: 512 << 20,
-                ..sandbox::Limits::default()
+                ..sandbox::CommandLimits::new(&crate::limits::Limits::default(), Duration::from_secs(60))
             },
             gpus: Vec::new(),
             log_prefix: None,
