@@ -39,6 +39,15 @@ struct Attack {
 }
 
 impl Attack {
+    /// An attack on the hostile task with `[resources]` extended by `resources`.
+    fn with_resources(agent: &Path, sandbox: Sandbox, resources: &str) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let task = common::hostile_task(tmp.path(), &[]);
+        common::edit_task_toml(&task, "[resources]\n", &format!("[resources]\n{resources}\n"));
+        let finished = common::run_episode(agent, task.to_str().unwrap(), &tmp.path().join("runs"), sandbox.args());
+        Attack { tmp, finished }
+    }
+
     fn run(agent: &Path, sandbox: Sandbox, extra_env: &[(&str, &str)], extra: &[&str]) -> Self {
         let args: Vec<&str> = sandbox.args().iter().chain(extra).copied().collect();
         let (tmp, finished) = common::run_on_hostile_task_with(agent, extra_env, &args);
@@ -351,6 +360,72 @@ fn oversized_arguments_and_answers_get_typed_errors() {
 #[test]
 fn oversized_arguments_and_answers_from_python_get_typed_errors() {
     check_floods(Attack::python("floods", Sandbox::Local));
+}
+
+fn check_disk(attack: Attack) {
+    attack.assert_ended_and_scored("agent-error");
+    let end = &attack.finished.json["episode"]["end"];
+    let detail = end["detail"].as_str().unwrap();
+    // The agent's error message is kept up to the cap, with its length and hash.
+    assert_eq!(detail.len(), 1 << 20);
+    assert!(
+        end["detail_cut"]["bytes"].as_u64().unwrap() > 3 << 20,
+        "{}",
+        end["detail_cut"]
+    );
+    let line = |prefix: &str| {
+        detail
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` in {}", &detail[..2000.min(detail.len())]))
+            .to_string()
+    };
+    // Growth the count cannot see stops the script: it never gets to the end.
+    let deep = line("deep: termination");
+    assert!(!deep.contains("exited"), "{deep}");
+    assert!(
+        !detail.contains("deep> still running"),
+        "the script kept writing where nothing counts"
+    );
+    let events = std::fs::read_to_string(attack.finished.dir.join("events.jsonl")).unwrap();
+    assert!(events.contains("cannot be counted"), "the reason is not recorded");
+    // A line of 20 MiB is refused, not read into the host's memory.
+    let inspect = line("inspect huge-line.txt: ");
+    assert!(inspect.contains("refused (too-large"), "{inspect}");
+    let deep_write = line("write 300 levels deep: ");
+    assert!(
+        deep_write.contains("refused (invalid-argument") && deep_write.contains("levels deep"),
+        "{deep_write}"
+    );
+}
+
+const SMALL_WORKSPACE: &str = "workspace_mb = 24";
+
+#[test]
+fn growth_the_host_cannot_count_is_stopped_in_bubblewrap() {
+    check_disk(Attack::with_resources(
+        &common::agent("disk"),
+        Sandbox::Local,
+        SMALL_WORKSPACE,
+    ));
+}
+
+#[test]
+fn growth_the_host_cannot_count_is_stopped_in_docker() {
+    if !Sandbox::Docker.ready() {
+        return;
+    }
+    check_disk(Attack::with_resources(
+        &common::agent("disk"),
+        Sandbox::Docker,
+        SMALL_WORKSPACE,
+    ));
+}
+
+#[test]
+fn growth_the_host_cannot_count_is_stopped_for_a_python_agent() {
+    let agent = common::built_agent("tests/agents/hostile-py", Some("disk"));
+    check_disk(Attack::with_resources(&agent, Sandbox::Local, SMALL_WORKSPACE));
 }
 
 fn check_note_flood(attack: Attack) {

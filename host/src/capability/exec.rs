@@ -156,6 +156,7 @@ impl ScriptRunner {
             entries: self.limits.workspace_files,
             bytes: self.limits.workspace_bytes,
             allocated_bytes: self.limits.workspace_bytes,
+            uncounted: 0,
         };
         let watch = watch_workspace(root, used, caps, stop);
         let outcome = tokio::select! {
@@ -213,6 +214,14 @@ async fn watch_workspace(root: DirHandle, used: Usage, caps: Usage, stop: Stoppe
             stop.stop(format!(
                 "the workspace grew past its cap of {} files and folders",
                 caps.entries
+            ));
+        } else if counted.uncounted > 0 {
+            // Growth hidden in a folder the host cannot read (or too deep to
+            // count) could fill the disk unseen.
+            stop.stop(format!(
+                "the workspace grew, and {} folder(s) of it cannot be counted (unreadable, or deeper than {} levels)",
+                counted.uncounted,
+                walk::USAGE_MAX_DEPTH
             ));
         }
         // Someone else's growth: measure from here.

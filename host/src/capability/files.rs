@@ -450,24 +450,40 @@ impl WorkspaceFiles {
             )));
         }
         let file = self.open_regular(path, &rel)?;
-        let mut reader = BufReader::new(file);
+        // A line is held only up to the read cap, and a file is scanned only
+        // so far: a 10 GiB file without a newline costs neither memory nor minutes.
+        let line_cap = self.limits.read_bytes as usize;
+        let scan_cap = self.limits.read_bytes.saturating_mul(INSPECT_SCAN_FACTOR);
+        let mut reader = BufReader::new(file.take(scan_cap));
         let mut out = String::new();
         let mut line = Vec::new();
         let mut number = 0u32;
+        let mut scanned = 0u64;
         loop {
             line.clear();
-            let read = reader
-                .read_until(b'\n', &mut line)
-                .map_err(|e| ToolError::from_io(path, &e))?;
+            let cap = if number + 1 < start { 0 } else { line_cap + 1 };
+            let read = read_line_capped(&mut reader, &mut line, cap).map_err(|e| ToolError::from_io(path, &e))?;
             if read == 0 {
+                if scanned >= scan_cap {
+                    return Err(ToolError::TooLarge(format!(
+                        "{path}: line {start} is not within its first {} bytes; inspect-lines reads no further",
+                        scan_cap
+                    )));
+                }
                 break;
             }
+            scanned += read as u64;
             number += 1;
             if number < start {
                 continue;
             }
             if number > end {
                 break;
+            }
+            if line.len() > line_cap {
+                return Err(ToolError::TooLarge(format!(
+                    "line {number} of {path} is longer than {line_cap} bytes"
+                )));
             }
             let text = text_or_refuse(path, std::mem::take(&mut line))?;
             out.push_str(&format!("{number}: {}\n", text.trim_end_matches(['\n', '\r'])));
@@ -484,6 +500,32 @@ impl WorkspaceFiles {
             )));
         }
         Ok(out)
+    }
+}
+
+/// How many times the read cap inspect-lines scans of a file at most.
+const INSPECT_SCAN_FACTOR: u64 = 256;
+
+/// Reads one line (through its `\n`) from `reader`, keeping at most `cap`
+/// bytes of it in `line` and skipping the rest; the bytes read in all.
+fn read_line_capped(reader: &mut impl BufRead, line: &mut Vec<u8>, cap: usize) -> std::io::Result<usize> {
+    let mut read = 0;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(read);
+        }
+        let (used, done) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buffer.len(), false),
+        };
+        let room = cap.saturating_sub(line.len());
+        line.extend_from_slice(&buffer[..used.min(room)]);
+        reader.consume(used);
+        read += used;
+        if done {
+            return Ok(read);
+        }
     }
 }
 
@@ -521,10 +563,19 @@ pub fn normalize(path: &str, limits: &Limits) -> ToolResult<String> {
             limits.path_bytes
         )));
     }
-    crate::relpath::normalize(path).map_err(|e| match e {
+    let rel = crate::relpath::normalize(path).map_err(|e| match e {
         PathError::Nul => ToolError::InvalidArgument(e.to_string()),
         PathError::Absolute(_) | PathError::Outside(_) => ToolError::PermissionDenied(e.to_string()),
-    })
+    })?;
+    // Snapshots record no deeper path, so none is made through a tool call.
+    let depth = rel.split('/').count();
+    if depth > limits.path_depth {
+        return Err(ToolError::InvalidArgument(format!(
+            "a path {depth} levels deep; paths may be at most {} levels deep",
+            limits.path_depth
+        )));
+    }
+    Ok(rel)
 }
 
 /// Text for the agent, or a clear refusal for binary content.
@@ -559,6 +610,30 @@ mod tests {
             normalize(&"p".repeat(2000), &limits),
             Err(ToolError::InvalidArgument(_))
         ));
+        let deep = vec!["d"; limits.path_depth + 1].join("/");
+        assert!(matches!(normalize(&deep, &limits), Err(ToolError::InvalidArgument(m)) if m.contains("levels deep")));
+        assert!(normalize(&vec!["d"; limits.path_depth].join("/"), &limits).is_ok());
+    }
+
+    #[test]
+    fn inspect_lines_never_holds_a_huge_line_nor_scans_a_huge_file() {
+        let (tmp, ws) = workspace(&[]);
+        let root = tmp.path().join("ws");
+        // A sparse file of 8 GiB without a newline, then one short line.
+        let huge = std::fs::File::create(root.join("huge")).unwrap();
+        huge.set_len(8 << 30).unwrap();
+        let mut mixed = vec![b'x'; 3 << 20];
+        mixed.extend_from_slice(b"\nshort line\n");
+        std::fs::write(root.join("mixed"), &mixed).unwrap();
+        let err = ws.inspect_lines("huge", 1, 1).unwrap_err();
+        assert!(matches!(&err, ToolError::TooLarge(m) if m.contains("first")), "{err:?}");
+        // The long first line is skipped without being held; the next one reads.
+        assert_eq!(ws.inspect_lines("mixed", 2, 2).unwrap(), "2: short line\n");
+        let err = ws.inspect_lines("mixed", 1, 2).unwrap_err();
+        assert!(
+            matches!(&err, ToolError::TooLarge(m) if m.contains("line 1")),
+            "{err:?}"
+        );
     }
 
     fn workspace(patterns: &[&str]) -> (tempfile::TempDir, WorkspaceFiles) {

@@ -329,6 +329,7 @@ impl Recorder {
             entries: stats.entries,
             bytes: stats.bytes,
             allocated_bytes: stats.allocated_bytes,
+            uncounted: 0,
         }
     }
 }

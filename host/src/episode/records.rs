@@ -117,6 +117,10 @@ pub struct EpisodeEnd {
     /// and blake3 (`answer` holds its head).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_cut: Option<AnswerCut>,
+    /// Set when `detail` (an agent's error message) was longer than the
+    /// host keeps: its full length and blake3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail_cut: Option<AnswerCut>,
     /// Steps the agent took.
     pub steps: u32,
     /// Notes the agent wrote to its research log.

@@ -64,7 +64,8 @@ impl Runner {
 
         let instantiated = Instant::now();
         let (ended, state) = self.drive(&request.agent, state, &request.limits, interrupt).await;
-        tracing::info!(reason = %ended.reason.name(), detail = %ended.detail, "agent finished");
+        let detail: String = ended.detail.chars().take(300).collect();
+        tracing::info!(reason = %ended.reason.name(), %detail, "agent finished");
         log.close();
         let interrupted = ended.reason == EndReason::Interrupted;
         record.finish(close(state, ended, &request.limits, &log, instantiated).await?);
@@ -233,9 +234,12 @@ async fn close(
         .first_call_at()
         .map(|t| t.saturating_duration_since(instantiated).as_secs_f64() * 1000.0);
     let (answer, answer_cut) = keep_answer(ended.answer.as_deref(), limits.answer_bytes);
+    // An agent's error message is its words too: kept under the same cap.
+    let (detail, detail_cut) = keep_answer(Some(&ended.detail), limits.answer_bytes);
     Ok(EpisodeEnd {
         reason: ended.reason,
-        detail: ended.detail,
+        detail: detail.unwrap_or_default(),
+        detail_cut,
         answer,
         answer_cut,
         steps: recorder.steps(),

@@ -702,32 +702,79 @@ pub fn latest_manifest(dir: &Path) -> Result<Manifest> {
     load(dir, last)
 }
 
-/// Whether a link at `rel` (workspace-relative) pointing to `link` resolves
-/// inside the workspace, judged lexically (every link is judged, so chains
-/// of links are covered too).
-pub fn link_stays_inside(rel: &str, link: &Path) -> bool {
-    if link.is_absolute() {
-        return false;
+/// Links followed at most while resolving one path, as the kernel allows.
+const MAX_LINK_HOPS: usize = 40;
+
+/// Where the link at `rel` (workspace-relative) pointing to `target` leads
+/// inside the tree `entries` describes, every link on the way followed as
+/// the kernel would: its workspace-relative path without links (`""` is the
+/// root), or `None` when it is absolute, climbs above the root at any point,
+/// needs a path the tree lacks, or loops. Judging each link's text alone is
+/// not enough: with `s -> .`, the link `s/../x` climbs out of the root.
+pub fn resolve_link(entries: &BTreeMap<String, ManifestEntry>, rel: &str, target: &str) -> Option<String> {
+    let parent = rel.rsplit_once('/').map_or("", |(dir, _)| dir);
+    let mut hops = 0;
+    resolve_from(entries, parent, target, &mut hops)
+}
+
+/// Resolves `path` (relative) from the link-free folder `base`.
+fn resolve_from(entries: &BTreeMap<String, ManifestEntry>, base: &str, path: &str, hops: &mut usize) -> Option<String> {
+    if path.starts_with('/') {
+        return None;
     }
-    let mut depth: i64 = rel.split('/').filter(|p| !p.is_empty()).count() as i64 - 1;
-    for part in link.components() {
+    let mut at: Vec<String> = base.split('/').filter(|p| !p.is_empty()).map(String::from).collect();
+    for part in path.split('/') {
         match part {
-            std::path::Component::ParentDir => depth -= 1,
-            std::path::Component::Normal(_) => depth += 1,
-            std::path::Component::CurDir => {}
-            _ => return false,
-        }
-        if depth < 0 {
-            return false;
+            "" | "." => {}
+            ".." => {
+                at.pop()?;
+            }
+            name => {
+                let here = at.join("/");
+                let next = if here.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{here}/{name}")
+                };
+                match entries.get(&next)? {
+                    ManifestEntry::Symlink { target } => {
+                        *hops += 1;
+                        if *hops > MAX_LINK_HOPS {
+                            return None;
+                        }
+                        let resolved = resolve_from(entries, &here, target, hops)?;
+                        at = resolved
+                            .split('/')
+                            .filter(|p| !p.is_empty())
+                            .map(String::from)
+                            .collect();
+                    }
+                    _ => at.push(name.to_string()),
+                }
+            }
         }
     }
-    true
+    Some(at.join("/"))
+}
+
+/// The link text that leads from the folder of `rel` to `resolved` (both
+/// link-free workspace-relative paths) by plain folders only.
+fn direct_link(rel: &str, resolved: &str) -> String {
+    let parent: Vec<&str> = rel
+        .rsplit_once('/')
+        .map_or(Vec::new(), |(dir, _)| dir.split('/').collect());
+    let to: Vec<&str> = resolved.split('/').filter(|p| !p.is_empty()).collect();
+    let common = parent.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<&str> = vec![".."; parent.len() - common];
+    parts.extend(&to[common..]);
+    if parts.is_empty() { ".".into() } else { parts.join("/") }
 }
 
 /// Rebuilds the files of `manifest` under `dest` (which must not exist),
-/// leaving out every symbolic link that is absolute or climbs out of the
-/// workspace: an evaluator mounted next to hidden answers must never follow
-/// the agent's link to them. Files are hard links into the object store
+/// leaving out every symbolic link that does not resolve inside the
+/// workspace ([`resolve_link`]) and writing each other one as the direct
+/// path to where it leads, through plain folders only: an evaluator mounted
+/// next to hidden answers must never follow the agent's link to them. Files are hard links into the object store
 /// where possible: callers must treat the result as read-only. Every entry
 /// is created beneath `dest` by handle, so no link in the result is ever
 /// followed while it is built.
@@ -751,13 +798,14 @@ pub fn materialize_contained(snapshot_dir: &Path, manifest: &Manifest, dest: &Pa
                 dir.create_dir(name.as_bytes())
                     .with_context(|| format!("restoring folder {rel}"))?;
             }
-            ManifestEntry::Symlink { target } if !link_stays_inside(rel, Path::new(target)) => {
-                tracing::warn!(path = %rel, %target, "left out a symbolic link that leaves the workspace");
-            }
-            ManifestEntry::Symlink { target } => {
-                dir.symlink(target, name.as_bytes())
-                    .with_context(|| format!("restoring link {rel}"))?;
-            }
+            ManifestEntry::Symlink { target } => match resolve_link(&manifest.entries, rel, target) {
+                Some(resolved) => dir
+                    .symlink(&direct_link(rel, &resolved), name.as_bytes())
+                    .with_context(|| format!("restoring link {rel}"))?,
+                None => {
+                    tracing::warn!(path = %rel, %target, "left out a symbolic link that does not resolve inside the workspace")
+                }
+            },
             ManifestEntry::File { hash, executable, .. } => {
                 restore_file(&objects_dir, hash, dir, name, *executable)
                     .with_context(|| format!("restoring {rel} from object {hash}"))?;
@@ -793,13 +841,48 @@ mod tests {
 
     #[test]
     fn links_that_leave_the_workspace_are_recognised() {
-        assert!(link_stays_inside("a", Path::new("b")));
-        assert!(link_stays_inside("d/a", Path::new("../b")));
-        assert!(link_stays_inside("d/e/a", Path::new("./../../b")));
-        assert!(!link_stays_inside("a", Path::new("../b")));
-        assert!(!link_stays_inside("d/a", Path::new("../../hidden/answers.csv")));
-        assert!(!link_stays_inside("d/a", Path::new("x/../../../b")));
-        assert!(!link_stays_inside("a", Path::new("/hidden/answers.csv")));
+        let dir = || ManifestEntry::Dir;
+        let link = |t: &str| ManifestEntry::Symlink { target: t.into() };
+        let file = || ManifestEntry::File {
+            hash: "0".into(),
+            size: 1,
+            executable: false,
+        };
+        let entries: BTreeMap<String, ManifestEntry> = [
+            ("b", file()),
+            ("d", dir()),
+            ("d/e", dir()),
+            ("s", link(".")),
+            ("up", link("..")),
+            ("d/up", link("..")),
+            ("loop", link("loop")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let resolve = |rel: &str, target: &str| resolve_link(&entries, rel, target);
+        assert_eq!(resolve("a", "b").as_deref(), Some("b"));
+        assert_eq!(resolve("d/a", "../b").as_deref(), Some("b"));
+        assert_eq!(resolve("d/e/a", "./../../b").as_deref(), Some("b"));
+        assert_eq!(resolve("d/a", "up/b").as_deref(), Some("b"));
+        assert_eq!(resolve("x", "s/d/e").as_deref(), Some("d/e"));
+        for (rel, target) in [
+            ("a", "../b"),
+            ("d/a", "../../hidden/answers.csv"),
+            ("d/a", "x/../../../b"),
+            ("a", "/hidden/answers.csv"),
+            // Each link's text stays inside; what they lead to together does not.
+            ("a", "s/../hidden/answers.csv"),
+            ("d/x", "up/../../hidden/answers.csv"),
+            ("a", "up/b"),
+            ("a", "loop"),
+            ("a", "missing/../b"),
+        ] {
+            assert_eq!(resolve(rel, target), None, "{rel} -> {target}");
+        }
+        assert_eq!(direct_link("d/e/a", "b"), "../../b");
+        assert_eq!(direct_link("d/a", "d/e"), "e");
+        assert_eq!(direct_link("a", ""), ".");
 
         let tmp = tempfile::tempdir().unwrap();
         let ws = tmp.path().join("ws");

@@ -377,7 +377,14 @@ pub struct Usage {
     pub bytes: u64,
     /// Bytes on disk (`st_blocks` × 512).
     pub allocated_bytes: u64,
+    /// Folders whose content could not be counted (unreadable, or deeper
+    /// than [`USAGE_MAX_DEPTH`]): what they hold is unknown, so a cap on
+    /// the tree cannot be shown to hold.
+    pub uncounted: u64,
 }
+
+/// Folders deep a usage count descends; a deeper one is uncounted.
+pub const USAGE_MAX_DEPTH: usize = 256;
 
 /// Counts what is under `dir`, stopping early once past `limit` (then the
 /// counts are at least that).
@@ -388,7 +395,14 @@ pub fn usage(dir: &DirHandle, limit: &Usage) -> io::Result<Usage> {
 }
 
 fn usage_into(dir: &DirHandle, limit: &Usage, total: &mut Usage, depth: usize) -> io::Result<()> {
-    for name in dir.names()? {
+    let names = match dir.names() {
+        Ok(names) => names,
+        Err(_) => {
+            total.uncounted += 1;
+            return Ok(());
+        }
+    };
+    for name in names {
         let Ok(stat) = dir.stat_entry(&name) else { continue };
         total.entries += 1;
         total.bytes += stat.st_size as u64;
@@ -396,11 +410,13 @@ fn usage_into(dir: &DirHandle, limit: &Usage, total: &mut Usage, depth: usize) -
         if total.entries > limit.entries || total.bytes > limit.bytes || total.allocated_bytes > limit.allocated_bytes {
             return Ok(());
         }
-        if Kind::of(&stat) == Kind::Directory
-            && depth < 256
-            && let Ok(sub) = dir.open_dir(&name)
-        {
-            usage_into(&sub, limit, total, depth + 1)?;
+        if Kind::of(&stat) == Kind::Directory {
+            match dir.open_dir(&name) {
+                Ok(sub) if depth < USAGE_MAX_DEPTH => usage_into(&sub, limit, total, depth + 1)?,
+                // Gone meanwhile: nothing left to count.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                _ => total.uncounted += 1,
+            }
         }
     }
     Ok(())

@@ -225,6 +225,15 @@ impl Finished {
     }
 }
 
+/// Changes a line of a copied task's `task.toml` (e.g. to add a resource
+/// under `[resources]`).
+pub fn edit_task_toml(task: &Path, from: &str, to: &str) {
+    let path = task.join("task.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{}: no `{from}`", path.display());
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+}
+
 /// A copy of the hostile fixture task in `dir`, with extra env files.
 pub fn hostile_task(dir: &Path, extra_env: &[(&str, &str)]) -> PathBuf {
     let source = workspace_root().join("tests/fixtures/tasks/hostile");
