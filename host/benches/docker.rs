@@ -61,6 +61,7 @@ fn main() {
             network: false,
             limits: limits.clone(),
             gpus: vec![],
+            lifetime: Duration::from_secs(3600),
         };
         let exec = Exec {
             argv: argv.clone(),

@@ -17,6 +17,7 @@ pub mod format;
 pub mod limits;
 pub mod llm;
 pub mod paths;
+pub mod process;
 pub mod record;
 pub mod relpath;
 pub mod report;

@@ -188,6 +188,11 @@ fn check_background(attack: Attack) {
         "{}",
         attack.answer()
     );
+    // A daemon that kills whatever the host starts to end it, and one behind
+    // a script that leaves no process free to start: both gone all the same.
+    for after in ["after killer> heartbeat: ", "after saturate> heartbeat: "] {
+        assert!(attack.line(after).contains("stopped"), "{}", attack.answer());
+    }
     // And nothing writes the workspace after the episode either.
     let beat = attack.finished.dir.join("workspace/heartbeat.txt");
     let size = std::fs::metadata(&beat).unwrap().len();
@@ -580,7 +585,7 @@ fn the_prepare_cache_is_unchanged_after_a_hostile_run_in_docker() {
 
 /// Control groups named for a host process.
 fn cgroups_of(pid: u32) -> Vec<PathBuf> {
-    let prefix = format!("mlrb-{pid}-");
+    let prefix = format!("mlrb-{pid}.");
     walkdir::WalkDir::new("/sys/fs/cgroup")
         .max_depth(5)
         .into_iter()
@@ -592,12 +597,21 @@ fn cgroups_of(pid: u32) -> Vec<PathBuf> {
 
 fn containers_of(pid: u32) -> Vec<String> {
     let output = std::process::Command::new("docker")
-        .args(["ps", "-aq", "--filter", &format!("label=mlrb.host-pid={pid}")])
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            "label=mlrb.managed=1",
+            "--format",
+            "{{.ID}} {{.Label \"mlrb.host\"}}",
+        ])
         .output()
         .unwrap();
+    let owner = format!("{pid}.");
     String::from_utf8_lossy(&output.stdout)
         .lines()
-        .map(String::from)
+        .filter(|l| l.split_once(' ').is_some_and(|(_, host)| host.starts_with(&owner)))
+        .map(|l| l.split(' ').next().unwrap_or_default().to_string())
         .collect()
 }
 

@@ -347,6 +347,7 @@ fn a_panic_while_an_episode_container_is_open_still_removes_it() {
             ..mlrb::sandbox::CommandLimits::new(&mlrb::limits::Limits::default(), std::time::Duration::from_secs(600))
         },
         gpus: vec![],
+        lifetime: std::time::Duration::from_secs(3600),
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let episode = runtime.block_on(async {

@@ -266,6 +266,7 @@ pub fn episode_setup(name: &str, workspace: &WorkspaceFiles, limits: &Limits, gp
         network: limits.network,
         limits: sandbox::CommandLimits::new(limits, limits.script_timeout()),
         gpus,
+        lifetime: limits.wall() + Duration::from_secs(300),
     }
 }
 

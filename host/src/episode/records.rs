@@ -11,6 +11,7 @@ use super::end::EndReason;
 use crate::capability::episode::ValidationRecord;
 use crate::limits::Limits;
 use crate::llm::LlmUsage;
+use crate::process::HostProcess;
 use crate::task::{self, Evaluation, Prepared, Task};
 
 /// Which agent component an episode ran, and how it was loaded.
@@ -66,42 +67,6 @@ pub struct HostProvenance {
     /// from one whose host was killed.
     #[serde(default)]
     pub process: Option<HostProcess>,
-}
-
-/// One process, told apart from a later one with the same pid.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostProcess {
-    /// The process id.
-    pub pid: u32,
-    /// Its start time (clock ticks since boot) and the boot it belongs to.
-    pub started: u64,
-    /// The boot id from `/proc/sys/kernel/random/boot_id`.
-    pub boot_id: String,
-}
-
-impl HostProcess {
-    /// This process.
-    pub fn current() -> Option<Self> {
-        Self::of(std::process::id())
-    }
-
-    fn of(pid: u32) -> Option<Self> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the command name (which may hold spaces) are plain.
-        let after = stat.rsplit_once(')')?.1;
-        let started = after.split_whitespace().nth(19)?.parse().ok()?;
-        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-        Some(Self {
-            pid,
-            started,
-            boot_id: boot_id.trim().to_string(),
-        })
-    }
-
-    /// Whether this process still runs.
-    pub fn alive(&self) -> bool {
-        Self::of(self.pid).as_ref() == Some(self)
-    }
 }
 
 /// How an episode ended, and what it used.

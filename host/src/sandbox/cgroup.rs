@@ -48,7 +48,7 @@ fn write(path: &Path, value: &str) -> std::io::Result<()> {
 impl Cgroup {
     /// Which cgroup version this host lets mlrb use, if any.
     pub fn available() -> Option<Version> {
-        let probe = Self::create(&format!("probe-{}", std::process::id()), 64 << 20, 16, 1.0)?;
+        let probe = Self::create(&format!("probe-{}", crate::process::current_token()), 64 << 20, 16, 1.0)?;
         Some(probe.version)
     }
 
@@ -204,19 +204,12 @@ impl Cgroup {
     }
 }
 
-/// The pid of the host that made a group, from its name
-/// (`mlrb-<pid>-<n>` or `mlrb-probe-<pid>`).
-fn owner_pid(name: &str) -> Option<i32> {
+/// The host that made a group, from its name (`mlrb-<token>-<n>` or
+/// `mlrb-probe-<token>`; see `process::HostProcess::token`).
+fn owner(name: &str) -> Option<&str> {
     let rest = name.strip_prefix("mlrb-")?;
     let rest = rest.strip_prefix("probe-").unwrap_or(rest);
-    rest.split('-').next()?.parse().ok()
-}
-
-fn alive(pid: i32) -> bool {
-    // SAFETY: kill(pid, 0) only checks that the process exists.
-    pid == std::process::id() as i32
-        || unsafe { libc::kill(pid, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    rest.split('-').next()
 }
 
 /// Removes the control groups of mlrb hosts that are gone (killed before
@@ -248,7 +241,7 @@ pub fn reap_stale() -> usize {
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if owner_pid(&name).is_none_or(alive) || !entry.path().is_dir() {
+            if owner(&name).is_none_or(crate::process::token_alive) || !entry.path().is_dir() {
                 continue;
             }
             let dir = entry.path();

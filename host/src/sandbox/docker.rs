@@ -28,7 +28,7 @@ pub const LABEL_MANAGED: &str = "mlrb.managed";
 /// The episode (or task step) a container serves.
 pub const LABEL_EPISODE: &str = "mlrb.episode";
 /// The pid of the host process that made it: gone means the container is stale.
-pub const LABEL_HOST_PID: &str = "mlrb.host-pid";
+pub const LABEL_HOST: &str = "mlrb.host";
 
 /// The uid:gid scripts run as: a plain user, never root.
 const SANDBOX_USER: &str = "1000:1000";
@@ -36,6 +36,9 @@ const SANDBOX_UID: u32 = 1000;
 /// The container's init runs as another plain user, so no script can
 /// signal it, trace it or open its file descriptors.
 const INIT_USER: &str = "65534:65534";
+/// How long a container outlives the time its work may take (its removal
+/// normally comes first).
+const LIFETIME_GRACE: Duration = Duration::from_secs(300);
 
 /// Runs commands in containers of the local Docker engine.
 #[derive(Clone)]
@@ -147,7 +150,7 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> Containe
     let labels = HashMap::from([
         (LABEL_MANAGED.to_string(), "1".to_string()),
         (LABEL_EPISODE.to_string(), setup.name.clone()),
-        (LABEL_HOST_PID.to_string(), std::process::id().to_string()),
+        (LABEL_HOST.to_string(), crate::process::current_token()),
         ("mlrb.role".to_string(), role.to_string()),
     ]);
     let env = super::script_environment(setup.limits.cpus)
@@ -156,7 +159,9 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> Containe
         .collect();
     ContainerCreateBody {
         image: Some(image.to_string()),
-        cmd: Some(vec!["sleep".into(), "infinity".into()]),
+        // The container ends by itself once its time is up, even if the host
+        // that should remove it was killed.
+        cmd: Some(vec!["sleep".into(), setup.lifetime.as_secs().max(1).to_string()]),
         user: Some(INIT_USER.into()),
         working_dir: Some(setup.cwd.to_string_lossy().into_owned()),
         env: Some(env),
@@ -285,6 +290,58 @@ done"#;
             None => bail!("processes of the sandbox user survived being killed (the kill never finished)"),
         }
         Ok(())
+    }
+
+    /// Ends every process of the sandbox user. The kill runs inside the
+    /// container, as that user; a script can defeat it (kill the killer, or
+    /// leave no pid free for it to start), so when it fails the container
+    /// itself is restarted, which ends everything in it from outside.
+    async fn end_processes(&self) -> Result<()> {
+        let Err(error) = self.kill_all().await else {
+            return Ok(());
+        };
+        tracing::warn!(error = %format!("{error:#}"), container = %self.id, "the kill inside the container failed; restarting it");
+        let options = bollard::query_parameters::RestartContainerOptionsBuilder::default()
+            .t(0)
+            .build();
+        self.docker
+            .restart_container(&self.id, Some(options))
+            .await
+            .with_context(|| format!("restarting container {} to end a script's processes", self.id))?;
+        let survivors = self.sandbox_processes().await?;
+        if survivors > 0 {
+            bail!(
+                "{survivors} process(es) of the sandbox user survived a restart of container {}",
+                self.id
+            );
+        }
+        Ok(())
+    }
+
+    /// How many live processes of the sandbox user the container holds,
+    /// as the engine sees them from outside.
+    async fn sandbox_processes(&self) -> Result<usize> {
+        let options = bollard::query_parameters::TopOptionsBuilder::default()
+            .ps_args("-o pid,uid,stat")
+            .build();
+        let top = self
+            .docker
+            .top_processes(&self.id, Some(options))
+            .await
+            .with_context(|| format!("listing the processes of container {}", self.id))?;
+        let titles = top.titles.unwrap_or_default();
+        let column = |name: &str| titles.iter().position(|t| t == name);
+        let (Some(uid), Some(stat)) = (column("UID"), column("STAT")) else {
+            bail!("the engine lists processes without UID and STAT");
+        };
+        let live = top
+            .processes
+            .unwrap_or_default()
+            .iter()
+            .filter(|row| row.get(uid).is_some_and(|u| u.trim() == SANDBOX_UID.to_string()))
+            .filter(|row| row.get(stat).is_some_and(|s| !s.starts_with('Z')))
+            .count();
+        Ok(live)
     }
 
     /// Waits until the exec's own process has exited (its output may stay
@@ -453,7 +510,7 @@ impl EpisodeSandbox for DockerEpisode {
         };
         let (ended_by_host, stdout, stderr) = self.collect(&exec, &exec_id, output).await;
         // Whatever the script started goes with it, on every ending.
-        self.kill_all().await.context("ending the script's processes")?;
+        self.end_processes().await?;
         let duration = started.elapsed();
         let exit_code = self.exit_code(&exec_id).await?;
         // An OOM event may trail the exit by a moment.
@@ -517,6 +574,7 @@ impl Sandbox for DockerSandbox {
             network: command.network,
             limits: command.limits.clone(),
             gpus: command.gpus.clone(),
+            lifetime: command.limits.timeout + LIFETIME_GRACE,
         };
         let container = self.open(&setup, "task-step").await?;
         let outcome = container
@@ -550,10 +608,10 @@ pub async fn gc(all: bool) -> Result<Vec<String>> {
     let mut removed = Vec::new();
     for container in containers {
         let labels = container.labels.unwrap_or_default();
-        let owner: Option<i32> = labels.get(LABEL_HOST_PID).and_then(|p| p.parse().ok());
-        // SAFETY: kill(pid, 0) only checks that the process exists.
+        // The host that made it, by pid and start time: a reused pid is not it.
+        let owner = labels.get(LABEL_HOST).or_else(|| labels.get("mlrb.host-pid"));
         let owner_alive =
-            owner.is_some_and(|pid| pid != std::process::id() as i32 && unsafe { libc::kill(pid, 0) } == 0);
+            owner.is_some_and(|token| *token != crate::process::current_token() && crate::process::token_alive(token));
         if owner_alive && !all {
             continue;
         }
@@ -592,6 +650,7 @@ mod tests {
                 ..super::super::CommandLimits::new(&crate::limits::Limits::default(), Duration::from_secs(600))
             },
             gpus: vec!["1".into(), "3".into()],
+            lifetime: Duration::from_secs(3600),
         };
         let body = container_body("mlrb-runtime:abc", &setup, "episode");
         assert_eq!(body.image.as_deref(), Some("mlrb-runtime:abc"));
@@ -602,7 +661,7 @@ mod tests {
         let labels = body.labels.unwrap();
         assert_eq!(labels[LABEL_MANAGED], "1");
         assert_eq!(labels[LABEL_EPISODE], "/runs/r/digits/baseline/0");
-        assert_eq!(labels[LABEL_HOST_PID], std::process::id().to_string());
+        assert_eq!(labels[LABEL_HOST], crate::process::current_token());
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(host.readonly_rootfs, Some(true));

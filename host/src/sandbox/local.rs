@@ -46,6 +46,8 @@ pub struct LocalSandbox {
     version: String,
     cgroups: Option<cgroup::Version>,
     counter: Arc<AtomicU64>,
+    /// This host process's token, which names its control groups.
+    host: String,
     /// The seccomp programs every command runs under (see `seccomp`).
     seccomp: Arc<Vec<Vec<u8>>>,
 }
@@ -121,6 +123,7 @@ impl LocalSandbox {
             version,
             cgroups,
             counter: Arc::new(AtomicU64::new(0)),
+            host: crate::process::current_token(),
             seccomp: Arc::new(super::seccomp::bwrap_programs()?),
         })
     }
@@ -299,11 +302,7 @@ impl Sandbox for LocalSandbox {
             anyhow::bail!("the local sandbox cannot give a command GPUs: use --sandbox docker");
         }
         let limits = command.limits.clone();
-        let name = format!(
-            "{}-{}",
-            std::process::id(),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = format!("{}-{}", self.host, self.counter.fetch_add(1, Ordering::Relaxed));
         let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus);
         let started = Instant::now();
         let mut child = self.spawn(&command, group.as_ref())?;

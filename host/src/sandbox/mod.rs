@@ -299,6 +299,9 @@ pub struct EpisodeSetup {
     pub limits: CommandLimits,
     /// Device ids of the GPUs this episode holds (see `gpu::GpuPool`).
     pub gpus: Vec<String>,
+    /// How long the sandbox may live at most (the episode's wall-clock
+    /// budget and some grace): a sandbox whose host was killed ends by then.
+    pub lifetime: Duration,
 }
 
 /// One script run inside an episode's sandbox.

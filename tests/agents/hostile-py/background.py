@@ -13,6 +13,10 @@ class Background(Agent):
                 script_lines("after return", lambda: exec.run("attacks/heartbeat.py")),
                 script_lines("hung", lambda: exec.run("attacks/background.py", ["hang"], timeout_seconds=2)),
                 script_lines("after timeout", lambda: exec.run("attacks/heartbeat.py")),
+                script_lines("killer", lambda: exec.run("attacks/background.py", ["killer"])),
+                script_lines("after killer", lambda: exec.run("attacks/heartbeat.py")),
+                script_lines("saturate", lambda: exec.run("attacks/background.py", ["saturate"])),
+                script_lines("after saturate", lambda: exec.run("attacks/heartbeat.py")),
             ]
         )
 
