@@ -72,6 +72,9 @@ pub struct Limits {
     pub path_depth: usize,
     /// Bytes of earlier versions kept for `undo-edit`.
     pub history_bytes: u64,
+    /// Bytes the workspace's snapshots may add to the run record in all;
+    /// past it the episode ends as `trace-limit`.
+    pub snapshot_bytes: u64,
 }
 
 impl Default for Limits {
@@ -106,6 +109,7 @@ impl Default for Limits {
             path_bytes: 1024,
             path_depth: 64,
             history_bytes: 1 << 30,
+            snapshot_bytes: 3 * (10 << 30),
         }
     }
 }

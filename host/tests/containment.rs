@@ -433,6 +433,41 @@ fn growth_the_host_cannot_count_is_stopped_for_a_python_agent() {
     check_disk(Attack::with_resources(&agent, Sandbox::Local, SMALL_WORKSPACE));
 }
 
+fn check_snapshot_flood(attack: Attack) {
+    attack.assert_ended_and_scored("trace-limit");
+    let detail = attack.finished.json["episode"]["end"]["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(detail.contains("snapshots wrote"), "{detail}");
+    // The budget is three workspaces (72 MiB): at most one snapshot past it.
+    let objects = attack.finished.dir.join("snapshots/objects");
+    let stored: u64 = walkdir::WalkDir::new(&objects)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    assert!(stored <= (72 + 13) << 20, "{} MiB of snapshot objects", stored >> 20);
+    assert!(attack.finished.json["episode"]["end"]["steps"].as_u64().unwrap() < 19);
+}
+
+#[test]
+fn snapshots_end_at_their_byte_budget() {
+    check_snapshot_flood(Attack::with_resources(
+        &common::agent("snapshot_flood"),
+        Sandbox::Local,
+        SMALL_WORKSPACE,
+    ));
+}
+
+#[test]
+fn snapshots_of_a_python_agent_end_at_their_byte_budget() {
+    let agent = common::built_agent("tests/agents/hostile-py", Some("snapshot_flood"));
+    check_snapshot_flood(Attack::with_resources(&agent, Sandbox::Local, SMALL_WORKSPACE));
+}
+
 fn check_note_flood(attack: Attack) {
     attack.assert_ended_and_scored("trace-limit");
     let detail = attack.finished.json["episode"]["end"]["detail"]

@@ -208,8 +208,12 @@ impl wit::Host for EpisodeView<'_> {
 
     async fn note(&mut self, text: String) -> wasmtime::Result<()> {
         self.episode.notes += 1;
-        self.recorder
-            .record_plain("episode", "note", json!({ "text": text }), Value::Null)
+        self.recorder.record_plain(
+            "episode",
+            "note",
+            json!({ "text": crate::record::trace::text(&text) }),
+            Value::Null,
+        )
     }
 
     async fn validate(&mut self) -> HostResult<wit::ScoreReport> {

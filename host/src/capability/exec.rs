@@ -18,6 +18,7 @@ use super::tool_error::{ToolError, ToolResult};
 use super::{HostResult, to_wit};
 use crate::limits::Limits;
 use crate::record::snapshot::ManifestEntry;
+use crate::record::trace::text;
 use crate::record::walk::{self, DirHandle, Opened, Usage};
 use crate::sandbox::{self, EpisodeSandbox, EpisodeSetup, Mount, Stopper, Termination};
 
@@ -349,7 +350,16 @@ impl ExecView<'_> {
         timeout_seconds: Option<u32>,
     ) -> wasmtime::Result<ToolResult<ExecOutcome>> {
         let started = Instant::now();
-        let call_args = json!({ "script": script, "args": args, "timeout_seconds": timeout_seconds });
+        // More arguments than a script may get are refused: the trace keeps their count only.
+        let recorded_args = match args.len() <= self.exec.runner.limits.max_args {
+            true => json!(args.iter().map(|a| text(a)).collect::<Vec<_>>()),
+            false => json!({ "count": args.len() }),
+        };
+        let call_args = json!({
+            "script": text(&script),
+            "args": recorded_args,
+            "timeout_seconds": timeout_seconds,
+        });
         let (step, result) = match self.recorder.begin_step()? {
             Ok(step) => {
                 let (deadline, used) = (self.recorder.deadline, self.recorder.used());

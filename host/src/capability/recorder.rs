@@ -296,9 +296,16 @@ impl Recorder {
 
     /// Snapshots `root` if it changed; the new snapshot's id. What the
     /// snapshot refused is recorded (a `host` event) whenever it changes.
+    /// Past the snapshots' byte budget the episode ends (as `trace-limit`:
+    /// the run record is full), after this snapshot is kept.
     pub fn snapshot(&mut self, root: &DirHandle, label: &str) -> wasmtime::Result<Option<u64>> {
-        self.snapshot_now(root, label)
-            .map_err(|e| host_fault("snapshot", format!("{e:#}")))
+        let taken = self
+            .snapshot_now(root, label)
+            .map_err(|e| host_fault("snapshot", format!("{e:#}")))?;
+        if let Some(why) = self.snapshots.spent() {
+            return Err(end(Stop::TraceLimit, why));
+        }
+        Ok(taken)
     }
 
     /// [`Recorder::snapshot`], for callers outside a host call.

@@ -4,6 +4,8 @@
 
 use serde_json::json;
 
+use crate::record::trace::text;
+
 use super::files::{self, WorkspaceFiles};
 use super::mlrb::agent::workspace as wit;
 use super::{HostResult, to_wit};
@@ -74,41 +76,41 @@ impl WorkspaceView<'_> {
 
 impl wit::Host for WorkspaceView<'_> {
     async fn list_files(&mut self, dir: String) -> HostResult<Vec<wit::DirEntry>> {
-        let result = self.read("list-files", json!({ "dir": dir }), |f| f.list_files(&dir))?;
+        let result = self.read("list-files", json!({ "dir": text(&dir) }), |f| f.list_files(&dir))?;
         Ok(to_wit::<_, Entries>(result).map(|e| e.0))
     }
 
     async fn read_file(&mut self, path: String) -> HostResult<String> {
-        let result = self.read("read-file", json!({ "path": path }), |f| f.read_file(&path))?;
+        let result = self.read("read-file", json!({ "path": text(&path) }), |f| f.read_file(&path))?;
         Ok(to_wit(result))
     }
 
     async fn write_file(&mut self, path: String, content: String) -> HostResult<()> {
-        let args = json!({ "path": path, "content": content });
+        let args = json!({ "path": text(&path), "content": text(&content) });
         let result = self.change("write-file", args, |f| f.write_file(&path, &content))?;
         Ok(to_wit(result))
     }
 
     async fn append_file(&mut self, path: String, content: String) -> HostResult<()> {
-        let args = json!({ "path": path, "content": content });
+        let args = json!({ "path": text(&path), "content": text(&content) });
         let result = self.change("append-file", args, |f| f.append_file(&path, &content))?;
         Ok(to_wit(result))
     }
 
     async fn copy_file(&mut self, source: String, destination: String) -> HostResult<()> {
         let used = self.recorder.used().bytes;
-        let args = json!({ "source": source, "destination": destination });
+        let args = json!({ "source": text(&source), "destination": text(&destination) });
         let result = self.change("copy-file", args, |f| f.copy_file(&source, &destination, used))?;
         Ok(to_wit(result))
     }
 
     async fn undo_edit(&mut self, path: String) -> HostResult<String> {
-        let result = self.change("undo-edit", json!({ "path": path }), |f| f.undo_edit(&path))?;
+        let result = self.change("undo-edit", json!({ "path": text(&path) }), |f| f.undo_edit(&path))?;
         Ok(to_wit(result))
     }
 
     async fn inspect_lines(&mut self, path: String, start: u32, end: u32) -> HostResult<String> {
-        let args = json!({ "path": path, "start": start, "end": end });
+        let args = json!({ "path": text(&path), "start": start, "end": end });
         let result = self.read("inspect-lines", args, |f| f.inspect_lines(&path, start, end))?;
         Ok(to_wit(result))
     }

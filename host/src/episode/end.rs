@@ -27,7 +27,8 @@ pub enum EndReason {
     HostError,
     /// Under `--llm replay:`, the agent asked what the recording never did.
     ReplayDiverged,
-    /// The agent's calls filled the trace's byte budget.
+    /// The agent filled the run record's byte budget: the trace's, or its
+    /// workspace snapshots'.
     TraceLimit,
 }
 

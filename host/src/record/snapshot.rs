@@ -176,6 +176,8 @@ pub struct SnapshotStore {
     next_id: u64,
     tmp_counter: u64,
     last: Option<Manifest>,
+    /// Bytes all snapshots of this store added to it.
+    written: u64,
 }
 
 impl SnapshotStore {
@@ -191,6 +193,7 @@ impl SnapshotStore {
             known: HashMap::new(),
             trees_stored: HashSet::new(),
             next_id: 0,
+            written: 0,
             tmp_counter: 0,
             last: None,
         };
@@ -236,6 +239,7 @@ impl SnapshotStore {
             ..
         } = walk;
         self.known = seen;
+        self.written += stats.written_bytes;
         if self.last.as_ref().is_some_and(|m| m.root == root_tree) {
             return Ok(None);
         }
@@ -256,6 +260,19 @@ impl SnapshotStore {
         self.next_id += 1;
         self.last = Some(manifest);
         Ok(self.last.as_ref())
+    }
+
+    /// Why the store may take no more snapshots: what they wrote in all
+    /// passed the episode's `snapshot_bytes`.
+    pub fn spent(&self) -> Option<String> {
+        let budget = self.limits.snapshot_bytes;
+        (self.written > budget).then(|| {
+            format!(
+                "the workspace's snapshots wrote {} MiB, past their budget of {} MiB",
+                self.written >> 20,
+                budget >> 20
+            )
+        })
     }
 
     /// Stores the content read from `file` (at most `limit` bytes) as an

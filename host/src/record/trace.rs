@@ -136,6 +136,23 @@ pub fn raw<T: Serialize + ?Sized>(value: &T) -> Box<RawValue> {
     RawValue::from_string(text).unwrap_or_else(|_| RawValue::from_string("null".into()).unwrap())
 }
 
+/// An argument's text as the trace keeps it: itself, or when over-long its
+/// head with its length and blake3 (never a full copy of a huge argument).
+pub fn text(s: &str) -> Value {
+    if s.len() <= MAX_TRACE_STRING {
+        return Value::String(s.to_string());
+    }
+    let mut end = MAX_TRACE_STRING;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    serde_json::json!({
+        "clipped": &s[..end],
+        "bytes": s.len(),
+        "blake3": blake3::hash(s.as_bytes()).to_hex().to_string(),
+    })
+}
+
 /// Replaces over-long strings anywhere in `value` by their head plus a note.
 pub fn clip(value: Value) -> Value {
     clip_to(value, MAX_TRACE_STRING)

@@ -182,6 +182,8 @@ impl Task {
             network: resources.network,
             prepare_network: self.prepare_network,
             workspace_bytes: resources.workspace_mb << 20,
+            // Room for the workspace three times over: every step may change it.
+            snapshot_bytes: 3 * (resources.workspace_mb << 20),
             workspace_files: resources.workspace_files,
             ..Limits::default()
         }
