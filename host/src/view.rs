@@ -107,7 +107,17 @@ impl Viewer {
             return None;
         }
         let dir = self.root.join(rel);
-        dir.join("episode.json").is_file().then_some(dir)
+        // Never a folder inside an episode (its workspace is the agent's).
+        if rel
+            .ancestors()
+            .skip(1)
+            .any(|above| self.root.join(above).join("episode.json").exists())
+        {
+            return None;
+        }
+        let is_record = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+        (std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) && is_record(&dir.join("episode.json")))
+            .then_some(dir)
     }
 
     fn index(&self) -> String {
@@ -246,7 +256,7 @@ impl Viewer {
                 match entry {
                     None => Some(String::new()),
                     Some(ManifestEntry::File { hash, size, .. }) if *size <= DIFF_BYTES && snapshot::is_hash(hash) => {
-                        std::fs::read_to_string(snapshots.join("objects").join(hash)).ok()
+                        read_record_file(&snapshots.join("objects").join(hash)).ok()
                     }
                     _ => None,
                 }
@@ -346,29 +356,56 @@ fn percent_decode(text: &str) -> String {
 
 /// Episode directories under `root` (relative, `/`-separated), sorted.
 pub fn episodes(root: &Path) -> Vec<String> {
-    let mut found: Vec<String> = walkdir::WalkDir::new(root)
-        .min_depth(1)
-        .max_depth(4)
-        .into_iter()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name() == "episode.json")
-        .filter_map(|e| {
-            let dir = e.path().parent()?;
-            Some(dir.strip_prefix(root).ok()?.to_string_lossy().into_owned())
-        })
-        .filter(|rel| !rel.is_empty())
-        .collect();
+    let is_episode = |dir: &Path| std::fs::symlink_metadata(dir.join("episode.json")).is_ok_and(|m| m.is_file());
+    let mut found: Vec<String> = Vec::new();
+    let mut walk = walkdir::WalkDir::new(root).min_depth(1).max_depth(3).into_iter();
+    // Nothing inside an episode is listed: its workspace is the agent's.
+    while let Some(entry) = walk.next() {
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_dir() || !is_episode(entry.path()) {
+            continue;
+        }
+        walk.skip_current_dir();
+        if let Ok(rel) = entry.path().strip_prefix(root) {
+            found.push(rel.to_string_lossy().into_owned());
+        }
+    }
     found.sort();
     found
 }
 
+/// The most of one record file the viewer reads (a full trace fits).
+const MAX_RECORD_FILE: u64 = 1 << 30;
+
+/// A file of a run record as text, opened without following a link or
+/// blocking on a FIFO, and only if it is a regular file: a record holds
+/// what an agent made (its workspace), which must never lead the viewer to
+/// another file of the host or stall it.
+fn read_record_file(path: &Path) -> Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    if !file.metadata()?.is_file() {
+        anyhow::bail!("{}: not a regular file", path.display());
+    }
+    let mut text = String::new();
+    file.take(MAX_RECORD_FILE)
+        .read_to_string(&mut text)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    Ok(text)
+}
+
 fn read_json(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let text = read_record_file(path)?;
     serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))
 }
 
 fn read_events(path: &Path) -> Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let text = read_record_file(path)?;
     // A line torn by a killed host is skipped, not fatal.
     Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
 }

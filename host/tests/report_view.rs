@@ -206,3 +206,65 @@ fn the_viewer_pages_a_trace_of_ten_thousand_events() {
     assert!(first.contains("bytes)"), "{first}");
     eprintln!("first page of 10 000 events rendered in {first_seconds:.2} s");
 }
+
+/// A plain GET on loopback: the status line and the body.
+fn http_get(url: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (head.lines().next().unwrap_or("").to_string(), body.to_string())
+}
+
+#[test]
+fn the_viewer_never_follows_what_an_agent_planted_in_its_workspace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_task_tmp, finished) = common::run_on_hostile_task("validator", &[], &[]);
+    let episode = finished.dir.clone();
+    // Outside the run: a file the viewer must never show.
+    let secret = tmp.path().join("secret.txt");
+    std::fs::write(&secret, "VIEWER-SECRET-42").unwrap();
+    // A fake episode inside the workspace, its records links to the secret,
+    // and one whose trace is a FIFO that would stall a reader.
+    let fake = episode.join("workspace/fake");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("episode.json"), "{}").unwrap();
+    std::os::unix::fs::symlink(&secret, fake.join("events.jsonl")).unwrap();
+    std::os::unix::fs::symlink(&secret, fake.join("score.json")).unwrap();
+    let stall = episode.join("workspace/stall");
+    std::fs::create_dir_all(&stall).unwrap();
+    std::fs::write(stall.join("episode.json"), "{}").unwrap();
+    let fifo = std::ffi::CString::new(stall.join("events.jsonl").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+
+    let served = serve(&episode);
+    let (status, index) = http_get(&served.url);
+    assert!(status.contains("200"), "{status}");
+    assert!(
+        !index.contains("workspace/fake") && !index.contains("VIEWER-SECRET"),
+        "{index}"
+    );
+    for planted in ["workspace/fake", "workspace/stall"] {
+        let (status, body) = http_get(&format!("{}e/{planted}", served.url));
+        assert!(status.contains("404"), "{planted}: {status}");
+        assert!(!body.contains("VIEWER-SECRET"));
+    }
+    // The viewer still answers (nothing stalled it).
+    let (status, _) = http_get(&served.url);
+    assert!(status.contains("200"), "{status}");
+}
