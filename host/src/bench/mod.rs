@@ -631,7 +631,7 @@ impl Bench {
         at.journal.lock().await.write(&failure)?;
         let episode_dir = self.dir.join(&cell.id);
         if episode_dir.exists() {
-            std::fs::remove_dir_all(&episode_dir)?;
+            remove_settled(&episode_dir)?;
         }
         if attempt <= self.plan.retries {
             at.progress
@@ -667,7 +667,7 @@ struct Attempted<'a> {
 fn remove_settled(dir: &Path) -> std::io::Result<()> {
     let mut tries = 0;
     loop {
-        match std::fs::remove_dir_all(dir) {
+        match crate::record::walk::remove_tree(dir) {
             Err(error) if error.kind() == std::io::ErrorKind::DirectoryNotEmpty && tries < 50 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(100));

@@ -626,6 +626,11 @@ mod tests {
         mixed.extend_from_slice(b"\nshort line\n");
         std::fs::write(root.join("mixed"), &mixed).unwrap();
         let err = ws.inspect_lines("huge", 1, 1).unwrap_err();
+        assert!(
+            matches!(&err, ToolError::TooLarge(m) if m.contains("line 1")),
+            "{err:?}"
+        );
+        let err = ws.inspect_lines("huge", 2, 2).unwrap_err();
         assert!(matches!(&err, ToolError::TooLarge(m) if m.contains("first")), "{err:?}");
         // The long first line is skipped without being held; the next one reads.
         assert_eq!(ws.inspect_lines("mixed", 2, 2).unwrap(), "2: short line\n");

@@ -115,6 +115,7 @@ const EXIT_INTERRUPTED: u8 = 130;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    raise_open_file_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -130,6 +131,24 @@ pub fn main() -> ExitCode {
             // One line: the chain of causes, joined.
             eprintln!("error: {}", paths::shorten(&format!("{error:#}").replace('\n', " ")));
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Raises the soft limit on open files to the hard one: every episode
+/// holds one descriptor per folder level while it walks its workspace, and
+/// a bench runs many at once.
+fn raise_open_file_limit() {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    if let Some(hard) = limit.maximum
+        && limit.current.is_some_and(|soft| soft < hard)
+    {
+        let raised = rustix::process::Rlimit {
+            current: Some(hard),
+            maximum: Some(hard),
+        };
+        if let Err(error) = rustix::process::setrlimit(rustix::process::Resource::Nofile, raised) {
+            tracing::debug!(%error, "raising the open-file limit");
         }
     }
 }

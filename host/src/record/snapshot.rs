@@ -394,7 +394,9 @@ impl Walk<'_> {
     /// Records the directory `dir` at `rel`; the hash of its tree.
     fn dir(&mut self, dir: &DirHandle, rel: &str, depth: usize) -> Result<String> {
         let mut trees: BTreeMap<String, Tree> = BTreeMap::new();
-        let names = match dir.names() {
+        // One more than can be recorded, so that the cap is seen.
+        let room = self.store.limits.workspace_files.saturating_sub(self.stats.entries) + 1;
+        let names = match dir.names_up_to(usize::try_from(room).unwrap_or(usize::MAX)) {
             Ok(names) => names,
             Err(e) => {
                 self.refuse(
@@ -839,8 +841,9 @@ fn restore_file(objects: &DirHandle, hash: &str, dir: &DirHandle, name: &str, ex
         return Ok(());
     }
     let (source, _) = objects.open_file(hash.as_bytes())?;
-    let mut out = dir.create_file(name.as_bytes(), if executable { 0o755 } else { 0o644 })?;
-    std::io::copy(&mut &source, &mut out)?;
+    let out = dir.create_file(name.as_bytes(), if executable { 0o755 } else { 0o644 })?;
+    // Holes stay holes: a sparse file never becomes its apparent size on disk.
+    crate::record::walk::copy_sparse(&source, &out)?;
     Ok(())
 }
 

@@ -124,9 +124,17 @@ impl DirHandle {
 
     /// The names in this directory (bytes, as the kernel has them), sorted.
     pub fn names(&self) -> io::Result<Vec<Vec<u8>>> {
+        self.names_up_to(usize::MAX)
+    }
+
+    /// At most `max` names in this directory, sorted: a folder of millions
+    /// of entries is never held whole when only a few can be recorded.
+    pub fn names_up_to(&self, max: usize) -> io::Result<Vec<Vec<u8>>> {
         let mut dir = rustix::fs::Dir::read_from(&self.fd)?;
         let mut names = Vec::new();
-        while let Some(entry) = dir.read() {
+        while names.len() < max
+            && let Some(entry) = dir.read()
+        {
             let entry = entry?;
             let name = entry.file_name().to_bytes();
             if name != b"." && name != b".." {
@@ -395,7 +403,8 @@ pub fn usage(dir: &DirHandle, limit: &Usage) -> io::Result<Usage> {
 }
 
 fn usage_into(dir: &DirHandle, limit: &Usage, total: &mut Usage, depth: usize) -> io::Result<()> {
-    let names = match dir.names() {
+    let room = limit.entries.saturating_sub(total.entries) + 1;
+    let names = match dir.names_up_to(usize::try_from(room).unwrap_or(usize::MAX)) {
         Ok(names) => names,
         Err(_) => {
             total.uncounted += 1;
@@ -435,6 +444,40 @@ pub fn chown_tree(root: &DirHandle, uid: u32, gid: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes every folder under `root` open and writable for its owner (a
+/// script may leave folders at mode 000), so the tree can be removed; links
+/// are never followed: only folders the listing and a fresh `stat` show are
+/// changed, each by name beneath its parent.
+pub fn make_removable(root: &DirHandle) -> io::Result<()> {
+    for name in root.names()? {
+        let Ok(stat) = root.stat_entry(&name) else { continue };
+        if Kind::of(&stat) != Kind::Directory {
+            continue;
+        }
+        let _ = rustix::fs::chmodat(
+            &root.fd,
+            component(&name)?,
+            Mode::from_raw_mode(0o700),
+            AtFlags::empty(),
+        );
+        if let Ok(sub) = root.open_dir(&name) {
+            make_removable(&sub)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes the tree at `path` whatever modes a script left on its folders.
+pub fn remove_tree(path: &std::path::Path) -> io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(error) if error.kind() == io::ErrorKind::PermissionDenied => {
+            make_removable(&DirHandle::open_root(path)?)?;
+            std::fs::remove_dir_all(path)
+        }
+        other => other,
+    }
+}
+
 /// Makes a tree read-only for everyone (files 0444 or 0555, folders 0555)
 /// and, when the host is root, owned by root: what a shared cache must be
 /// before any sandbox sees it.
@@ -467,6 +510,26 @@ pub fn seal_tree(root: &DirHandle) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tree_with_folders_left_at_mode_000_is_removed_and_no_link_is_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(tree.join("a/b")).unwrap();
+        std::fs::write(tree.join("a/b/f"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("a/link")).unwrap();
+        std::fs::set_permissions(tree.join("a/b"), std::fs::Permissions::from_mode(0)).unwrap();
+        std::fs::set_permissions(tree.join("a"), std::fs::Permissions::from_mode(0)).unwrap();
+        remove_tree(&tree).unwrap();
+        assert!(!tree.exists());
+        // The folder a link pointed at keeps its mode.
+        let mode = std::fs::metadata(&outside).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o500);
+    }
 
     #[test]
     fn entries_are_typed_by_their_handle_and_links_are_never_followed() {

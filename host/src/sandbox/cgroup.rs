@@ -176,9 +176,25 @@ impl Cgroup {
         pids
     }
 
+    /// Waits (up to 5 s) until no process is left in the group.
+    fn wait_empty(&self) {
+        let events = self.dirs[0].join("cgroup.events");
+        for _ in 0..1000 {
+            match std::fs::read_to_string(&events) {
+                Ok(text) if text.lines().any(|l| l == "populated 1") => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                _ => return,
+            }
+        }
+        tracing::warn!(group = %self.dirs[0].display(), "processes of a killed script still hold its control group");
+    }
+
     /// Kills every process in the group, however many forks it made.
     pub fn kill_all(&self) {
         if self.version == Version::V2 && write(&self.dirs[0].join("cgroup.kill"), "1").is_ok() {
+            // cgroup.kill only sends the signals: wait until they are gone.
+            self.wait_empty();
             return;
         }
         for _ in 0..200 {

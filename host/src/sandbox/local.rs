@@ -92,9 +92,18 @@ impl LocalSandbox {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_else(|| "bubblewrap".into());
         // The probe mounts what commands mount (never all of `/`, whose
-        // submounts other programs, Docker's among them, change meanwhile).
+        // submounts other programs, Docker's among them, change meanwhile)
+        // with the flags they use, so an older bubblewrap is refused here,
+        // not as a failure of every script the agent runs.
         let probe = std::process::Command::new(&bwrap)
-            .args(["--unshare-all", "--unshare-user", "--die-with-parent"])
+            .args([
+                "--unshare-all",
+                "--unshare-user",
+                "--disable-userns",
+                "--die-with-parent",
+                "--new-session",
+            ])
+            .args(["--uid", "1000", "--gid", "1000"])
             .args(system_mounts(false))
             .args(["--", "true"])
             .stdin(Stdio::null())
@@ -102,7 +111,8 @@ impl LocalSandbox {
             .context("running bubblewrap")?;
         if !probe.status.success() {
             bail!(
-                "bubblewrap cannot create a sandbox on this host ({}): unprivileged user namespaces must be enabled \
+                "bubblewrap cannot create a sandbox on this host ({}): mlrb needs bubblewrap 0.8 or later \
+                 (`--disable-userns`) and unprivileged user namespaces \
                  (sysctl kernel.unprivileged_userns_clone=1, or run mlrb with the privileges bwrap needs)",
                 String::from_utf8_lossy(&probe.stderr).trim()
             );
