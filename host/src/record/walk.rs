@@ -522,8 +522,8 @@ mod tests {
         std::fs::create_dir_all(tree.join("a/b")).unwrap();
         std::fs::write(tree.join("a/b/f"), "x").unwrap();
         std::os::unix::fs::symlink(&outside, tree.join("a/link")).unwrap();
-        std::fs::set_permissions(tree.join("a/b"), std::fs::Permissions::from_mode(0)).unwrap();
-        std::fs::set_permissions(tree.join("a"), std::fs::Permissions::from_mode(0)).unwrap();
+        std::fs::set_permissions(tree.join("a/b"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        std::fs::set_permissions(tree.join("a"), std::fs::Permissions::from_mode(0o000)).unwrap();
         remove_tree(&tree).unwrap();
         assert!(!tree.exists());
         // The folder a link pointed at keeps its mode.
