@@ -4,29 +4,35 @@ Usage: python3 mlrb_mlagentbench.py <eval.py> <submission_folder>
 
 MLAgentBench's scripts/eval.py defines get_score(submission_folder) and
 returns a number. mlrb runs this adapter in the evaluation sandbox with the
-task's (prepared) scripts folder as the working directory and the agent's
-workspace mounted read-only at ../env, as MLAgentBench lays them out. It
-imports eval.py without running its __main__ block, calls get_score on the
-workspace and prints mlrb's protocol line, {"score": x}, last on stdout.
+task's (prepared) scripts folder as the working directory and the task's
+pristine prepared env/ at ../env, as MLAgentBench lays them out, so that
+modules eval.py imports from ../env (a metric in the starter train.py) are
+the task's own, never the agent's. The agent's files are the submission
+folder, read as data. The adapter imports eval.py without running its
+__main__ block, calls get_score on the submission folder and reports
+mlrb's protocol line, {"score": x} (see mlrb_eval.report).
 
 An exception raised by get_score (say, submission.csv is missing) makes the
 submission invalid: {"score": null, "error": "..."}, exit status 0. An
 evaluator that cannot even be imported is a task problem: exit status 2.
 """
 import importlib.util
-import json
 import math
 import os
 import sys
 import traceback
 
+import mlrb_eval
 
-def emit(score=None, error=None):
+
+def emit(score=None, error=None, raised=None):
     if error is None:
-        print(json.dumps({"score": score}))
+        mlrb_eval.report({"score": score})
     else:
-        print(json.dumps({"score": None, "error": " ".join(str(error).split())[:500]}))
-    sys.stdout.flush()
+        result = {"score": None, "error": " ".join(str(error).split())[:500]}
+        if raised:
+            result["raised"] = raised
+        mlrb_eval.report(result)
 
 
 def main():
@@ -53,7 +59,7 @@ def main():
         result = get_score(folder)
     except BaseException as e:
         traceback.print_exc()
-        emit(error=f"get_score raised {type(e).__name__}: {e}")
+        emit(error=f"get_score raised {type(e).__name__}: {e}", raised=type(e).__name__)
         return
     try:
         score = float(result)

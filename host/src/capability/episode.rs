@@ -29,6 +29,10 @@ pub struct Scored {
     pub error: Option<String>,
     /// True when the evaluator itself failed (not the agent's fault).
     pub evaluator_failed: bool,
+    /// What the agent may be told when the submission is invalid or the
+    /// evaluator failed: a short message the host built, never the
+    /// evaluator's raw output (which may quote the hidden answers).
+    pub told: String,
 }
 
 /// Scores a copy of the agent's workspace for `episode.validate()`, in a
@@ -347,19 +351,13 @@ impl EpisodeView<'_> {
 /// What the agent is told of a validation.
 fn told(scored: Scored, hide_score: bool, metric: &str) -> ToolResult<ScoreReportRecord> {
     if scored.evaluator_failed {
-        return Err(ToolError::Unavailable(format!(
-            "the task's evaluator failed, which is not your submission's fault: {}",
-            scored.error.unwrap_or_default()
-        )));
+        return Err(ToolError::Unavailable(scored.told));
     }
     if !scored.valid {
         return Ok(ScoreReportRecord {
             score: None,
             valid: false,
-            message: format!(
-                "invalid submission: {}",
-                scored.error.unwrap_or_else(|| "no reason given".into())
-            ),
+            message: scored.told,
         });
     }
     Ok(ScoreReportRecord {

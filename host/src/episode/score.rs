@@ -39,7 +39,7 @@ impl Runner {
         snapshot::materialize_contained(&snapshots, &manifest, &final_workspace)?;
         let request = EvalRequest {
             workspace: &final_workspace,
-            hidden: &prepared.hidden,
+            prepared: &prepared,
             cache_dir: &self.cache_dir,
             log_prefix: Some(dir.join("eval")),
             gpus: gpus.to_vec(),
@@ -61,7 +61,7 @@ impl Runner {
             validator: Arc::new(TaskValidator {
                 task: task.clone(),
                 sandbox: self.sandbox.clone(),
-                hidden: prepared.hidden.clone(),
+                prepared: prepared.clone(),
                 cache_dir: self.cache_dir.clone(),
                 gpus: devices.to_vec(),
                 log_dir: dir.join("validate"),
@@ -77,7 +77,7 @@ impl Runner {
 struct TaskValidator {
     task: Task,
     sandbox: Arc<dyn Sandbox>,
-    hidden: PathBuf,
+    prepared: Prepared,
     cache_dir: PathBuf,
     gpus: Vec<String>,
     log_dir: PathBuf,
@@ -89,7 +89,7 @@ impl Validator for TaskValidator {
         std::fs::create_dir_all(&self.log_dir)?;
         let request = EvalRequest {
             workspace: workspace_copy,
-            hidden: &self.hidden,
+            prepared: &self.prepared,
             cache_dir: &self.cache_dir,
             log_prefix: Some(self.log_dir.join(format!("{number:04}"))),
             gpus: self.gpus.clone(),
@@ -101,6 +101,7 @@ impl Validator for TaskValidator {
             valid: evaluation.valid,
             error: evaluation.error,
             evaluator_failed: evaluation.evaluator_failed,
+            told: evaluation.told,
         })
     }
 }

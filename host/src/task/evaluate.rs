@@ -1,14 +1,23 @@
 //! Scoring a workspace with the task's hidden evaluator, in a fresh sandbox
 //! that is the only place the hidden files are mounted.
+//!
+//! The evaluator never runs the agent's code: the agent's files reach it as
+//! data only. A native evaluator gets the workspace as a folder of files
+//! (not on its import path); an MLAgentBench evaluator, which imports
+//! modules from `../env` (its metric may live in the starter `train.py`),
+//! gets the task's pristine prepared `env/` there and the agent's files in
+//! a folder of their own, handed to `get_score` as the submission folder.
+//! The result comes back through a file in a folder only the evaluator's
+//! sandbox can write, never through output an agent's process could forge.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{Layout, Task, pylib};
-use crate::sandbox::{self, Mount, Sandbox};
+use super::{Layout, Prepared, Task, pylib};
+use crate::sandbox::{self, Mount, Outcome, Sandbox};
 
 /// What the evaluator said of a workspace.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -23,6 +32,10 @@ pub struct Evaluation {
     pub evaluator_failed: bool,
     /// How long the evaluation took, in milliseconds.
     pub duration_ms: u64,
+    /// What the agent may be told of an invalid submission: a short message
+    /// the host built, never the evaluator's raw output.
+    #[serde(default)]
+    pub told: String,
 }
 
 /// One evaluation to run.
@@ -30,8 +43,8 @@ pub struct EvalRequest<'a> {
     /// The workspace to score; mounted read-only. It must not hold symbolic
     /// links that leave it (see `snapshot::materialize_contained`).
     pub workspace: &'a Path,
-    /// The hidden side of the prepared data.
-    pub hidden: &'a Path,
+    /// The task's prepared data: the hidden side, and the pristine public side.
+    pub prepared: &'a Prepared,
     /// The mlrb cache folder, which holds the Python helpers.
     pub cache_dir: &'a Path,
     /// Where the evaluator's stdout and stderr are kept.
@@ -42,15 +55,26 @@ pub struct EvalRequest<'a> {
     pub timeout: Option<Duration>,
 }
 
+/// Where, inside the evaluator's sandbox, its result file goes.
+const RESULT_DIR: &str = "/mlrb/out";
+/// The result file's name in [`RESULT_DIR`].
+const RESULT_FILE: &str = "result.json";
+/// Where an MLAgentBench evaluator finds the agent's files.
+const SUBMISSION_DIR: &str = "/submission";
+
 #[derive(Deserialize)]
 struct EvalLine {
     score: Option<f64>,
     #[serde(default)]
     error: Option<String>,
+    /// The exception's type, when an MLAgentBench `get_score` raised.
+    #[serde(default)]
+    raised: Option<String>,
 }
 
-/// The evaluator's command for the task's layout.
-fn command(task: &Task, request: &EvalRequest<'_>) -> Result<sandbox::Command> {
+/// The evaluator's command for the task's layout; `out` is the folder its
+/// result file is written to.
+fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox::Command> {
     let (lib_mount, lib_env) = pylib::mount(request.cache_dir)?;
     let (argv, mounts) = match task.layout {
         Layout::Native => (
@@ -63,31 +87,37 @@ fn command(task: &Task, request: &EvalRequest<'_>) -> Result<sandbox::Command> {
             vec![
                 Mount::read_only(task.scripts_dir(), "/task/scripts"),
                 Mount::read_only(request.workspace, "/workspace"),
-                Mount::read_only(request.hidden, "/hidden"),
+                Mount::read_only(&request.prepared.hidden, "/hidden"),
             ],
         ),
-        // The prepared scripts folder (answers included) with the workspace
-        // beside it at ../env, as MLAgentBench's eval.py expects.
+        // The prepared scripts folder (answers included) with the pristine
+        // prepared env beside it at ../env, as MLAgentBench lays them out;
+        // the agent's files apart, as the submission folder.
         Layout::MlAgentBench => (
             vec![
                 "python3".into(),
                 pylib::MLAGENTBENCH_ADAPTER.into(),
                 "/task/scripts/eval.py".into(),
-                "/task/env".into(),
+                SUBMISSION_DIR.into(),
             ],
             vec![
-                Mount::read_only(request.hidden, "/task/scripts"),
-                Mount::read_only(request.workspace, "/task/env"),
+                Mount::read_only(&request.prepared.hidden, "/task/scripts"),
+                Mount::read_only(&request.prepared.public, "/task/env"),
+                Mount::read_only(request.workspace, SUBMISSION_DIR),
             ],
         ),
     };
     let task_timeout = Duration::from_secs(task.spec.resources.script_timeout_seconds.max(60));
     let timeout = request.timeout.map_or(task_timeout, |t| t.min(task_timeout));
+    let result_env = ("MLRB_RESULT".to_string(), format!("{RESULT_DIR}/{RESULT_FILE}"));
     Ok(sandbox::Command {
         argv,
         cwd: "/task/scripts".into(),
-        mounts: mounts.into_iter().chain([lib_mount]).collect(),
-        env: vec![lib_env],
+        mounts: mounts
+            .into_iter()
+            .chain([lib_mount, Mount::writable(out, RESULT_DIR)])
+            .collect(),
+        env: vec![lib_env, result_env],
         network: false,
         limits: task.task_script_limits(timeout),
         gpus: request.gpus.clone(),
@@ -98,46 +128,164 @@ fn command(task: &Task, request: &EvalRequest<'_>) -> Result<sandbox::Command> {
 
 /// Scores `request.workspace` with the task's hidden evaluator.
 pub async fn evaluate(task: &Task, sandbox: &dyn Sandbox, request: EvalRequest<'_>) -> Result<Evaluation> {
-    let outcome = sandbox.run(command(task, &request)?).await?;
+    let out = tempfile::Builder::new()
+        .prefix(".eval-out-")
+        .tempdir_in(request.cache_dir)
+        .with_context(|| format!("{}: cannot write", request.cache_dir.display()))?;
+    let outcome = sandbox.run(command(task, &request, out.path())?).await?;
     let duration_ms = outcome.duration.as_millis() as u64;
+    let stderr_file = request.log_prefix.as_ref().map(|p| p.with_extension("stderr"));
+    let judged = judge(
+        task,
+        &outcome,
+        &result_text(out.path(), &outcome),
+        stderr_file.as_deref(),
+    );
+    Ok(Evaluation { duration_ms, ..judged })
+}
+
+/// The evaluator's result: its result file, or else the last line it
+/// printed (evaluators that do not use `mlrb_eval`).
+fn result_text(out: &Path, outcome: &Outcome) -> Option<String> {
+    let file = crate::record::walk::DirHandle::open_root(out)
+        .and_then(|dir| dir.open_file(RESULT_FILE.as_bytes()))
+        .ok();
+    if let Some((file, _)) = file {
+        use std::io::Read;
+        let mut text = String::new();
+        if file.take(64 << 10).read_to_string(&mut text).is_ok() {
+            return Some(text.trim().to_string());
+        }
+    }
+    outcome
+        .stdout
+        .text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim().to_string())
+}
+
+/// What an evaluation's outcome and result line mean for the score.
+fn judge(task: &Task, outcome: &Outcome, line: &Option<String>, stderr_file: Option<&Path>) -> Evaluation {
     let failed = |error: String| Evaluation {
         score: None,
         valid: false,
         error: Some(error),
         evaluator_failed: true,
-        duration_ms,
+        duration_ms: 0,
+        told: "the task's evaluator failed, which is not your submission's fault".into(),
     };
     if !outcome.success() {
-        let last = outcome.stderr.text.trim().lines().last().unwrap_or("").to_string();
-        return Ok(failed(format!("evaluator failed ({}): {last}", outcome.describe())));
+        let cause = failure_cause(&outcome.stderr.text);
+        let see = stderr_file
+            .map(|p| format!("; see {}", p.display()))
+            .unwrap_or_default();
+        return failed(format!("evaluator failed ({}): {cause}{see}", outcome.describe()));
     }
-    let Some(line) = outcome.stdout.text.lines().rev().find(|l| !l.trim().is_empty()) else {
-        return Ok(failed(
-            "evaluator printed nothing; it must print a JSON line with `score`".into(),
-        ));
+    let Some(line) = line else {
+        return failed("evaluator printed nothing; it must print a JSON line with `score`".into());
     };
-    let parsed: EvalLine = match serde_json::from_str(line.trim()) {
+    let parsed: EvalLine = match serde_json::from_str(line) {
         Ok(parsed) => parsed,
-        Err(e) => {
-            return Ok(failed(format!(
-                "evaluator's last line is not JSON with `score` ({e}): {line}"
-            )));
-        }
+        Err(e) => return failed(format!("evaluator's result is not JSON with `score` ({e}): {line}")),
     };
-    Ok(match parsed.score.filter(|s| s.is_finite()) {
-        Some(score) => Evaluation {
-            score: Some(score),
-            valid: true,
-            error: None,
-            evaluator_failed: false,
-            duration_ms,
+    let invalid = |error: String, told: String| Evaluation {
+        score: None,
+        valid: false,
+        error: Some(error),
+        evaluator_failed: false,
+        duration_ms: 0,
+        told,
+    };
+    match parsed.score {
+        Some(score) if !score.is_finite() => invalid(
+            format!("the evaluator's score {score} is not a finite number"),
+            "invalid submission: the evaluator gave no finite score".into(),
+        ),
+        Some(score) => match task.spec.metric.out_of_range(score) {
+            Some(why) => invalid(why.clone(), format!("invalid submission: {why}")),
+            None => Evaluation {
+                score: Some(score),
+                valid: true,
+                error: None,
+                evaluator_failed: false,
+                duration_ms: 0,
+                told: String::new(),
+            },
         },
-        None => Evaluation {
-            score: None,
-            valid: false,
-            error: Some(parsed.error.unwrap_or_else(|| "invalid submission".into())),
-            evaluator_failed: false,
-            duration_ms,
+        None => {
+            let error = parsed.error.unwrap_or_else(|| "invalid submission".into());
+            invalid(error.clone(), told_invalid(task, &error, parsed.raised.as_deref()))
+        }
+    }
+}
+
+/// What the agent is told of an invalid submission. A native evaluator's
+/// reason is written for agents (`mlrb_eval`'s messages) and is passed on,
+/// short; of a foreign (MLAgentBench) evaluator only the kind of exception
+/// is, since its text may quote the hidden answers.
+fn told_invalid(task: &Task, error: &str, raised: Option<&str>) -> String {
+    const TOLD_CHARS: usize = 200;
+    match task.layout {
+        Layout::Native => {
+            let short: String = error.split_whitespace().collect::<Vec<_>>().join(" ");
+            format!(
+                "invalid submission: {}",
+                short.chars().take(TOLD_CHARS).collect::<String>()
+            )
+        }
+        Layout::MlAgentBench => match raised.filter(|r| r.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) {
+            Some(kind) => format!("invalid submission: the evaluator raised {kind}"),
+            None => "invalid submission: the evaluator could not score it".into(),
         },
-    })
+    }
+}
+
+/// The cause of an evaluator's failure in one line: the exception and the
+/// last frame of its traceback (`ModuleNotFoundError: No module named 'x'
+/// (eval.py, line 3)`), or the last line it printed.
+pub fn failure_cause(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    // The exception: the last unindented line that is not mlrb's own note.
+    let exception = lines
+        .iter()
+        .rev()
+        .find(|l| !l.starts_with(char::is_whitespace) && !l.starts_with("mlrb:") && !l.starts_with("Traceback"));
+    let Some(last) = exception.or(lines.last()) else {
+        return "it printed nothing on stderr".into();
+    };
+    let frame = lines.iter().rev().find_map(|l| {
+        let rest = l.trim_start().strip_prefix("File \"")?;
+        let (file, rest) = rest.split_once('"')?;
+        let line = rest.split(',').nth(1)?.trim();
+        let name = Path::new(file).file_name()?.to_string_lossy().into_owned();
+        Some(format!("{name}, {line}"))
+    });
+    let last: String = last.trim().chars().take(300).collect();
+    match frame {
+        Some(frame) => format!("{last} ({frame})"),
+        None => last,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_is_named_by_its_exception_and_last_frame() {
+        let stderr = "Traceback (most recent call last):\n  File \"/mlrb/lib/mlrb_mlagentbench.py\", line 40, in main\n    spec.loader.exec_module(module)\n  File \"/task/scripts/eval.py\", line 3, in <module>\n    import torch\nModuleNotFoundError: No module named 'torch'\nmlrb: cannot import /task/scripts/eval.py\n";
+        let cause = failure_cause(stderr);
+        assert_eq!(cause, "ModuleNotFoundError: No module named 'torch' (eval.py, line 3)");
+        let plain = failure_cause(
+            "Traceback (most recent call last):\n  File \"/task/scripts/eval.py\", line 9, in <module>\nKeyError: 'id'\n",
+        );
+        assert_eq!(plain, "KeyError: 'id' (eval.py, line 9)");
+        assert_eq!(failure_cause(""), "it printed nothing on stderr");
+    }
 }

@@ -58,6 +58,8 @@ pub fn metric_for(name: &str) -> (Metric, bool) {
             reference: None,
             tolerance: 0.0,
             deterministic: name != "vectorization" && name != "llama-inference",
+            range: None,
+            direction_known: is_known,
         },
         is_known,
     )

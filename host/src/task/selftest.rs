@@ -98,7 +98,7 @@ pub async fn run(
         task,
         sandbox: offer.sandbox,
         cache_dir,
-        hidden: &prepared.hidden,
+        prepared: &prepared,
     };
     let starter_dir = work.path().join("starter");
     super::populate(task, &prepared, &starter_dir)?;
@@ -249,7 +249,7 @@ struct Runner<'a> {
     task: &'a Task,
     sandbox: &'a dyn Sandbox,
     cache_dir: &'a Path,
-    hidden: &'a Path,
+    prepared: &'a super::Prepared,
 }
 
 impl Runner<'_> {
@@ -316,7 +316,7 @@ impl Runner<'_> {
             self.sandbox,
             EvalRequest {
                 workspace: dir,
-                hidden: self.hidden,
+                prepared: self.prepared,
                 cache_dir: self.cache_dir,
                 log_prefix: Some(dir.with_extension(label)),
                 gpus: Vec::new(),

@@ -66,6 +66,29 @@ pub struct Metric {
     /// the same score only within `tolerance`.
     #[serde(default = "yes")]
     pub deterministic: bool,
+    /// The scores a valid submission can have, `[low, high]` (inclusive);
+    /// anything else (an evaluator's mark of a missing submission such as
+    /// 1e10, a negative accuracy) is an invalid submission, never a score.
+    #[serde(default)]
+    pub range: Option<[f64; 2]>,
+    /// Whether the metric's direction is known (declared by the task, an
+    /// overlay or the user); when it is not, no improvement or success is
+    /// judged. Always true for a `task.toml`, which must declare it.
+    #[serde(skip, default = "yes")]
+    pub direction_known: bool,
+}
+
+impl Metric {
+    /// Why `score` cannot be a valid submission's, if it cannot.
+    pub fn out_of_range(&self, score: f64) -> Option<String> {
+        let [low, high] = self.range?;
+        (!(low..=high).contains(&score)).then(|| {
+            format!(
+                "the evaluator's {} of {score} is outside its valid range [{low}, {high}] (a mark of a missing or broken submission)",
+                self.name
+            )
+        })
+    }
 }
 
 fn yes() -> bool {
@@ -218,6 +241,19 @@ impl TaskSpec {
         }
         if !metric.tolerance.is_finite() || metric.tolerance < 0.0 {
             return Err(at("metric.tolerance", "must be a non-negative number"));
+        }
+        if let Some([low, high]) = metric.range {
+            if !(low.is_finite() && high.is_finite() && low <= high) {
+                return Err(at("metric.range", "must be [low, high] with finite low <= high"));
+            }
+            for (field, value) in [
+                ("metric.baseline", metric.baseline),
+                ("metric.reference", metric.reference),
+            ] {
+                if value.is_some_and(|v| !(low..=high).contains(&v)) {
+                    return Err(at(field, "must lie within metric.range"));
+                }
+            }
         }
         if self.budget.max_steps == 0 {
             return Err(at("budget.max_steps", "must be at least 1"));
