@@ -197,6 +197,27 @@ pub struct Overrides {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<bool>,
+    /// The name of the metric, for a task folder that does not declare one
+    /// (an MLAgentBench folder mlrb does not know).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// Whether a higher or a lower score is better, for a task folder that
+    /// does not declare it; without it such a folder's scores get no
+    /// improvement or success.
+    #[arg(long, value_enum)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+}
+
+/// Which way a metric improves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// A higher score is better (accuracy).
+    Higher,
+    /// A lower score is better (error, time).
+    Lower,
 }
 
 impl Overrides {
@@ -214,6 +235,8 @@ impl Overrides {
             memory_mb: self.memory_mb.or(base.memory_mb),
             script_timeout: self.script_timeout.or(base.script_timeout),
             network: self.network.or(base.network),
+            metric: self.metric.or_else(|| base.metric.clone()),
+            direction: self.direction.or(base.direction),
         }
     }
 

@@ -58,18 +58,33 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
                 (None, None) => "no valid score".into(),
             },
         ),
-        ("baseline", number(score.baseline)),
+        (
+            "baseline",
+            match &score.baseline_source {
+                Some(source) => format!("{} ({source})", number(score.baseline)),
+                None => number(score.baseline),
+            },
+        ),
         (
             "improvement",
             format!(
-                "{} ({} is better)",
+                "{} ({})",
                 percent(score.improvement),
-                if score.higher_is_better { "higher" } else { "lower" }
+                match (score.direction_known, score.higher_is_better) {
+                    (false, _) => "the metric's direction is unknown",
+                    (true, true) => "higher is better",
+                    (true, false) => "lower is better",
+                }
             ),
         ),
         (
             "success (>10 %)",
-            if score.success { "yes".into() } else { "no".into() },
+            match score.success {
+                Some(true) => "yes".into(),
+                Some(false) => "no".into(),
+                None if !score.direction_known => "n/a (the metric's direction is unknown)".into(),
+                None => "n/a (no baseline)".into(),
+            },
         ),
     ];
     for (key, value) in rows {

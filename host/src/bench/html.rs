@@ -136,10 +136,15 @@ fn success_plot(summary: &Summary) -> String {
     );
     for (i, agent) in summary.by_agent.iter().enumerate() {
         let y = 10.0 + row * i as f64;
-        let w = span * agent.stats.success_rate;
+        let rate = agent.stats.success_rate.unwrap_or(0.0);
+        let w = span * rate;
+        let shown = agent
+            .stats
+            .success_rate
+            .map_or("n/a".to_string(), |r| format!("{:.0} %", r * 100.0));
         let _ = write!(
             svg,
-            "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><rect x=\"{LEFT}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{}\">{:.0} %</text>",
+            "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><rect x=\"{LEFT}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{}\">{shown}</text>",
             LEFT - 6.0,
             y + 14.0,
             esc(&agent.agent),
@@ -147,7 +152,6 @@ fn success_plot(summary: &Summary) -> String {
             colour(i),
             LEFT + w + 4.0,
             y + 14.0,
-            agent.stats.success_rate * 100.0
         );
     }
     let _ = writeln!(

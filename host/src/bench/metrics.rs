@@ -40,8 +40,8 @@ pub struct ResultLine {
     pub improvement: Option<f64>,
     /// The score on a scale where the baseline is 0 and the reference 1.
     pub normalized: Option<f64>,
-    /// More than 10 % better than the baseline.
-    pub success: bool,
+    /// More than 10 % better than the baseline; null where that cannot be judged.
+    pub success: Option<bool>,
     /// The best of the intermediate scores and the final one.
     pub best_score: Option<f64>,
     /// (step, score) of each valid intermediate scoring.
@@ -118,7 +118,7 @@ impl ResultLine {
             reference: None,
             improvement: None,
             normalized: None,
-            success: false,
+            success: None,
             best_score: None,
             score_over_steps: Vec::new(),
             steps: 0,
@@ -141,8 +141,10 @@ pub struct Stats {
     pub infra_failures: usize,
     /// Runs the evaluator accepted.
     pub valid: usize,
-    /// Share of runs more than 10 % better than the baseline.
-    pub success_rate: f64,
+    /// Share of runs more than 10 % better than the baseline, over the runs
+    /// where that can be judged (the infrastructure let them run, the task
+    /// has a baseline and a known direction); null where none can.
+    pub success_rate: Option<f64>,
     /// Over valid runs with a baseline.
     pub improvement: Option<MeanSe>,
     /// The score's mean and standard error, over valid runs.
@@ -179,7 +181,10 @@ impl Stats {
             runs,
             infra_failures: results.iter().filter(|r| r.infra_error.is_some()).count(),
             valid: valid.len(),
-            success_rate: results.iter().filter(|r| r.success).count() as f64 / denominator,
+            success_rate: {
+                let judged: Vec<bool> = results.iter().filter_map(|r| r.success).collect();
+                (!judged.is_empty()).then(|| judged.iter().filter(|s| **s).count() as f64 / judged.len() as f64)
+            },
             improvement: mean_se(&collect(&|r| r.improvement)),
             score: mean_se(&collect(&|r| r.score)),
             normalized: mean_se(&collect(&|r| r.normalized)),
@@ -324,7 +329,7 @@ impl Summary {
                     group.agent.clone(),
                     s.runs.to_string(),
                     s.valid.to_string(),
-                    format!("{:.0} %", s.success_rate * 100.0),
+                    s.success_rate.map_or("n/a".into(), |r| format!("{:.0} %", r * 100.0)),
                     mean_se(s.improvement, true),
                     number(s.score.map(|m| m.mean)),
                     number(s.best_score),
@@ -361,7 +366,7 @@ impl Summary {
                     agent.tasks.to_string(),
                     s.runs.to_string(),
                     s.valid.to_string(),
-                    format!("{:.0} %", s.success_rate * 100.0),
+                    s.success_rate.map_or("n/a".into(), |r| format!("{:.0} %", r * 100.0)),
                     mean_se(s.improvement, true),
                     number(s.normalized.map(|m| m.mean)),
                     (s.input_tokens + s.output_tokens).to_string(),

@@ -179,6 +179,8 @@ impl Plan {
             memory_mb: Some(0),
             script_timeout: Some(0),
             network: Some(false),
+            metric: Some(String::new()),
+            direction: Some(crate::limits::Direction::Higher),
         };
         names.extend(all_set(serde_json::to_value(host).unwrap_or_default()));
         names.extend(all_set(serde_json::to_value(limits).unwrap_or_default()));
@@ -397,7 +399,11 @@ impl Bench {
         let tasks: Vec<Task> = plan
             .tasks
             .iter()
-            .map(|t| task::resolve(t).map(|t| t.with_overrides(&plan.limits)))
+            .map(|t| {
+                let task = task::resolve(t)?;
+                task.check_overrides(&plan.limits)?;
+                Ok(task.with_overrides(&plan.limits))
+            })
             .collect::<Result<_>>()?;
         let runner = plan.host.runner(cache_dir, &tasks).await?;
         let gpu_count = runner.gpu_count();

@@ -46,6 +46,7 @@ impl RunArgs {
         let sigint = ctrl_c();
         self.limits.check()?;
         let task = task::resolve(&self.task)?;
+        task.check_overrides(&self.limits)?;
         let runner = self
             .host
             .runner(&paths::cache_dir(), std::slice::from_ref(&task))

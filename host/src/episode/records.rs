@@ -254,8 +254,16 @@ pub struct ScoreRecord {
     pub score: Option<f64>,
     /// Whether the evaluator accepted the submission.
     pub valid: bool,
-    /// The metric's baseline score, when the task declares one.
+    /// Whether the metric's direction is known; when it is not, there is
+    /// no improvement or success.
+    #[serde(default = "known")]
+    pub direction_known: bool,
+    /// The metric's baseline score, when the task has one.
     pub baseline: Option<f64>,
+    /// Where the baseline comes from (declared in task.toml, measured by
+    /// `mlrb tasks baseline`, an overlay for an upstream task).
+    #[serde(default)]
+    pub baseline_source: Option<String>,
     /// The score of the task's reference solution, when declared.
     #[serde(default)]
     pub reference: Option<f64>,
@@ -264,8 +272,9 @@ pub struct ScoreRecord {
     /// The score on a scale where the baseline is 0 and the reference 1.
     #[serde(default)]
     pub normalized: Option<f64>,
-    /// More than 10 % better than the baseline.
-    pub success: bool,
+    /// More than 10 % better than the baseline; null where that cannot be
+    /// judged (no baseline, or a metric whose direction is unknown).
+    pub success: Option<bool>,
     /// The best of the intermediate scores and the final one.
     #[serde(default)]
     pub best_score: Option<f64>,
@@ -281,6 +290,10 @@ pub struct ScoreRecord {
     pub evaluated_at: String,
 }
 
+fn known() -> bool {
+    true
+}
+
 impl ScoreRecord {
     /// Reads `score.json` from the episode directory `dir`.
     pub fn read(dir: &Path) -> Result<Self> {
@@ -292,16 +305,19 @@ impl ScoreRecord {
     /// The score record of an evaluation of snapshot `snapshot`, against the task's baseline and reference.
     pub fn from_evaluation(task: &Task, record: &EpisodeRecord, snapshot: u64, evaluation: Evaluation) -> Self {
         let metric = &task.spec.metric;
-        let improvement = match (evaluation.score, metric.baseline) {
+        // Nothing is judged against a baseline in an unknown direction.
+        let baseline = metric.baseline.filter(|_| metric.direction_known);
+        let improvement = match (evaluation.score, baseline) {
             (Some(score), Some(baseline)) => task::improvement(score, baseline, metric.higher_is_better),
             _ => None,
         };
-        let normalized = match (evaluation.score, metric.baseline, metric.reference) {
+        let normalized = match (evaluation.score, baseline, metric.reference) {
             (Some(score), Some(baseline), Some(reference)) if reference != baseline => {
                 Some((score - baseline) / (reference - baseline))
             }
             _ => None,
         };
+        let success = baseline.map(|_| improvement.is_some_and(|i| i > task::SUCCESS_THRESHOLD));
         let intermediate = record
             .end
             .iter()
@@ -315,11 +331,13 @@ impl ScoreRecord {
             higher_is_better: metric.higher_is_better,
             score: evaluation.score,
             valid: evaluation.valid,
+            direction_known: metric.direction_known,
             baseline: metric.baseline,
+            baseline_source: metric.baseline_source(),
             reference: metric.reference,
             improvement,
             normalized,
-            success: improvement.is_some_and(|i| i > task::SUCCESS_THRESHOLD),
+            success,
             best_score,
             end_reason: record.end.as_ref().map(|e| e.reason),
             error: evaluation.error,
@@ -337,11 +355,13 @@ impl ScoreRecord {
             higher_is_better: task.spec.metric.higher_is_better,
             score: None,
             valid: false,
+            direction_known: task.spec.metric.direction_known,
             baseline: task.spec.metric.baseline,
+            baseline_source: task.spec.metric.baseline_source(),
             reference: task.spec.metric.reference,
             improvement: None,
             normalized: None,
-            success: false,
+            success: None,
             best_score: None,
             end_reason: record.end.as_ref().map(|e| e.reason),
             error: Some(why.to_string()),

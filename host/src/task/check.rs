@@ -99,15 +99,24 @@ fn starter_item(task: &Task) -> Item {
 /// The metric, its direction, the baseline and the reference solution.
 fn metric_items(task: &Task) -> Vec<Item> {
     let spec = &task.spec;
+    let declare =
+        "declare it in a task.toml beside the folder (layout = \"mlagentbench\") or with --metric and --direction";
     let metric = match task.layout {
-        Layout::MlAgentBench if !mlagentbench::metric_for(&spec.name).1 => item(
-            "metric",
-            Status::Warn,
-            format!(
-                "`{}` is not a known MLAgentBench task: its score is assumed to be better when higher",
-                spec.name
-            ),
-        ),
+        Layout::MlAgentBench if !spec.metric.direction_known => {
+            let fingerprint = mlagentbench::fingerprint(&task.root);
+            let why = match mlagentbench::recognise(&spec.name, &fingerprint) {
+                mlagentbench::Recognised::Changed { expected, found } => format!(
+                    "its files differ from the upstream MLAgentBench task `{}` (fingerprint {found}, upstream {expected}), so nothing is assumed of its metric",
+                    spec.name
+                ),
+                _ => format!("`{}` is not an MLAgentBench task mlrb knows", spec.name),
+            };
+            item(
+                "metric",
+                Status::Warn,
+                format!("{why}: its scores are reported without improvement or success; {declare}"),
+            )
+        }
         _ => {
             let direction = if spec.metric.higher_is_better {
                 "higher"

@@ -19,50 +19,136 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 
-use super::spec::{Budget, Files, Metric, Resources, TaskSpec, Validation};
+use super::spec::{Budget, Files, Metric, PrepareSpec, Resources, TaskSpec, Validation};
 
 /// Does `root` look like an MLAgentBench task folder?
 pub fn looks_like(root: &Path) -> bool {
     root.join("env").is_dir() && root.join("scripts/research_problem.txt").is_file()
 }
 
-/// The metric of the MLAgentBench tasks whose direction is known; any
-/// other folder is assumed to report a score where higher is better.
-const KNOWN_METRICS: &[(&str, &str, bool)] = &[
-    ("cifar10", "accuracy", true),
-    ("imdb", "accuracy", true),
-    ("ogbn-arxiv", "accuracy", true),
-    ("spaceship-titanic", "accuracy", true),
-    ("fathomnet", "score", true),
-    ("identify-contrails", "dice", true),
-    ("llama-inference", "tokens_per_second", true),
-    ("house-price", "mae", false),
-    ("feedback", "mcrmse", false),
-    ("amp-parkinsons-disease-progression-prediction", "smape", false),
-    ("vectorization", "seconds", false),
-];
+/// What mlrb knows of the upstream MLAgentBench tasks, each keyed by the
+/// fingerprint of its defining files (see [`fingerprint`]), so that a
+/// changed folder is noticed rather than scored by facts that no longer
+/// hold.
+const OVERLAY: &str = include_str!("mlagentbench_overlay.toml");
 
-/// The metric of a folder by its name, and whether that is known rather
-/// than assumed.
-pub fn metric_for(name: &str) -> (Metric, bool) {
-    let known = KNOWN_METRICS.iter().find(|(task, _, _)| *task == name);
-    let (metric, higher, is_known) = match known {
-        Some((_, metric, higher)) => (*metric, *higher, true),
-        None => ("score", true, false),
+/// The facts of one upstream task.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Known {
+    /// The fingerprint of the upstream folder.
+    pub fingerprint: String,
+    /// The metric `get_score` returns.
+    pub metric: String,
+    /// Whether a higher score is better.
+    pub higher_is_better: bool,
+    /// The scores a valid submission can have.
+    pub range: [f64; 2],
+    /// False where the score varies between runs (timing, randomness).
+    #[serde(default = "yes")]
+    pub deterministic: bool,
+    /// The baseline, when a published or measured one is known.
+    #[serde(default)]
+    pub baseline: Option<f64>,
+    /// What preparation must produce (patterns under the prepared folder).
+    #[serde(default)]
+    pub prepare_outputs: Vec<String>,
+    /// Where these facts come from.
+    pub source: String,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(serde::Deserialize)]
+struct Overlay {
+    tasks: std::collections::BTreeMap<String, Known>,
+}
+
+/// How a folder relates to the upstream tasks mlrb knows.
+#[derive(Debug, Clone)]
+pub enum Recognised {
+    /// An upstream task, unchanged: its facts apply.
+    Upstream(Known),
+    /// Named as an upstream task, but its files differ: nothing is assumed.
+    Changed {
+        /// The upstream fingerprint.
+        expected: String,
+        /// This folder's.
+        found: String,
+    },
+    /// Not an upstream task mlrb knows.
+    Unknown,
+}
+
+/// What mlrb knows of the folder `name` whose fingerprint is `fingerprint`.
+pub fn recognise(name: &str, fingerprint: &str) -> Recognised {
+    recognise_in(OVERLAY, name, fingerprint)
+}
+
+fn recognise_in(overlay: &str, name: &str, fingerprint: &str) -> Recognised {
+    let overlay: Overlay = match toml::from_str(overlay) {
+        Ok(overlay) => overlay,
+        Err(error) => {
+            tracing::error!(%error, "the embedded MLAgentBench overlay does not parse");
+            return Recognised::Unknown;
+        }
     };
-    (
-        Metric {
-            name: metric.into(),
-            higher_is_better: higher,
-            baseline: None,
-            reference: None,
-            tolerance: 0.0,
-            deterministic: name != "vectorization" && name != "llama-inference",
-            range: None,
-            direction_known: is_known,
+    match overlay.tasks.get(name) {
+        Some(known) if known.fingerprint == fingerprint => Recognised::Upstream(known.clone()),
+        Some(known) => Recognised::Changed {
+            expected: known.fingerprint.clone(),
+            found: fingerprint.to_string(),
         },
-        is_known,
-    )
+        None => Recognised::Unknown,
+    }
+}
+
+/// The files that define what a folder's task is: the evaluator, the
+/// research problem and the starter (not the data preparation downloads).
+const DEFINING_FILES: &[&str] = &["scripts/eval.py", "scripts/research_problem.txt", "env/train.py"];
+
+/// A short hash of the folder's defining files.
+pub fn fingerprint(root: &Path) -> String {
+    let mut hasher = blake3::Hasher::new();
+    for rel in DEFINING_FILES {
+        if let Ok(bytes) = std::fs::read(root.join(rel)) {
+            hasher.update(rel.as_bytes()).update(b"\0").update(&bytes).update(b"\0");
+        }
+    }
+    hasher.finalize().to_hex()[..16].to_string()
+}
+
+/// The metric of a folder mlrb does not know: a score whose direction is
+/// unknown, so that no improvement or success is claimed for it.
+fn unknown_metric() -> Metric {
+    Metric {
+        name: "score".into(),
+        higher_is_better: true,
+        baseline: None,
+        baseline_from: None,
+        reference: None,
+        tolerance: 0.0,
+        deterministic: true,
+        range: None,
+        direction_known: false,
+    }
+}
+
+/// The metric of an unchanged upstream task.
+fn known_metric(known: &Known) -> Metric {
+    Metric {
+        name: known.metric.clone(),
+        higher_is_better: known.higher_is_better,
+        baseline: known.baseline,
+        baseline_from: known.baseline.map(|_| known.source.clone()),
+        reference: None,
+        tolerance: 0.0,
+        deterministic: known.deterministic,
+        range: Some(known.range),
+        direction_known: true,
+    }
 }
 
 /// Reads `scripts/read_only_files.txt`: one fnmatch pattern per line,
@@ -140,9 +226,18 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
         .map(|n| n.to_string_lossy().into_owned())
         .filter(|n| !n.is_empty() && !n.starts_with('.'))
         .ok_or_else(|| anyhow::anyhow!("{}: cannot name a task after this folder", root.display()))?;
-    let (metric, _) = metric_for(&name);
+    let (metric, prepare) = match recognise(&name, &fingerprint(root)) {
+        Recognised::Upstream(known) => (
+            known_metric(&known),
+            PrepareSpec {
+                outputs: known.prepare_outputs.clone(),
+            },
+        ),
+        _ => (unknown_metric(), PrepareSpec::default()),
+    };
     Ok(TaskSpec {
         description: format!("MLAgentBench task folder {name}"),
+        layout: Some(super::Layout::MlAgentBench),
         name,
         version: content_version(root)?,
         suite: "mlagentbench".into(),
@@ -160,7 +255,21 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
             read_only: read_only_patterns(root)?,
         },
         validation: Validation::default(),
+        prepare,
     })
+}
+
+/// A task.toml's declarations for the MLAgentBench folder at `root`: what
+/// it leaves out (research problem, read-only files) comes from the folder.
+pub fn declared(root: &Path, mut spec: TaskSpec) -> Result<TaskSpec> {
+    let from_folder = self::spec(root)?;
+    if spec.research_problem.trim().is_empty() {
+        spec.research_problem = from_folder.research_problem;
+    }
+    if spec.files.read_only.is_empty() {
+        spec.files.read_only = from_folder.files.read_only;
+    }
+    Ok(spec)
 }
 
 /// True when MLAgentBench's own runner already prepared the folder in place
@@ -200,6 +309,32 @@ mod tests {
     }
 
     #[test]
+    fn the_embedded_overlay_parses_and_an_unchanged_folder_gets_its_facts() {
+        let overlay: Overlay = toml::from_str(OVERLAY).unwrap();
+        assert!(overlay.tasks.len() >= 10);
+        for (name, known) in &overlay.tasks {
+            assert_eq!(known.fingerprint.len(), 16, "{name}");
+            assert!(known.range[0] <= known.range[1], "{name}");
+        }
+        let tmp = folder();
+        let found = fingerprint(tmp.path());
+        let test_overlay = format!(
+            "[tasks.mine]\nfingerprint = \"{found}\"\nmetric = \"loss\"\nhigher_is_better = false\nrange = [0.0, inf]\nsource = \"test\"\n"
+        );
+        let Recognised::Upstream(known) = recognise_in(&test_overlay, "mine", &found) else {
+            panic!("an unchanged folder is recognised");
+        };
+        let metric = known_metric(&known);
+        assert!(metric.direction_known && !metric.higher_is_better);
+        assert!(metric.out_of_range(1e300).is_none() && metric.out_of_range(-1.0).is_some());
+        std::fs::write(tmp.path().join("scripts/eval.py"), "def get_score(f):\n    return 2\n").unwrap();
+        assert!(matches!(
+            recognise_in(&test_overlay, "mine", &fingerprint(tmp.path())),
+            Recognised::Changed { .. }
+        ));
+    }
+
+    #[test]
     fn version_follows_content_and_metric_direction_is_known_or_assumed() {
         let tmp = folder();
         let first = spec(tmp.path()).unwrap();
@@ -214,11 +349,13 @@ mod tests {
         std::fs::write(tmp.path().join("env/train.py"), "print(2)\n").unwrap();
         assert_ne!(spec(tmp.path()).unwrap().version, first.version);
 
-        assert!(!metric_for("house-price").0.higher_is_better);
-        assert!(metric_for("house-price").1);
-        assert!(metric_for("cifar10").0.higher_is_better);
-        let (assumed, known) = metric_for("my-own-task");
-        assert!(assumed.higher_is_better && !known);
+        // A folder mlrb does not know: no direction is assumed.
+        assert!(!spec(tmp.path()).unwrap().metric.direction_known);
+        // One named like an upstream task, with other files, is noticed.
+        assert!(matches!(
+            recognise("house-price", &fingerprint(tmp.path())),
+            Recognised::Changed { .. }
+        ));
 
         std::fs::write(tmp.path().join("scripts/research_problem.txt"), " \n").unwrap();
         let err = spec(tmp.path()).unwrap_err().to_string();

@@ -33,7 +33,7 @@ use crate::limits::Limits;
 use crate::sandbox;
 
 /// How a task folder is laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layout {
     /// `task.toml`, `env/`, `scripts/prepare.py <public> <hidden>`,
@@ -41,7 +41,9 @@ pub enum Layout {
     Native,
     /// MLAgentBench's: `env/`, `scripts/research_problem.txt`,
     /// `scripts/prepare.py` writing into `../env`, `scripts/eval.py` with
-    /// `get_score(folder)`, `scripts/read_only_files.txt`.
+    /// `get_score(folder)`, `scripts/read_only_files.txt`; a task.toml
+    /// beside them may declare what they do not (`layout = "mlagentbench"`).
+    #[serde(rename = "mlagentbench")]
     MlAgentBench,
 }
 
@@ -72,7 +74,10 @@ impl Task {
                 .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", toml_path.display()))?;
             let spec: TaskSpec = toml::from_str(&text).map_err(|e| spec::toml_error(&toml_path, &text, &e))?;
             spec.check(&toml_path)?;
-            (spec, Layout::Native)
+            match spec.layout {
+                Some(Layout::MlAgentBench) => (mlagentbench::declared(&root, spec)?, Layout::MlAgentBench),
+                _ => (spec, Layout::Native),
+            }
         } else if mlagentbench::looks_like(&root) {
             (mlagentbench::spec(&root)?, Layout::MlAgentBench)
         } else {
@@ -158,7 +163,44 @@ impl Task {
             resources.script_timeout_seconds = timeout;
         }
         self.prepare_network |= overrides.network.unwrap_or(false);
+        let metric = &mut self.spec.metric;
+        if !metric.direction_known {
+            if let Some(name) = &overrides.metric {
+                metric.name = name.clone();
+            }
+            if let Some(direction) = overrides.direction {
+                metric.higher_is_better = direction == crate::limits::Direction::Higher;
+                metric.direction_known = true;
+            }
+        }
         self
+    }
+
+    /// Refuses a `--metric` or `--direction` that contradicts what the task
+    /// declares.
+    pub fn check_overrides(&self, overrides: &crate::limits::Overrides) -> Result<()> {
+        let metric = &self.spec.metric;
+        if !metric.direction_known {
+            return Ok(());
+        }
+        let declared = if metric.higher_is_better { "higher" } else { "lower" };
+        if let Some(direction) = overrides.direction
+            && (direction == crate::limits::Direction::Higher) != metric.higher_is_better
+        {
+            bail!(
+                "task {} declares its metric {} ({declared} is better): --direction cannot change it",
+                self.spec.name,
+                metric.name
+            );
+        }
+        if let Some(name) = overrides.metric.as_ref().filter(|n| **n != metric.name) {
+            bail!(
+                "task {} declares its metric as `{}`: --metric {name} cannot rename it",
+                self.spec.name,
+                metric.name
+            );
+        }
+        Ok(())
     }
 
     /// Whether preparation may reach the network: the task grants it, or the user did.

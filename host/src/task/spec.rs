@@ -21,7 +21,14 @@ pub struct TaskSpec {
     /// A one-line description, for listings and reports.
     #[serde(default)]
     pub description: String,
+    /// `mlagentbench` for a `task.toml` beside an MLAgentBench folder's own
+    /// files, declaring what the folder does not say (metric, direction,
+    /// range, baseline); its research problem and read-only files then
+    /// come from `scripts/` unless given here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<super::Layout>,
     /// What the agent is asked to do.
+    #[serde(default)]
     pub research_problem: String,
     /// How a submission is scored.
     pub metric: Metric,
@@ -37,6 +44,20 @@ pub struct TaskSpec {
     /// Intermediate scoring through `episode.validate()`.
     #[serde(default)]
     pub validation: Validation,
+    /// What preparation must produce.
+    #[serde(default)]
+    pub prepare: PrepareSpec,
+}
+
+/// What a task's preparation must produce: a prepare step that exits 0
+/// without it (a failed download) failed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrepareSpec {
+    /// Glob patterns, relative to the prepared folder (`public/`, `hidden/`
+    /// for a task.toml task; `env/`, `scripts/` for an MLAgentBench one),
+    /// each of which must match at least one non-empty file.
+    pub outputs: Vec<String>,
 }
 
 fn default_suite() -> String {
@@ -53,6 +74,10 @@ pub struct Metric {
     pub higher_is_better: bool,
     /// The score of the unmodified starter code.
     pub baseline: Option<f64>,
+    /// Where the baseline comes from (e.g. "mean of seeds 1-3 of the
+    /// baseline agent"); a measured baseline (`mlrb tasks baseline`) says so.
+    #[serde(default)]
+    pub baseline_from: Option<String>,
     /// The score of the task's reference solution (`scripts/reference/`);
     /// with the baseline it defines the normalised score.
     #[serde(default)]
@@ -79,6 +104,16 @@ pub struct Metric {
 }
 
 impl Metric {
+    /// Where the baseline comes from, when there is one.
+    pub fn baseline_source(&self) -> Option<String> {
+        self.baseline?;
+        Some(
+            self.baseline_from
+                .clone()
+                .unwrap_or_else(|| "declared by the task".into()),
+        )
+    }
+
     /// Why `score` cannot be a valid submission's, if it cannot.
     pub fn out_of_range(&self, score: f64) -> Option<String> {
         let [low, high] = self.range?;
@@ -229,8 +264,15 @@ impl TaskSpec {
         if self.version.trim().is_empty() {
             return Err(at("version", "must not be empty"));
         }
-        if self.research_problem.trim().is_empty() {
+        if self.research_problem.trim().is_empty() && self.layout.is_none() {
             return Err(at("research_problem", "must say what the agent should do"));
+        }
+        for pattern in &self.prepare.outputs {
+            if pattern.starts_with('/') || pattern.split('/').any(|p| p == "..") {
+                return Err(at("prepare.outputs", "patterns are relative to the prepared folder"));
+            }
+            globset::Glob::new(pattern)
+                .map_err(|e| at("prepare.outputs", &format!("has an invalid pattern `{pattern}`: {e}")))?;
         }
         let metric = &self.metric;
         if metric.baseline.is_some_and(|b| !b.is_finite()) {
@@ -243,8 +285,8 @@ impl TaskSpec {
             return Err(at("metric.tolerance", "must be a non-negative number"));
         }
         if let Some([low, high]) = metric.range {
-            if !(low.is_finite() && high.is_finite() && low <= high) {
-                return Err(at("metric.range", "must be [low, high] with finite low <= high"));
+            if !(low <= high) {
+                return Err(at("metric.range", "must be [low, high] with low <= high (inf allowed)"));
             }
             for (field, value) in [
                 ("metric.baseline", metric.baseline),
