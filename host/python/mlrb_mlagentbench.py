@@ -12,9 +12,11 @@ folder, read as data. The adapter imports eval.py without running its
 __main__ block, calls get_score on the submission folder and reports
 mlrb's protocol line, {"score": x} (see mlrb_eval.report).
 
-An exception raised by get_score (say, submission.csv is missing) makes the
-submission invalid: {"score": null, "error": "..."}, exit status 0. An
-evaluator that cannot even be imported is a task problem: exit status 2.
+An exception raised by get_score because of the submission (say,
+submission.csv is missing or malformed) makes it invalid: {"score": null,
+"error": "..."}, exit status 0. An evaluator that cannot be imported, or
+whose get_score fails for its own reasons (a module or a file of its own
+missing, the network), is a task problem: exit status 2.
 """
 import importlib.util
 import math
@@ -33,6 +35,23 @@ def emit(score=None, error=None, raised=None):
         if raised:
             result["raised"] = raised
         mlrb_eval.report(result)
+
+
+def submission_fault(error, folder):
+    """Whether get_score's exception is the submission's doing (a missing or
+    malformed file) rather than the evaluator's or the host's: a module it
+    cannot import, a network it cannot reach, a file of its own missing,
+    memory it cannot have."""
+    import socket
+    import urllib.error
+    infrastructure = (ImportError, ConnectionError, TimeoutError, urllib.error.URLError,
+                      socket.gaierror, MemoryError, SystemExit, KeyboardInterrupt)
+    if isinstance(error, infrastructure):
+        return False
+    if isinstance(error, (FileNotFoundError, PermissionError)) and error.filename:
+        inside = os.path.realpath(str(error.filename)).startswith(os.path.realpath(folder) + os.sep)
+        return inside
+    return True
 
 
 def main():
@@ -59,6 +78,9 @@ def main():
         result = get_score(folder)
     except BaseException as e:
         traceback.print_exc()
+        if not submission_fault(e, folder):
+            print("mlrb: get_score failed for a reason that is not the submission's", file=sys.stderr)
+            sys.exit(2)
         emit(error=f"get_score raised {type(e).__name__}: {e}", raised=type(e).__name__)
         return
     try:

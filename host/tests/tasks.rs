@@ -201,7 +201,11 @@ fn tasks_check_reports_what_a_folder_lacks() {
     };
     let report = json(&task);
     assert_eq!(report["ok"], true, "{report}");
-    assert_eq!(status(&report, "data"), "warn", "not prepared yet: {report}");
+    // Ready only once the dry run scored the unchanged starter's output.
+    assert_eq!(report["ready"], true, "{report}");
+    assert_eq!(status(&report, "dry run"), "ok", "{report}");
+    assert_eq!(status(&report, "imports of the evaluator"), "ok", "{report}");
+    assert_eq!(status(&report, "data"), "warn", "not prepared before the dry run: {report}");
     assert_eq!(status(&report, "metric"), "warn", "direction assumed: {report}");
     assert_eq!(status(&report, "baseline"), "warn", "{report}");
 
@@ -212,6 +216,7 @@ fn tasks_check_reports_what_a_folder_lacks() {
 
     let report = json(&common::workspace_root().join("tasks/digits"));
     assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["ready"], true, "{report}");
     assert_eq!(status(&report, "reference solution"), "ok", "{report}");
 }
 

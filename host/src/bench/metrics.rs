@@ -137,8 +137,13 @@ impl ResultLine {
 pub struct Stats {
     /// Episodes in the group.
     pub runs: usize,
-    /// Episodes the infrastructure never let run.
+    /// Episodes the infrastructure failed (sandbox, preparation, the
+    /// evaluator): no result of the agent's.
     pub infra_failures: usize,
+    /// Episodes where the agent failed: an invalid submission (a crash, a
+    /// timeout or a bad file); apart from the infrastructure's.
+    #[serde(default)]
+    pub agent_failures: usize,
     /// Runs the evaluator accepted.
     pub valid: usize,
     /// Share of runs more than 10 % better than the baseline, over the runs
@@ -180,6 +185,7 @@ impl Stats {
         Self {
             runs,
             infra_failures: results.iter().filter(|r| r.infra_error.is_some()).count(),
+            agent_failures: results.iter().filter(|r| r.infra_error.is_none() && !r.valid).count(),
             valid: valid.len(),
             success_rate: {
                 let judged: Vec<bool> = results.iter().filter_map(|r| r.success).collect();
@@ -311,6 +317,8 @@ impl Summary {
             "agent",
             "runs",
             "valid",
+            "agent failures",
+            "infra failures",
             "success",
             "improvement",
             "score",
@@ -329,6 +337,8 @@ impl Summary {
                     group.agent.clone(),
                     s.runs.to_string(),
                     s.valid.to_string(),
+                    s.agent_failures.to_string(),
+                    s.infra_failures.to_string(),
                     s.success_rate.map_or("n/a".into(), |r| format!("{:.0} %", r * 100.0)),
                     mean_se(s.improvement, true),
                     number(s.score.map(|m| m.mean)),
@@ -350,6 +360,8 @@ impl Summary {
             "tasks",
             "runs",
             "valid",
+            "agent failures",
+            "infra failures",
             "success",
             "improvement",
             "normalised",
@@ -366,6 +378,8 @@ impl Summary {
                     agent.tasks.to_string(),
                     s.runs.to_string(),
                     s.valid.to_string(),
+                    s.agent_failures.to_string(),
+                    s.infra_failures.to_string(),
                     s.success_rate.map_or("n/a".into(), |r| format!("{:.0} %", r * 100.0)),
                     mean_se(s.improvement, true),
                     number(s.normalized.map(|m| m.mean)),

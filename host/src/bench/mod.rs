@@ -608,8 +608,31 @@ impl Bench {
             at.progress.abandoned(at.line, id, "interrupted (redone on resume)");
             return Ok(None);
         }
-        let mut result = ResultLine::from_records(id, &self.agent_names[at.cell.agent], id, record, score);
-        result.attempts = at.attempt;
+        // An evaluator that failed is the task's infrastructure failing, not
+        // the agent: scored again up to the retries, then reported as such.
+        let mut score = score.clone();
+        let mut rescored = 0;
+        while score.evaluator_failed && rescored < self.plan.retries {
+            rescored += 1;
+            at.progress.note(&format!("{id}: the evaluator failed; scoring again"));
+            let task = &self.tasks[at.cell.task];
+            let dir = self.dir.join(id);
+            match self.runner.reevaluate(task, &dir, record).await {
+                Ok(again) => {
+                    again.write(&dir)?;
+                    score = again;
+                }
+                Err(error) => tracing::warn!(%id, error = %format!("{error:#}"), "scoring again"),
+            }
+        }
+        let mut result = ResultLine::from_records(id, &self.agent_names[at.cell.agent], id, record, &score);
+        result.attempts = at.attempt + rescored;
+        if score.evaluator_failed {
+            result.infra_error = Some(format!(
+                "the evaluator failed: {}",
+                score.error.as_deref().unwrap_or("no reason given")
+            ));
+        }
         let done = Entry::Done {
             id: id.clone(),
             result: Box::new(result.clone()),

@@ -202,15 +202,19 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// The exit status for an episode's score: a failure, said in one line,
-/// when the evaluator could not score it.
+/// Exit status of an episode that ran but could not be scored (the
+/// task's evaluator failed): not the agent's result, and not a success.
+pub const EXIT_NOT_SCORED: u8 = 3;
+
+/// The exit status for an episode's score: [`EXIT_NOT_SCORED`], with the
+/// cause in one line, when the evaluator could not score it.
 fn scored(score: &crate::episode::ScoreRecord) -> ExitCode {
     if !score.evaluator_failed {
         return ExitCode::SUCCESS;
     }
     let why = score.error.as_deref().unwrap_or("the evaluator failed");
     eprintln!("error: the episode could not be scored: {}", paths::shorten(why));
-    ExitCode::FAILURE
+    ExitCode::from(EXIT_NOT_SCORED)
 }
 
 /// A spinner on stderr for long work.

@@ -33,6 +33,24 @@ pub enum TasksCommand {
         task: String,
         #[arg(long)]
         json: bool,
+        /// Only look at the folder: no import probe, preparation or dry run
+        /// (then it cannot be called ready).
+        #[arg(long)]
+        no_run: bool,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Measure a task's baseline: run its unchanged starter code in the
+    /// sandbox several times and keep the mean ± standard error; improvement
+    /// and success are judged against it from then on.
+    Baseline {
+        /// A built-in task name or the path of a task folder.
+        task: String,
+        /// Runs of the starter.
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
@@ -60,7 +78,18 @@ impl TasksCommand {
         match self {
             Self::List { json } => list(json),
             Self::Show { task, json } => show(&task, json),
-            Self::Check { task, json, sandbox } => check(&task, json, &sandbox).await,
+            Self::Check {
+                task,
+                json,
+                no_run,
+                sandbox,
+            } => check(&task, json, !no_run, &sandbox).await,
+            Self::Baseline {
+                task,
+                runs,
+                json,
+                sandbox,
+            } => baseline(&task, runs, json, &sandbox).await,
             Self::Test {
                 tasks,
                 suite,
@@ -131,20 +160,63 @@ fn show(name: &str, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn check(name: &str, json: bool, sandbox: &SandboxArgs) -> Result<ExitCode> {
+async fn check(name: &str, json: bool, run: bool, sandbox: &SandboxArgs) -> Result<ExitCode> {
     let task = task::resolve(name)?;
     let runner = sandbox.runner(&task).await?;
-    let items = task::check::check(&task, runner.cache_dir(), &runner.offer()).await;
+    let bar = spinner(&format!("checking {}", task.spec.name));
+    let items = task::check::check(&task, runner.cache_dir(), &runner.offer(), run).await;
+    bar.finish_and_clear();
     let failed = items.iter().any(|i| i.status == Status::Fail);
+    let ready = !failed && items.iter().any(|i| i.check == "dry run" && i.status == Status::Ok);
+    let verdict = match (failed, ready) {
+        (true, _) => "not ready to run",
+        (false, true) => "ready to run",
+        (false, false) if !run => "not verified (--no-run: nothing was run)",
+        (false, false) => "runs, but the unchanged starter's submission is invalid",
+    };
     if json {
-        let all = serde_json::json!({ "task": task.spec.name, "ok": !failed, "checks": items });
+        let all = serde_json::json!({ "task": task.spec.name, "ok": !failed, "ready": ready, "verdict": verdict, "checks": items });
         say!("{}", serde_json::to_string_pretty(&all)?);
     } else {
         say!("{}", report::check_table(&items));
-        let verdict = if failed { "not ready to run" } else { "ready to run" };
         say!("{} {}: {verdict}", task.spec.name, task.spec.version);
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+async fn baseline(name: &str, runs: u32, json: bool, sandbox: &SandboxArgs) -> Result<ExitCode> {
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let task = task::resolve(name)?;
+    let runner = sandbox.runner(&task).await?;
+    task::requirements::ensure(&task, &runner.offer()).await?;
+    let bar = spinner(&task.spec.name);
+    let label = task.spec.name.clone();
+    let step = |what: &str| bar.set_message(format!("{label}: {what}"));
+    let measured = task::baseline::measure(&task, runner.offer().sandbox, runner.cache_dir(), runs, &step).await;
+    bar.finish_and_clear();
+    let measured = measured?;
+    if json {
+        say!("{}", serde_json::to_string_pretty(&measured)?);
+    } else {
+        let scores: Vec<String> = measured
+            .scores
+            .iter()
+            .map(|s| s.map_or("invalid".into(), |s| s.to_string()))
+            .collect();
+        say!(
+            "{} {}: baseline {} {} ({})",
+            measured.task,
+            measured.version,
+            measured.mean,
+            task.spec.metric.name,
+            measured.source()
+        );
+        say!("scores: {}", scores.join(", "));
+        say!("kept in {}", task::baseline::path(&task, runner.cache_dir()).display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The tasks named, and those of `suite`.

@@ -163,7 +163,7 @@ pub struct EpisodeRecord {
 }
 
 fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    crate::format::now_rfc3339()
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
@@ -317,7 +317,10 @@ impl ScoreRecord {
             }
             _ => None,
         };
-        let success = baseline.map(|_| improvement.is_some_and(|i| i > task::SUCCESS_THRESHOLD));
+        // An evaluator that failed judged nothing: no success either way.
+        let success = baseline
+            .filter(|_| !evaluation.evaluator_failed)
+            .map(|_| improvement.is_some_and(|i| i > task::SUCCESS_THRESHOLD));
         let intermediate = record
             .end
             .iter()

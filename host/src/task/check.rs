@@ -51,8 +51,30 @@ fn item(check: &'static str, status: Status, detail: impl Into<String>) -> Item 
     }
 }
 
-/// Every check of `task`, in the order a run meets them.
-pub async fn check(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>) -> Vec<Item> {
+/// Every check of `task`, in the order a run meets them; with `run`, the
+/// imports are probed in the sandbox and the task is prepared, its starter
+/// run and its output scored (the dry run).
+pub async fn check(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>, run: bool) -> Vec<Item> {
+    let mut items = static_items(task, cache_dir, offer).await;
+    items.extend(super::dry_run::scoring_network(task));
+    if !run {
+        return items;
+    }
+    items.extend(super::dry_run::imports(task, offer.sandbox, cache_dir).await);
+    if items.iter().any(|i| i.status == Status::Fail) {
+        items.push(item(
+            "dry run",
+            Status::Fail,
+            "not attempted: fix the failures above first",
+        ));
+        return items;
+    }
+    items.extend(super::dry_run::dry_run(task, offer.sandbox, cache_dir).await);
+    items
+}
+
+/// The checks made without running anything.
+async fn static_items(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>) -> Vec<Item> {
     let spec = &task.spec;
     let layout = match task.layout {
         Layout::Native => "mlrb task (task.toml)",

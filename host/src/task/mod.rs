@@ -8,7 +8,9 @@
 //! and its scripts never see `scripts/` or what prepare writes to the hidden
 //! side.
 
+pub mod baseline;
 pub mod check;
+mod dry_run;
 mod evaluate;
 pub mod mlagentbench;
 mod populate;
@@ -86,13 +88,19 @@ impl Task {
                 root.display()
             );
         };
-        let task = Self {
+        let mut task = Self {
             root,
             spec,
             layout,
             prepare_network: false,
         };
         task.check_files()?;
+        // A baseline measured on this host (`mlrb tasks baseline`) is what
+        // this host's scores are judged against.
+        if let Some(measured) = baseline::load(&task, &crate::paths::cache_dir()) {
+            task.spec.metric.baseline = Some(measured.mean);
+            task.spec.metric.baseline_from = Some(measured.source());
+        }
         Ok(task)
     }
 

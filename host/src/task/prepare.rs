@@ -96,9 +96,24 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
     let staging = tempfile::Builder::new().prefix(".staging-").tempdir_in(&base)?;
     if let Some(command) = prepare_command(task, staging.path(), cache_dir)? {
         let outcome = sandbox.run(command).await?;
+        let failure = match outcome.success() {
+            false => Some(prepare_failure(&outcome, task.prepare_network())),
+            true => missing_outputs(task, staging.path()).map(|missing| {
+                format!("prepare step exited 0 but did not produce what the task needs ({missing}): a failed download?")
+            }),
+        };
+        if let Some(why) = failure {
+            let log = keep_failed_log(staging.path(), &dir);
+            bail!("task {}: {why}; log: {}", task.spec.name, log.display());
+        }
+    }
+    if let Some(command) = warm_up_command(task, staging.path(), cache_dir)? {
+        // An evaluator that fetches its test data when it first runs gets it
+        // now, into the hidden side, so that scoring needs no network.
+        let outcome = sandbox.run(command).await?;
         if !outcome.success() {
-            let why = prepare_failure(&outcome, task.prepare_network());
-            bail!("task {}: {why}", task.spec.name);
+            tracing::warn!(task = %task.spec.name, cause = %super::evaluate::failure_cause(&outcome.stderr.text),
+                "the evaluator's run during preparation failed");
         }
     }
     std::fs::write(staging.path().join("complete"), task.prepare_key())?;
@@ -163,6 +178,96 @@ fn prepare_command(task: &Task, staging: &Path, cache_dir: &Path) -> Result<Opti
         log_prefix: Some(staging.join("prepare")),
         stop: Default::default(),
     }))
+}
+
+/// For an MLAgentBench folder whose preparation may reach the network: the
+/// evaluator run once on the prepared env, in the prepared scripts folder
+/// (its working directory at scoring time, so relative paths resolve as
+/// they will then), with the network, whatever it scores.
+fn warm_up_command(task: &Task, staging: &Path, cache_dir: &Path) -> Result<Option<sandbox::Command>> {
+    if task.layout != Layout::MlAgentBench || !task.prepare_network() || !task.eval_script().is_file() {
+        return Ok(None);
+    }
+    let (lib_mount, lib_env) = pylib::mount(cache_dir)?;
+    Ok(Some(sandbox::Command {
+        argv: vec![
+            "python3".into(),
+            pylib::MLAGENTBENCH_ADAPTER.into(),
+            "/task/scripts/eval.py".into(),
+            "/task/env".into(),
+        ],
+        cwd: "/task/scripts".into(),
+        mounts: vec![
+            Mount::read_only(staging.join("env"), "/task/env"),
+            Mount::writable(staging.join("scripts"), "/task/scripts"),
+            lib_mount,
+        ],
+        env: vec![lib_env],
+        network: true,
+        limits: task.task_script_limits(PREPARE_TIMEOUT),
+        gpus: Vec::new(),
+        log_prefix: Some(staging.join("warm-up")),
+        stop: Default::default(),
+    }))
+}
+
+/// What preparation should have produced and did not, in words: the
+/// task's declared outputs (each must match a non-empty file), or without
+/// any declared, at least one non-empty file of its own.
+fn missing_outputs(task: &Task, staging: &Path) -> Option<String> {
+    let files: Vec<(String, u64)> = walkdir::WalkDir::new(staging)
+        .follow_links(false)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| {
+            let rel = e.path().strip_prefix(staging).ok()?.to_string_lossy().into_owned();
+            Some((rel, e.metadata().ok()?.len()))
+        })
+        .filter(|(rel, _)| !rel.starts_with("prepare.") && !rel.starts_with("warm-up."))
+        .collect();
+    let produced = |rel: &str| -> bool {
+        match task.layout {
+            // MLAgentBench's prepare works on a copy of the folder: only new or grown files count.
+            Layout::MlAgentBench => std::fs::metadata(task.root.join(rel)).map_or(true, |m| m.len() == 0),
+            Layout::Native => true,
+        }
+    };
+    let outputs = &task.spec.prepare.outputs;
+    if outputs.is_empty() {
+        let any = files.iter().any(|(rel, size)| *size > 0 && produced(rel));
+        return (!any).then(|| "no non-empty file at all".to_string());
+    }
+    let missing: Vec<&str> = outputs
+        .iter()
+        .filter(|pattern| {
+            let Ok(glob) = globset::Glob::new(pattern) else {
+                return true;
+            };
+            let matcher = glob.compile_matcher();
+            !files.iter().any(|(rel, size)| *size > 0 && matcher.is_match(rel))
+        })
+        .map(String::as_str)
+        .collect();
+    (!missing.is_empty()).then(|| format!("nothing non-empty matches {}", missing.join(", ")))
+}
+
+/// Keeps a failed preparation's log beside where its data would have
+/// gone (`<key>.failed/`); its path.
+fn keep_failed_log(staging: &Path, dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".failed");
+    let kept = dir.with_file_name(name);
+    let _ = std::fs::remove_dir_all(&kept);
+    if std::fs::create_dir_all(&kept).is_ok() {
+        for stream in ["stdout", "stderr"] {
+            let _ = std::fs::copy(
+                staging.join("prepare").with_extension(stream),
+                kept.join(format!("prepare.{stream}")),
+            );
+        }
+    }
+    kept.join("prepare.stderr")
 }
 
 /// One line saying why prepare failed, and what would fix the usual causes.

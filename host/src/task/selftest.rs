@@ -245,6 +245,34 @@ fn repeat_finding(task: &Task, run: &ProgramRun) -> Item {
     }
 }
 
+/// Runs the starter code, `python3 train.py`, in the workspace `dir`, as
+/// the task's own scripts run (its resources, its network grant).
+pub(super) async fn run_starter(task: &Task, sandbox: &dyn Sandbox, dir: &Path) -> Result<sandbox::Outcome> {
+    let resources = &task.spec.resources;
+    sandbox
+        .run(sandbox::Command {
+            argv: vec!["python3".into(), "train.py".into()],
+            cwd: "/workspace".into(),
+            mounts: vec![Mount::writable(dir, "/workspace")],
+            env: Vec::new(),
+            network: resources.network,
+            limits: task.task_script_limits(Duration::from_secs(resources.script_timeout_seconds)),
+            gpus: Vec::new(),
+            log_prefix: Some(dir.with_extension("train")),
+            stop: Default::default(),
+        })
+        .await
+}
+
+/// Why the starter code failed, in one line.
+pub(super) fn starter_failure(outcome: &sandbox::Outcome) -> String {
+    format!(
+        "train.py failed ({}): {}",
+        outcome.describe(),
+        super::evaluate::failure_cause(&outcome.stderr.text)
+    )
+}
+
 struct Runner<'a> {
     task: &'a Task,
     sandbox: &'a dyn Sandbox,
@@ -256,7 +284,6 @@ impl Runner<'_> {
     /// Runs `python3 train.py` in `dir` (when there is one), then evaluates
     /// the workspace twice.
     async fn run_and_score(&self, dir: &Path, step: &(dyn Fn(&str) + Sync)) -> Result<ProgramRun> {
-        let resources = &self.task.spec.resources;
         let mut run = ProgramRun {
             exit_code: None,
             train_seconds: 0.0,
@@ -266,30 +293,11 @@ impl Runner<'_> {
         };
         if dir.join("train.py").is_file() {
             let started = Instant::now();
-            let outcome = self
-                .sandbox
-                .run(sandbox::Command {
-                    argv: vec!["python3".into(), "train.py".into()],
-                    cwd: "/workspace".into(),
-                    mounts: vec![Mount::writable(dir, "/workspace")],
-                    env: Vec::new(),
-                    network: resources.network,
-                    limits: self
-                        .task
-                        .task_script_limits(Duration::from_secs(resources.script_timeout_seconds)),
-                    gpus: Vec::new(),
-                    log_prefix: Some(dir.with_extension("train")),
-                    stop: Default::default(),
-                })
-                .await?;
+            let outcome = run_starter(self.task, self.sandbox, dir).await?;
             run.train_seconds = started.elapsed().as_secs_f64();
             run.exit_code = outcome.exit_code;
             if !outcome.success() {
-                run.error = Some(format!(
-                    "train.py failed ({}): {}",
-                    outcome.describe(),
-                    outcome.stderr.text.trim().lines().last().unwrap_or("")
-                ));
+                run.error = Some(starter_failure(&outcome));
                 return Ok(run);
             }
         }

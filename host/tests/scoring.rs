@@ -1,0 +1,442 @@
+//! Scores that hold: a corpus of MLAgentBench-format folders written for
+//! these tests, each reproducing a way a score goes wrong (a metric
+//! imported from the workspace, a sentinel for a missing submission, a
+//! direction nobody declared, a preparation that "succeeds" without data,
+//! an evaluator missing an import, one that fetches data when it scores),
+//! and agents that try to be scored as their submission does not deserve.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The hidden answers of the corpus: three rows and a token that must
+/// never reach the agent.
+const ANSWERS: &str = "id,y,note\n100,4,SECRET-ANSWER-9f3\n101,6,SECRET-ANSWER-9f3\n102,9,SECRET-ANSWER-9f3\n";
+const TOKEN: &str = "SECRET-ANSWER-9f3";
+
+/// The mean absolute error of the starter's predictions (the training mean, 5.5).
+const STARTER_MAE: f64 = (1.5 + 0.5 + 3.5) / 3.0;
+
+/// The starter: predicts the training mean, and holds the task's metric
+/// (as some upstream starters do) behind a main guard.
+const STARTER: &str = "import csv\n\
+def error_metric(truth, predicted):\n\
+\x20   return sum(abs(t - p) for t, p in zip(truth, predicted)) / len(truth)\n\
+if __name__ == '__main__':\n\
+\x20   rows = list(csv.DictReader(open('data/train.csv')))\n\
+\x20   mean = sum(float(r['y']) for r in rows) / len(rows)\n\
+\x20   with open('submission.csv', 'w') as f:\n\
+\x20       f.write('id,y\\n' + ''.join(f'{i},{mean}\\n' for i in (100, 101, 102)))\n";
+
+/// An evaluator that imports the metric from the starter in ../env and
+/// numpy, and whose error for unmatched rows quotes the hidden answers.
+const EVAL_METRIC_IN_TRAIN: &str = "import os, sys, csv\n\
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '../env'))\n\
+import numpy\n\
+from train import error_metric\n\
+def get_score(submission_folder='../env'):\n\
+\x20   answers = {r['id']: r for r in csv.DictReader(open(os.path.join(os.path.dirname(__file__), 'answer.csv')))}\n\
+\x20   sub = {r['id']: float(r['y']) for r in csv.DictReader(open(os.path.join(submission_folder, 'submission.csv')))}\n\
+\x20   if set(sub) != set(answers):\n\
+\x20       raise KeyError(f'rows do not match: {sorted(answers.values(), key=str)}')\n\
+\x20   ids = sorted(answers)\n\
+\x20   return float(numpy.float64(error_metric([float(answers[i]['y']) for i in ids], [sub[i] for i in ids])))\n";
+
+/// Writes an MLAgentBench-layout folder `name` under `root`: the starter,
+/// a research problem, a prepare step (writing the data into ../env and
+/// the answers next to itself, after `prepare_extra`), `eval` as its
+/// evaluator, and `task_toml` beside them when given.
+fn folder(root: &Path, name: &str, eval: &str, prepare_extra: &str, task_toml: Option<&str>) -> PathBuf {
+    let task = root.join(name);
+    std::fs::create_dir_all(task.join("env")).unwrap();
+    std::fs::create_dir_all(task.join("scripts")).unwrap();
+    std::fs::write(task.join("env/train.py"), STARTER).unwrap();
+    std::fs::write(
+        task.join("scripts/research_problem.txt"),
+        "Predict y for ids 100-102 as well as you can; write submission.csv (id,y).\n",
+    )
+    .unwrap();
+    std::fs::write(
+        task.join("scripts/prepare.py"),
+        format!(
+            "{prepare_extra}\nimport os\nos.makedirs('../env/data', exist_ok=True)\n\
+             open('../env/data/train.csv', 'w').write('id,y\\n' + ''.join(f'{{i}},{{i}}\\n' for i in range(1, 11)))\n\
+             open('answer.csv', 'w').write({ANSWERS:?})\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(task.join("scripts/eval.py"), eval).unwrap();
+    std::fs::write(task.join("scripts/read_only_files.txt"), "data/*\n").unwrap();
+    if let Some(toml) = task_toml {
+        std::fs::write(task.join("task.toml"), toml).unwrap();
+    }
+    task
+}
+
+/// A task.toml declaring what an MLAgentBench folder does not say.
+const DECLARED_MAE: &str = "name = \"metric-in-train\"\nversion = \"1\"\nlayout = \"mlagentbench\"\n\
+[metric]\nname = \"mae\"\nhigher_is_better = false\nbaseline = 1.8333333333333333\nrange = [0.0, inf]\n\
+[validation]\nenabled = true\nmax_calls = 5\n";
+
+/// `mlrb run` on `task` with `agent`, its own cache, into a fresh runs
+/// folder; the output and, when it ran, the parsed JSON.
+fn run(agent: &Path, task: &Path, tmp: &Path, extra: &[&str]) -> (std::process::Output, Option<Value>) {
+    let out = tempfile::Builder::new().prefix("runs-").tempdir_in(tmp).unwrap().keep();
+    let mut command = common::run_command(agent, task.to_str().unwrap(), &out, &[]);
+    command
+        .env("MLRB_CACHE_DIR", tmp.join("cache"))
+        .arg("--json")
+        .args(extra);
+    let output = command.output().unwrap();
+    let json = serde_json::from_slice(&output.stdout).ok();
+    (output, json)
+}
+
+fn check_gaming(agent: &Path, sandbox: &str) {
+    if sandbox == "docker" && !common::docker_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let task = folder(
+        tmp.path(),
+        "metric-in-train",
+        EVAL_METRIC_IN_TRAIN,
+        "",
+        Some(DECLARED_MAE),
+    );
+    let (output, json) = run(agent, &task, tmp.path(), &["--sandbox", sandbox]);
+    let json = json.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    let score = &json["score"];
+    let answer = json["episode"]["end"]["answer"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // Scored as its submission deserves: the starter's predictions.
+    assert_eq!(score["valid"], true, "{score}\n{answer}");
+    let mae = score["score"].as_f64().unwrap();
+    assert!(
+        (mae - STARTER_MAE).abs() < 1e-9,
+        "scored {mae}, deserved {STARTER_MAE}\n{answer}"
+    );
+    assert_eq!(score["success"], false, "{score}");
+    // The intermediate score was not gamed either, and the evaluator's error
+    // that quotes the hidden answers never reached the agent.
+    let gamed = answer.lines().find(|l| l.starts_with("gamed:")).unwrap_or_default();
+    assert!(
+        gamed.contains(&format!("score=Some({STARTER_MAE})")) || gamed.contains(&format!("score={STARTER_MAE}")),
+        "{answer}"
+    );
+    let unmatched = answer.lines().find(|l| l.starts_with("unmatched:")).unwrap_or_default();
+    assert!(
+        unmatched.contains("invalid submission: the evaluator raised KeyError"),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains(TOKEN),
+        "the hidden answers reached the agent:\n{answer}"
+    );
+    let dir = PathBuf::from(json["dir"].as_str().unwrap());
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    for line in events.lines() {
+        let event: Value = serde_json::from_str(line).unwrap();
+        if event["function"] == "validate" {
+            assert!(!event["result"]["told"].to_string().contains(TOKEN), "{event}");
+        }
+    }
+}
+
+#[test]
+fn an_agent_cannot_change_how_it_is_scored_in_bubblewrap() {
+    check_gaming(&common::agent("game_score"), "local");
+}
+
+#[test]
+fn an_agent_cannot_change_how_it_is_scored_in_docker() {
+    check_gaming(&common::agent("game_score"), "docker");
+}
+
+#[test]
+fn a_python_agent_cannot_change_how_it_is_scored() {
+    check_gaming(
+        &common::built_agent("tests/agents/hostile-py", Some("game_score")),
+        "local",
+    );
+}
+
+#[test]
+fn a_python_agent_cannot_change_how_it_is_scored_in_docker() {
+    check_gaming(
+        &common::built_agent("tests/agents/hostile-py", Some("game_score")),
+        "docker",
+    );
+}
+
+/// An evaluator that marks a missing submission with 1e10, as upstream's
+/// vectorization task does.
+const EVAL_SENTINEL: &str = "import os\n\
+def get_score(submission_folder='../env'):\n\
+\x20   try:\n\
+\x20       return float(open(os.path.join(submission_folder, 'submission.csv')).read().split(',')[-1])\n\
+\x20   except Exception:\n\
+\x20       return 1e10\n";
+
+#[test]
+fn a_sentinel_is_an_invalid_submission_and_an_unknown_direction_claims_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = common::agent("tamper");
+    // The tamper agent never writes submission.csv: the evaluator's sentinel.
+    let declared = "name = \"sentinel\"\nversion = \"1\"\nlayout = \"mlagentbench\"\n\
+        [metric]\nname = \"seconds\"\nhigher_is_better = false\nbaseline = 2.0\nrange = [0.0, 1e6]\n";
+    let task = folder(tmp.path(), "sentinel", EVAL_SENTINEL, "", Some(declared));
+    let (output, json) = run(&agent, &task, tmp.path(), &[]);
+    let json = json.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    let score = &json["score"];
+    assert_eq!(score["valid"], false, "{score}");
+    assert!(score["score"].is_null(), "{score}");
+    assert!(
+        score["error"].as_str().unwrap().contains("outside its valid range"),
+        "{score}"
+    );
+    assert_eq!(score["success"], false, "judged against its baseline: {score}");
+
+    // The same folder with nothing declared: its score is reported, and no
+    // improvement or success is claimed in a direction nobody declared.
+    std::fs::remove_file(task.join("task.toml")).unwrap();
+    let (output, json) = run(&agent, &task, tmp.path(), &[]);
+    let json = json.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    let score = &json["score"];
+    assert_eq!(score["score"], 1e10, "{score}");
+    assert!(score["success"].is_null() && score["improvement"].is_null(), "{score}");
+    assert_eq!(score["direction_known"], false, "{score}");
+    // Declared on the command line, the direction counts (no baseline: no success).
+    let (output, json) = run(
+        &agent,
+        &task,
+        tmp.path(),
+        &["--direction", "lower", "--metric", "seconds"],
+    );
+    let json = json.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    assert_eq!(json["score"]["direction_known"], true);
+    assert_eq!(json["score"]["metric"], "seconds");
+    assert!(
+        json["score"]["success"].is_null(),
+        "no baseline, no success: {}",
+        json["score"]
+    );
+}
+
+#[test]
+fn a_preparation_that_produces_nothing_fails_and_is_not_cached() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A download that fails quietly, then nothing else is written.
+    let prepare = "import urllib.request\n\
+        try:\n    urllib.request.urlretrieve('http://127.0.0.1:9/data.zip', '../env/data.zip')\n\
+        except Exception:\n    pass\nraise SystemExit(0)\n";
+    let task = folder(tmp.path(), "no-data", EVAL_SENTINEL, prepare, None);
+    for _ in 0..2 {
+        let (output, json) = run(&common::agent("baseline"), &task, tmp.path(), &[]);
+        assert!(!output.status.success() && json.is_none());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("did not produce what the task needs") && stderr.contains("log:"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        let log = stderr.trim().rsplit("log: ").next().unwrap();
+        assert!(Path::new(log).is_file(), "the prepare log is kept: {log}");
+    }
+    let prepared: Vec<_> = std::fs::read_dir(tmp.path().join("cache/prepared"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".failed") && !n.starts_with(".staging"))
+        .collect();
+    assert!(prepared.is_empty(), "a failed preparation was cached: {prepared:?}");
+}
+
+#[test]
+fn an_evaluator_missing_an_import_is_loud_in_run_check_and_bench() {
+    let tmp = tempfile::tempdir().unwrap();
+    let eval = "import nonexistent_scoring_lib\ndef get_score(submission_folder='../env'):\n    return 1.0\n";
+    let task = folder(tmp.path(), "missing-import", eval, "", None);
+    let (output, json) = run(&common::agent("baseline"), &task, tmp.path(), &[]);
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "the documented exit status of an episode not scored"
+    );
+    assert!(json.is_some_and(|j| j["score"]["evaluator_failed"] == true));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("ModuleNotFoundError")
+            && stderr.contains("nonexistent_scoring_lib")
+            && stderr.contains("eval.stderr"),
+        "{stderr}"
+    );
+
+    let check = common::mlrb()
+        .env("MLRB_CACHE_DIR", tmp.path().join("cache"))
+        .args(["tasks", "check", "--json"])
+        .arg(&task)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(report["ready"], false, "{report}");
+    let imports = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "imports of the evaluator")
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(imports["status"], "fail");
+    assert!(
+        imports["detail"].as_str().unwrap().contains("nonexistent_scoring_lib"),
+        "{imports}"
+    );
+
+    // In a bench, the task's failure is the infrastructure's, apart from the agent's.
+    let bench = common::mlrb()
+        .env("MLRB_CACHE_DIR", tmp.path().join("cache"))
+        .args([
+            "bench",
+            "--quiet",
+            "--json",
+            "--retries",
+            "1",
+            "--run-name",
+            "b",
+            "--out",
+        ])
+        .arg(tmp.path().join("runs"))
+        .arg("--agent")
+        .arg(common::agent("baseline"))
+        .arg("--task")
+        .arg(&task)
+        .output()
+        .unwrap();
+    let summary: Value = serde_json::from_slice(&bench.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&bench.stderr)));
+    let row = &summary["by_task_and_agent"][0];
+    assert_eq!(
+        (row["infra_failures"].as_u64(), row["agent_failures"].as_u64()),
+        (Some(1), Some(0)),
+        "{row}"
+    );
+}
+
+/// Serves `body` at any path on loopback until the test ends; its URL.
+fn serve(body: &'static str) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/answers.csv", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn an_evaluator_that_fetches_when_it_scores_gets_its_data_during_preparation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = serve("id,y\n100,4\n101,6\n102,9\n");
+    let eval = format!(
+        "import csv, os, urllib.request\n\
+         def get_score(submission_folder='../env'):\n\
+         \x20   if not os.path.exists('fetched.csv'):\n\
+         \x20       urllib.request.urlretrieve('{url}', 'fetched.csv')\n\
+         \x20   ans = {{r['id']: float(r['y']) for r in csv.DictReader(open('fetched.csv'))}}\n\
+         \x20   sub = {{r['id']: float(r['y']) for r in csv.DictReader(open(os.path.join(submission_folder, 'submission.csv')))}}\n\
+         \x20   return sum(abs(sub[k] - v) for k, v in ans.items()) / len(ans)\n"
+    );
+    let task = folder(tmp.path(), "fetch-at-scoring", &eval, "", None);
+    let check = common::mlrb()
+        .env("MLRB_CACHE_DIR", tmp.path().join("cache"))
+        .args(["tasks", "check", "--json", "--no-run"])
+        .arg(&task)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&check.stdout).unwrap();
+    let network = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "scoring-time network");
+    assert!(network.is_some_and(|c| c["status"] == "warn"), "{report}");
+
+    // Without the network at preparation, scoring (offline) cannot fetch.
+    let (output, _) = run(&common::agent("baseline"), &task, tmp.path(), &[]);
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Prepared with the network, the evaluator fetched its data then.
+    let cache = tmp.path().join("cache-network");
+    let mut command = common::run_command(
+        &common::agent("baseline"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs-net"),
+        &[],
+    );
+    command.env("MLRB_CACHE_DIR", &cache).args(["--json", "--network"]);
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let mae = json["score"]["score"].as_f64().unwrap();
+    assert!((mae - STARTER_MAE).abs() < 1e-9, "{}", json["score"]);
+    assert_eq!(json["episode"]["limits"]["prepare_network"], true);
+    assert_eq!(
+        json["episode"]["limits"]["network"], false,
+        "the agent's scripts never get it"
+    );
+}
+
+#[test]
+fn a_measured_baseline_is_what_success_is_judged_against() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = folder(
+        tmp.path(),
+        "metric-in-train",
+        EVAL_METRIC_IN_TRAIN,
+        "",
+        Some(&DECLARED_MAE.replace("baseline = 1.8333333333333333\n", "")),
+    );
+    let cache = tmp.path().join("cache");
+    let measure = common::mlrb()
+        .env("MLRB_CACHE_DIR", &cache)
+        .args(["tasks", "baseline", "--runs", "2", "--json"])
+        .arg(&task)
+        .output()
+        .unwrap();
+    assert!(measure.status.success(), "{}", String::from_utf8_lossy(&measure.stderr));
+    let measured: Value = serde_json::from_slice(&measure.stdout).unwrap();
+    assert!(
+        (measured["mean"].as_f64().unwrap() - STARTER_MAE).abs() < 1e-9,
+        "{measured}"
+    );
+    assert_eq!(measured["scores"].as_array().unwrap().len(), 2);
+    let (output, json) = run(&common::agent("baseline"), &task, tmp.path(), &[]);
+    let json = json.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    let score = &json["score"];
+    assert!(
+        (score["baseline"].as_f64().unwrap() - STARTER_MAE).abs() < 1e-9,
+        "{score}"
+    );
+    assert!(
+        score["baseline_source"].as_str().unwrap().starts_with("measured"),
+        "{score}"
+    );
+    assert_eq!(score["success"], false, "{score}");
+}
