@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the probe agents and runs mlrb's benchmarks, printing the figures
 # the performance targets are checked against: the core host costs, Python
-# agents' start and memory, the host's overhead per LLM call, and the
+# agents' start and memory, the host's overhead per LLM call, loading a
+# task folder of 2 GiB, and the
 # Docker sandbox's per-script overhead (which needs `mlrb image build`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,7 @@ cargo build --quiet --release --target wasm32-wasip2 -p probe-agents --examples
 cargo bench --profile dev -p mlrb-host --bench core -- "$@"
 cargo bench --profile dev -p mlrb-host --bench agents
 cargo bench --profile dev -p mlrb-host --bench llm
+cargo bench --profile dev -p mlrb-host --bench task_load
 target_dir="${CARGO_TARGET_DIR:-target}"
 cargo build --quiet -p mlrb-host
 "$target_dir/debug/mlrb" image build

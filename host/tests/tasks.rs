@@ -205,7 +205,11 @@ fn tasks_check_reports_what_a_folder_lacks() {
     assert_eq!(report["ready"], true, "{report}");
     assert_eq!(status(&report, "dry run"), "ok", "{report}");
     assert_eq!(status(&report, "imports of the evaluator"), "ok", "{report}");
-    assert_eq!(status(&report, "data"), "warn", "not prepared before the dry run: {report}");
+    assert_eq!(
+        status(&report, "data"),
+        "warn",
+        "not prepared before the dry run: {report}"
+    );
     assert_eq!(status(&report, "metric"), "warn", "direction assumed: {report}");
     assert_eq!(status(&report, "baseline"), "warn", "{report}");
 

@@ -411,6 +411,23 @@ mod tests {
     }
 
     #[test]
+    fn every_built_in_task_declares_the_range_of_its_scores() {
+        let tasks = list(&builtin_tasks_dir());
+        assert!(tasks.len() > 20);
+        for task in tasks {
+            let task = task.unwrap();
+            let metric = &task.spec.metric;
+            assert!(metric.range.is_some(), "{}: metric.range", task.spec.name);
+            assert!(metric.out_of_range(f64::MAX).is_some() || metric.range.unwrap()[1].is_infinite());
+            assert!(
+                metric.out_of_range(-1.0).is_some(),
+                "{}: a negative score is invalid",
+                task.spec.name
+            );
+        }
+    }
+
+    #[test]
     fn missing_task_is_one_clear_line() {
         let err = resolve("no-such-task-anywhere").unwrap_err().to_string();
         assert!(

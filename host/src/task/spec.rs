@@ -285,7 +285,7 @@ impl TaskSpec {
             return Err(at("metric.tolerance", "must be a non-negative number"));
         }
         if let Some([low, high]) = metric.range {
-            if !(low <= high) {
+            if low.is_nan() || high.is_nan() || low > high {
                 return Err(at("metric.range", "must be [low, high] with low <= high (inf allowed)"));
             }
             for (field, value) in [
