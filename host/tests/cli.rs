@@ -45,10 +45,10 @@ fn user_facing_messages_carry_no_debug_text() {
         &["--json"],
     );
     let output = command.output().unwrap();
-    // Not scored: a failure, said in one line on stderr.
+    // Not scored: the documented status, the failure said in one line on stderr.
     assert_eq!(
         output.status.code(),
-        Some(1),
+        Some(3),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
@@ -66,7 +66,7 @@ fn user_facing_messages_carry_no_debug_text() {
         assert!(!error.contains(debug), "{error}");
     }
     let table = common::mlrb().arg("eval").arg(&finished.dir).output().unwrap();
-    assert_eq!(table.status.code(), Some(1));
+    assert_eq!(table.status.code(), Some(3), "mlrb eval says the same: not scored");
     let shown = String::from_utf8_lossy(&table.stdout);
     assert!(!shown.contains("Some(") && !shown.contains("Completed"), "{shown}");
 }

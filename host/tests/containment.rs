@@ -159,6 +159,13 @@ fn the_supervisor_is_out_of_reach_of_a_python_agent() {
     check_supervisor(Attack::python("supervisor", Sandbox::Local));
 }
 
+#[test]
+fn the_supervisor_is_out_of_reach_of_a_python_agent_in_docker() {
+    if Sandbox::Docker.ready() {
+        check_supervisor(Attack::python("supervisor", Sandbox::Docker));
+    }
+}
+
 // ---------------------------------------------------------------------------
 // No agent process outlives its call.
 
@@ -215,6 +222,13 @@ fn no_process_outlives_its_script_in_docker() {
 #[test]
 fn no_process_outlives_a_python_agents_script() {
     check_background(Attack::python("background", Sandbox::Local));
+}
+
+#[test]
+fn no_process_outlives_a_python_agents_script_in_docker() {
+    if Sandbox::Docker.ready() {
+        check_background(Attack::python("background", Sandbox::Docker));
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -331,6 +345,13 @@ fn special_files_never_stall_the_host_in_docker() {
 #[test]
 fn special_files_never_stall_the_host_for_a_python_agent() {
     check_special_files(Attack::python("special_files", Sandbox::Local));
+}
+
+#[test]
+fn special_files_never_stall_the_host_for_a_python_agent_in_docker() {
+    if Sandbox::Docker.ready() {
+        check_special_files(Attack::python("special_files", Sandbox::Docker));
+    }
 }
 
 // ---------------------------------------------------------------------------

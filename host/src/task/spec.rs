@@ -104,6 +104,29 @@ pub struct Metric {
 }
 
 impl Metric {
+    /// The first field that does not hold, and what it must be.
+    fn fault(&self) -> Option<(&'static str, &'static str)> {
+        if self.baseline.is_some_and(|b| !b.is_finite()) {
+            return Some(("metric.baseline", "must be a finite number"));
+        }
+        if self.reference.is_some_and(|b| !b.is_finite()) {
+            return Some(("metric.reference", "must be a finite number"));
+        }
+        if !self.tolerance.is_finite() || self.tolerance < 0.0 {
+            return Some(("metric.tolerance", "must be a non-negative number"));
+        }
+        let [low, high] = self.range?;
+        if low.is_nan() || high.is_nan() || low > high {
+            return Some(("metric.range", "must be [low, high] with low <= high (inf allowed)"));
+        }
+        for (field, value) in [("metric.baseline", self.baseline), ("metric.reference", self.reference)] {
+            if value.is_some_and(|v| !(low..=high).contains(&v)) {
+                return Some((field, "must lie within metric.range"));
+            }
+        }
+        None
+    }
+
     /// Where the baseline comes from, when there is one.
     pub fn baseline_source(&self) -> Option<String> {
         self.baseline?;
@@ -274,28 +297,8 @@ impl TaskSpec {
             globset::Glob::new(pattern)
                 .map_err(|e| at("prepare.outputs", &format!("has an invalid pattern `{pattern}`: {e}")))?;
         }
-        let metric = &self.metric;
-        if metric.baseline.is_some_and(|b| !b.is_finite()) {
-            return Err(at("metric.baseline", "must be a finite number"));
-        }
-        if metric.reference.is_some_and(|b| !b.is_finite()) {
-            return Err(at("metric.reference", "must be a finite number"));
-        }
-        if !metric.tolerance.is_finite() || metric.tolerance < 0.0 {
-            return Err(at("metric.tolerance", "must be a non-negative number"));
-        }
-        if let Some([low, high]) = metric.range {
-            if low.is_nan() || high.is_nan() || low > high {
-                return Err(at("metric.range", "must be [low, high] with low <= high (inf allowed)"));
-            }
-            for (field, value) in [
-                ("metric.baseline", metric.baseline),
-                ("metric.reference", metric.reference),
-            ] {
-                if value.is_some_and(|v| !(low..=high).contains(&v)) {
-                    return Err(at(field, "must lie within metric.range"));
-                }
-            }
+        if let Some((field, what)) = self.metric.fault() {
+            return Err(at(field, what));
         }
         if self.budget.max_steps == 0 {
             return Err(at("budget.max_steps", "must be at least 1"));
