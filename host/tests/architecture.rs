@@ -28,8 +28,19 @@ fn uses(text: &str) -> BTreeSet<String> {
     for (i, _) in text.match_indices("crate::") {
         let rest = &text[i + "crate::".len()..];
         if let Some(group) = rest.strip_prefix('{') {
-            let inner = &group[..group.find('}').unwrap_or(group.len())];
-            for item in inner.split(',') {
+            // The items of the group at its own level: `crate::{a::{b, c}, d}` names a and d.
+            let (mut depth, mut items) = (0usize, vec![String::new()]);
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => items.push(String::new()),
+                    _ if depth == 0 => items.last_mut().unwrap().push(c),
+                    _ => {}
+                }
+            }
+            for item in items {
                 let name: String = item
                     .trim()
                     .chars()
@@ -180,6 +191,13 @@ fn no_function_in_the_host_is_longer_than_a_screen() {
 fn the_scanner_sees_grouped_imports_and_long_functions() {
     let used = uses("use crate::{bench, task::Task};\nlet x = crate::paths::cache_dir();");
     assert_eq!(used, BTreeSet::from(["bench".into(), "paths".into(), "task".into()]));
+    let nested = uses("use crate::{episode::{EpisodeRequest, HostSetup}, limits::Overrides, report};");
+    assert_eq!(
+        nested,
+        BTreeSet::from(["episode".into(), "limits".into(), "report".into()])
+    );
+    let in_macro = uses("recorder: &$lt mut $crate::capability::recorder::Recorder,");
+    assert_eq!(in_macro, BTreeSet::from(["capability".into()]));
     let long_fn = format!("fn big() {{\n{}}}\n", "    x();\n".repeat(90));
     assert_eq!(long_functions(&long_fn, 80).len(), 1);
     assert!(long_functions("fn small() {\n    x();\n}\n", 80).is_empty());

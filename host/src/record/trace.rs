@@ -142,7 +142,13 @@ pub fn text(s: &str) -> Value {
     if s.len() <= MAX_TRACE_STRING {
         return Value::String(s.to_string());
     }
-    let mut end = MAX_TRACE_STRING;
+    clipped(s, MAX_TRACE_STRING)
+}
+
+/// The head of `s` (at most `max` bytes, on a character boundary) with its
+/// full length and blake3.
+fn clipped(s: &str, max: usize) -> Value {
+    let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
@@ -160,17 +166,7 @@ pub fn clip(value: Value) -> Value {
 
 fn clip_to(value: Value, max: usize) -> Value {
     match value {
-        Value::String(s) if s.len() > max => {
-            let mut end = max;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            serde_json::json!({
-                "clipped": &s[..end],
-                "bytes": s.len(),
-                "blake3": blake3::hash(s.as_bytes()).to_hex().to_string(),
-            })
-        }
+        Value::String(s) if s.len() > max => clipped(&s, max),
         Value::Array(items) => Value::Array(items.into_iter().map(|v| clip_to(v, max)).collect()),
         Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, clip_to(v, max))).collect()),
         other => other,
