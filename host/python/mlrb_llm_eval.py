@@ -340,27 +340,9 @@ def _lstat_regular(path, name):
     return mlrb_eval.checked_lstat(path, name)
 
 
-def _read_capped(path, name, max_bytes):
-    st = _lstat_regular(path, name)
-    if st.st_size > max_bytes:
-        raise Invalid(f"{name} is larger than {max_bytes} bytes")
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as e:
-        raise Invalid(f"{name} cannot be read: {e.strerror}")
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise Invalid(f"{name} is not a regular file")
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise Invalid(f"{name} is larger than {max_bytes} bytes")
-    return data
-
-
 def read_workspace_json(path, name, max_bytes=MAX_CONFIG_BYTES):
     """A JSON object from the (hostile) workspace: size-capped, regular file only."""
-    raw = _read_capped(path, name, max_bytes)
+    raw = mlrb_eval.read_file(path, name, max_bytes)
     try:
         value = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as e:
@@ -1275,16 +1257,11 @@ def read_image_spec(path, name="model/preprocess.json"):
     (1-1024), ``dtype`` ("float32" or "float16"), ``interpolation``
     ("bilinear", "bicubic", "nearest", "area")."""
     spec = read_workspace_json(path, name)
-    out = {}
-    size = spec.get("image_size")
-    if not isinstance(size, int) or isinstance(size, bool) or not 16 <= size <= 4096:
-        raise Invalid(f"{name}: image_size must be an integer from 16 to 4096")
-    out["image_size"] = size
-    channels = spec.get("channels", "RGB")
-    if channels not in ("RGB", "L"):
-        raise Invalid(f"{name}: channels must be \"RGB\" or \"L\"")
-    out["channels"] = channels
-    n = 3 if channels == "RGB" else 1
+    out = {
+        "image_size": _int_in(spec, name, "image_size", 16, 4096),
+        "channels": _choice(spec, name, "channels", ("RGB", "L"), "RGB"),
+    }
+    n = 3 if out["channels"] == "RGB" else 1
     for key, default in (("mean", [0.0] * n), ("std", [1.0] * n)):
         value = spec.get(key, default)
         if (not isinstance(value, list) or len(value) != n
@@ -1293,19 +1270,26 @@ def read_image_spec(path, name="model/preprocess.json"):
         if key == "std" and any(v <= 0 for v in value):
             raise Invalid(f"{name}: std values must be positive")
         out[key] = [float(v) for v in value]
-    batch = spec.get("batch_size", 64)
-    if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= 1024:
-        raise Invalid(f"{name}: batch_size must be an integer from 1 to 1024")
-    out["batch_size"] = batch
-    dtype = spec.get("dtype", "float32")
-    if dtype not in ("float32", "float16"):
-        raise Invalid(f"{name}: dtype must be \"float32\" or \"float16\"")
-    out["dtype"] = dtype
-    interpolation = spec.get("interpolation", "bilinear")
-    if interpolation not in ("bilinear", "bicubic", "nearest", "area"):
-        raise Invalid(f"{name}: interpolation must be bilinear, bicubic, nearest or area")
-    out["interpolation"] = interpolation
+    out["batch_size"] = _int_in(spec, name, "batch_size", 1, 1024, default=64)
+    out["dtype"] = _choice(spec, name, "dtype", ("float32", "float16"), "float32")
+    out["interpolation"] = _choice(spec, name, "interpolation", ("bilinear", "bicubic", "nearest", "area"), "bilinear")
     return out
+
+
+def _int_in(spec, name, key, low, high, default=None):
+    """``spec[key]`` (or ``default``), an integer from ``low`` to ``high``."""
+    value = spec.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise Invalid(f"{name}: {key} must be an integer from {low} to {high}")
+    return value
+
+
+def _choice(spec, name, key, choices, default):
+    """``spec[key]`` (or ``default``), one of ``choices``."""
+    value = spec.get(key, default)
+    if value not in choices:
+        raise Invalid(f"{name}: {key} must be one of " + ", ".join(f'"{c}"' for c in choices))
+    return value
 
 
 def _load_image(path, spec):

@@ -68,6 +68,15 @@ fn table_html(id: &str, table: super::metrics::TextTable) -> String {
     html
 }
 
+/// Results grouped by task, in task order.
+fn by_task<'a>(results: impl Iterator<Item = &'a ResultLine>) -> BTreeMap<&'a str, Vec<&'a ResultLine>> {
+    let mut grouped: BTreeMap<&str, Vec<&ResultLine>> = BTreeMap::new();
+    for r in results {
+        grouped.entry(r.task.as_str()).or_default().push(r);
+    }
+    grouped
+}
+
 /// The plots: success per agent, scores per task, score over steps.
 fn plots_html(summary: &Summary, results: &[ResultLine]) -> String {
     let mut page = String::new();
@@ -75,21 +84,13 @@ fn plots_html(summary: &Summary, results: &[ResultLine]) -> String {
     page.push_str("<h2>Success rate per agent</h2>\n");
     page.push_str(&success_plot(summary));
     page.push_str("<h2>Score distribution per task and agent</h2>\n");
-    let mut by_task: BTreeMap<&str, Vec<&ResultLine>> = BTreeMap::new();
-    for r in results {
-        by_task.entry(r.task.as_str()).or_default().push(r);
-    }
-    for (task, rows) in &by_task {
+    for (task, rows) in &by_task(results.iter()) {
         page.push_str(&distribution_plot(task, rows, &agents));
     }
-    let with_steps: Vec<&ResultLine> = results.iter().filter(|r| !r.score_over_steps.is_empty()).collect();
+    let with_steps = by_task(results.iter().filter(|r| !r.score_over_steps.is_empty()));
     if !with_steps.is_empty() {
         page.push_str("<h2>Score over steps (intermediate scoring)</h2>\n");
-        let mut steps_by_task: BTreeMap<&str, Vec<&ResultLine>> = BTreeMap::new();
-        for r in with_steps {
-            steps_by_task.entry(r.task.as_str()).or_default().push(r);
-        }
-        for (task, rows) in &steps_by_task {
+        for (task, rows) in &with_steps {
             page.push_str(&steps_plot(task, rows, &agents));
         }
     }

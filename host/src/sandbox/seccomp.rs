@@ -100,28 +100,29 @@ fn deny_program() -> Result<BpfProgram> {
         libc::SYS_clone,
         vec![SeccompRule::new(vec![condition]).context("the clone rule")?],
     );
+    compile(rules, libc::EPERM, "seccomp filter")
+}
+
+/// A filter that answers `errno` to the calls of `rules` and lets the rest through.
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32, what: &str) -> Result<BpfProgram> {
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Errno(errno as u32),
         target()?,
     )
-    .context("building the seccomp filter")?;
-    BpfProgram::try_from(filter).context("compiling the seccomp filter")
+    .with_context(|| format!("building the {what}"))?;
+    BpfProgram::try_from(filter).with_context(|| format!("compiling the {what}"))
 }
 
 /// The second filter: `clone3` answers `ENOSYS`, so threads and processes
 /// are made with `clone`, whose flags the main filter checks.
 fn clone3_program() -> Result<BpfProgram> {
-    let rules = BTreeMap::from([(libc::SYS_clone3, vec![])]);
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        target()?,
+    compile(
+        BTreeMap::from([(libc::SYS_clone3, vec![])]),
+        libc::ENOSYS,
+        "clone3 filter",
     )
-    .context("building the clone3 filter")?;
-    BpfProgram::try_from(filter).context("compiling the clone3 filter")
 }
 
 /// The BPF programs for bubblewrap, as the bytes of `struct sock_filter[]`.
