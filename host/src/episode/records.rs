@@ -158,6 +158,9 @@ pub struct EpisodeRecord {
     /// Where completions came from: "none", "live (aliases)", "replay of <dir>".
     #[serde(default)]
     pub llm: String,
+    /// The GPU devices the episode held (its scripts' and evaluator's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<String>,
     /// How the episode ended; null while it runs or if the host was killed.
     pub end: Option<EpisodeEnd>,
 }
@@ -208,6 +211,7 @@ impl EpisodeRecord {
             },
             limits: request.limits.clone(),
             llm: String::new(),
+            gpus: Vec::new(),
             end: None,
         }
     }

@@ -60,6 +60,7 @@ impl Runner {
         let state = self.agent_state(request, &prepared, &devices, &log).await?;
         let mut record = EpisodeRecord::new(request, &prepared, &self.sandbox.describe());
         record.llm = self.llm.describe();
+        record.gpus = devices.clone();
         record.write(dir)?;
 
         let instantiated = Instant::now();
