@@ -114,6 +114,12 @@ fn check_gaming(agent: &Path, sandbox: &str) {
         .as_str()
         .unwrap_or_default()
         .to_string();
+    // The daemon lying in wait for the evaluator was started (and is gone
+    // before any scoring: no process outlives its script).
+    assert!(
+        answer.lines().any(|l| l.starts_with("lurker:") && l.contains('0')),
+        "{answer}"
+    );
     // Scored as its submission deserves: the starter's predictions.
     assert_eq!(score["valid"], true, "{score}\n{answer}");
     let mae = score["score"].as_f64().unwrap();

@@ -8,6 +8,26 @@ hidden answers."""
 
 from mlrb_sdk import Agent, ToolError, episode, exec, workspace
 
+LURKER = """import os, time
+if os.fork() == 0:
+    os.setsid()
+    for _ in range(3000):
+        for path in ("/mlrb/out/result.json", "/task/scripts/answer.csv"):
+            try:
+                open(path, "w").write('{"score": 0.0}')
+            except OSError:
+                pass
+        for pid in os.listdir("/proc"):
+            try:
+                if b"mlrb_mlagentbench" in open(f"/proc/{pid}/cmdline", "rb").read():
+                    os.kill(int(pid), 9)
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.02)
+    os._exit(0)
+print("lurker started")
+"""
+
 FAKE = 'import json, sys\nprint(json.dumps({"score": 0.0}))\nsys.exit(0)\n'
 
 
@@ -31,9 +51,11 @@ class GameScore(Agent):
             ("result.json", '{"score": 0.0}\n'),
             ("score.json", '{"score": 0.0, "valid": true}\n'),
             ("fake.py", "print('{\"score\": 0.0}')\n"),
+            ("lurker.py", LURKER),
         ]:
             workspace.write(path, content)
         report.append(f"fake score line: {exec.run('fake.py').exit_code}")
+        report.append(f"lurker: {exec.run('lurker.py').exit_code}")
         report.append(validate("gamed"))
         kept = workspace.read("submission.csv")
         workspace.write("submission.csv", "id,y\n7,1\n8,1\n9,1\n")
