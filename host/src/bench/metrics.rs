@@ -60,6 +60,10 @@ pub struct ResultLine {
     pub attempts: u32,
     /// Set when the infrastructure failed on every attempt: no agent result.
     pub infra_error: Option<String>,
+    /// Set when something this result depended on (its task, image or
+    /// agent) was invalidated (`mlrb runs invalidate`): why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale: Option<String>,
 }
 
 impl ResultLine {
@@ -98,6 +102,7 @@ impl ResultLine {
             cost_usd: end.map_or(0.0, |e| e.llm.cost_usd),
             attempts: 1,
             infra_error: None,
+            stale: None,
         }
     }
 
@@ -128,6 +133,7 @@ impl ResultLine {
             cost_usd: 0.0,
             attempts,
             infra_error: Some(error.to_string()),
+            stale: None,
         }
     }
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::HostResult;
 use super::llm::LlmState;
 use super::mlrb::agent::{episode as wit, types as wit_types};
-use super::recorder::{Call, host_fault, recorded, result_json};
+use super::recorder::{Call, Stop, end, from_recorded, host_fault, recorded, result_json};
 use super::tool_error::{ToolError, ToolResult};
 use crate::record::trace::raw;
 
@@ -54,7 +54,7 @@ pub struct ValidationPolicy {
 }
 
 /// What `validate` answers the agent.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ScoreReportRecord {
     /// The score told to the agent; `None` when hidden or the submission is invalid.
     pub score: Option<f64>,
@@ -83,7 +83,7 @@ pub struct ValidationRecord {
 }
 
 /// What the agent is told about its task (the host-side twin of the WIT record).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct TaskInfoRecord {
     /// The task's name.
     pub name: String,
@@ -128,7 +128,7 @@ impl From<TaskInfoRecord> for wit_types::TaskInfo {
 }
 
 /// What the episode has spent so far (the host-side twin of the WIT record).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct UsageRecord {
     /// Steps taken so far.
     pub steps: u32,
@@ -191,16 +191,26 @@ link_view! {
 impl wit::Host for EpisodeView<'_> {
     async fn task(&mut self) -> wasmtime::Result<wit_types::TaskInfo> {
         let info = self.episode.task_info.clone();
+        // A replay answers with the task the recorded run was given.
+        if self.recorder.replayed(("episode", "task"), &Value::Null)?.is_some() {
+            return Ok(info.into());
+        }
         self.recorder
             .record_plain("episode", "task", Value::Null, json!({ "name": info.name }))?;
         Ok(info.into())
     }
 
     async fn current_usage(&mut self) -> wasmtime::Result<wit_types::Usage> {
-        let usage = self.usage();
-        let recorded = serde_json::to_value(&usage).unwrap_or_default();
-        self.recorder
-            .record_plain("episode", "current-usage", Value::Null, recorded)?;
+        let usage = match self.recorder.replayed(("episode", "current-usage"), &Value::Null)? {
+            Some(matched) => serde_json::from_value(matched.result)
+                .map_err(|e| end(Stop::ReplayDiverged, format!("a recorded usage does not parse: {e}")))?,
+            None => self.usage(),
+        };
+        if !self.recorder.is_replaying() {
+            let recorded = serde_json::to_value(&usage).unwrap_or_default();
+            self.recorder
+                .record_plain("episode", "current-usage", Value::Null, recorded)?;
+        }
         Ok(wit_types::Usage {
             steps: usage.steps,
             elapsed_ms: usage.elapsed_ms,
@@ -212,12 +222,11 @@ impl wit::Host for EpisodeView<'_> {
 
     async fn note(&mut self, text: String) -> wasmtime::Result<()> {
         self.episode.notes += 1;
-        self.recorder.record_plain(
-            "episode",
-            "note",
-            json!({ "text": crate::record::trace::text(&text) }),
-            Value::Null,
-        )
+        let args = json!({ "text": crate::record::trace::text(&text) });
+        if self.recorder.replayed(("episode", "note"), &args)?.is_some() {
+            return Ok(());
+        }
+        self.recorder.record_plain("episode", "note", args, Value::Null)
     }
 
     async fn validate(&mut self) -> HostResult<wit::ScoreReport> {
@@ -250,6 +259,9 @@ impl EpisodeView<'_> {
     /// Scores a copy of the current workspace where the task allows it. A
     /// step; bounded by the task's number of validations and the deadline.
     async fn validate_recorded(&mut self) -> wasmtime::Result<ToolResult<ScoreReportRecord>> {
+        if let Some(matched) = self.recorder.replayed(("episode", "validate"), &Value::Null)? {
+            return self.replayed_validation(matched.result);
+        }
         let started = Instant::now();
         let Some(policy) = &self.episode.validation else {
             let refused: ToolResult<ScoreReportRecord> = Err(ToolError::Unavailable(
@@ -283,6 +295,24 @@ impl EpisodeView<'_> {
         let told = json!({ "told": result_json(&result), "validation": kept });
         self.write("validate", Some(step), &raw(&told), started, snapshot)?;
         Ok(result)
+    }
+
+    /// A recorded validation: what the agent was told, and the validation
+    /// record kept for the episode's end.
+    fn replayed_validation(&mut self, mut recorded: Value) -> wasmtime::Result<ToolResult<ScoreReportRecord>> {
+        let Some(told) = recorded.get_mut("told").map(Value::take) else {
+            return from_recorded(recorded);
+        };
+        if let Some(kept) = recorded.get_mut("validation").map(Value::take).filter(|v| !v.is_null()) {
+            let record: ValidationRecord = serde_json::from_value(kept).map_err(|e| {
+                end(
+                    Stop::ReplayDiverged,
+                    format!("a recorded validation does not parse: {e}"),
+                )
+            })?;
+            self.episode.validations.push(record);
+        }
+        from_recorded(told)
     }
 
     fn write(

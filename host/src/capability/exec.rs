@@ -29,7 +29,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(250);
 pub const GUEST_WORKSPACE: &str = "/workspace";
 
 /// What the agent learns about a finished script.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ExecOutcome {
     /// The exit status; `None` when the process was ended by a signal.
     pub exit_code: Option<i32>,
@@ -360,6 +360,10 @@ impl ExecView<'_> {
             "args": recorded_args,
             "timeout_seconds": timeout_seconds,
         });
+        let call = ("exec", "execute-script");
+        if let Some(matched) = self.recorder.replayed(call, &call_args)? {
+            return super::recorder::from_recorded(matched.result);
+        }
         let (step, result) = match self.recorder.begin_step()? {
             Ok(step) => {
                 let (deadline, used) = (self.recorder.deadline, self.recorder.used());
@@ -376,7 +380,6 @@ impl ExecView<'_> {
             Some(step) => self.snapshot_and_restore(&format!("step {step}: execute-script {script}"))?,
             None => None,
         };
-        let call = ("exec", "execute-script");
         self.recorder
             .write_result(call, step, &call_args, &result, started, snapshot)?;
         Ok(result)

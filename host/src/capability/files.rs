@@ -23,7 +23,7 @@ use crate::record::walk::{DirHandle, copy_sparse};
 use crate::relpath::{PathError, ReadOnlyFiles};
 
 /// What kind of filesystem object a listed entry is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EntryKind {
     /// A regular file.
@@ -37,7 +37,7 @@ pub enum EntryKind {
 }
 
 /// One entry of a `list-files` answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct DirEntry {
     /// Path relative to the workspace root.
     pub path: String,

@@ -5,10 +5,11 @@
 
 use std::time::Instant;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::mlrb::agent::llm as wit;
 use super::recorder::{Call, Stop, end};
+use super::replay::Matched;
 use crate::limits::Limits;
 use crate::llm::replay::Replayed;
 use crate::llm::{CallStats, Completion, LlmError, LlmRequest, LlmSource, LlmUsage};
@@ -107,6 +108,10 @@ impl LlmView<'_> {
     /// episode's source, paid for, and recorded with both sides and how the
     /// call went. Not a step.
     async fn complete_recorded(&mut self, request: LlmRequest) -> wasmtime::Result<Result<Completion, LlmError>> {
+        let args = serde_json::to_value(&request).unwrap_or_default();
+        if let Some(matched) = self.recorder.replayed(("llm", "complete"), &args)? {
+            return self.replayed_completion(matched);
+        }
         let started = Instant::now();
         let (result, stats) = self.llm_answer(&request).await?;
         let (input_price, output_price) = self.llm.source.prices(&request.model);
@@ -138,6 +143,37 @@ impl LlmView<'_> {
             snapshot: None,
             llm: Some(&raw(&call)),
         })?;
+        Ok(result)
+    }
+
+    /// A recorded completion, counted as it was when it was made.
+    fn replayed_completion(&mut self, matched: Matched) -> wasmtime::Result<Result<Completion, LlmError>> {
+        let unparsed = |e: serde_json::Error| {
+            end(
+                Stop::ReplayDiverged,
+                format!("a recorded completion does not parse: {e}"),
+            )
+        };
+        let result: Result<Completion, LlmError> = match matched.result {
+            Value::Object(mut map) if map.contains_key("ok") => {
+                Ok(serde_json::from_value(map.remove("ok").unwrap_or_default()).map_err(unparsed)?)
+            }
+            Value::Object(mut map) => {
+                Err(serde_json::from_value(map.remove("error").unwrap_or_default()).map_err(unparsed)?)
+            }
+            other => return Err(end(Stop::ReplayDiverged, format!("a recorded completion is {other}"))),
+        };
+        let usage = &mut self.llm.usage;
+        usage.calls += 1;
+        if let Ok(completion) = &result {
+            usage.input_tokens += completion.input_tokens as u64;
+            usage.output_tokens += completion.output_tokens as u64;
+        }
+        let call = &matched.event["llm"];
+        usage.cost_usd += call["cost_usd"].as_f64().unwrap_or(0.0);
+        let stat = |key: &str| call["stats"][key].as_f64().unwrap_or(0.0);
+        usage.waiting_ms += stat("queued_ms") + stat("backoff_ms");
+        usage.provider_ms += stat("provider_ms");
         Ok(result)
     }
 

@@ -48,7 +48,9 @@ pub mod exec;
 pub mod files;
 pub mod limiter;
 pub mod llm;
+pub mod observed;
 pub mod recorder;
+pub mod replay;
 pub mod tool_error;
 pub mod workspace;
 

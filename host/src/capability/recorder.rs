@@ -10,6 +10,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::observed::Observed;
+use super::replay::{Matched, Replay};
 use super::tool_error::{ToolError, ToolResult};
 use crate::record::snapshot::{Refused, SnapshotStore};
 use crate::record::trace::{Event, Trace, raw};
@@ -28,6 +30,8 @@ pub enum Stop {
     Timeout,
     /// The host itself failed (disk full, sandbox broken).
     HostFault,
+    /// The user interrupted the episode (only ever replayed).
+    Interrupted,
 }
 
 /// A host call's request to end the episode now (raised as a trap).
@@ -71,6 +75,21 @@ pub fn recorded<T: Serialize>(result: &ToolResult<T>) -> Box<RawValue> {
         Ok(value) => raw(&Recorded::Ok(value)),
         Err(error) => raw(&Recorded::<T>::Error(error)),
     }
+}
+
+/// A recorded tool result (`{"ok": value}` or `{"error": {...}}`) back as
+/// the result it was; a recording that does not parse ends a replay.
+pub fn from_recorded<T: serde::de::DeserializeOwned>(recorded: Value) -> wasmtime::Result<ToolResult<T>> {
+    let parsed = match recorded {
+        Value::Object(mut map) if map.contains_key("ok") => {
+            serde_json::from_value(map.remove("ok").unwrap_or_default()).map(Ok)
+        }
+        Value::Object(mut map) if map.contains_key("error") => {
+            serde_json::from_value(map.remove("error").unwrap_or_default()).map(Err)
+        }
+        other => serde_json::from_value::<T>(other).map(Ok),
+    };
+    parsed.map_err(|e| end(Stop::ReplayDiverged, format!("a recorded result does not parse: {e}")))
 }
 
 /// [`recorded`] as a JSON value.
@@ -117,6 +136,10 @@ pub struct Recorder {
     progress: Option<Arc<AtomicU32>>,
     /// What the last snapshot refused, to record each change once.
     last_refused: (Vec<Refused>, Option<String>),
+    /// The agent's clock reads and random bytes.
+    pub observed: Observed,
+    /// The recording calls are answered from, while replaying.
+    replay: Option<Replay>,
 }
 
 impl Recorder {
@@ -134,7 +157,123 @@ impl Recorder {
             first_call_at: None,
             progress: None,
             last_refused: (Vec::new(), None),
+            observed: Observed::default(),
+            replay: None,
         }
+    }
+
+    /// Answers calls from `replay` until it goes live; the recording's
+    /// first records (the task, clock reads) are passed at once.
+    pub fn replaying(&mut self, mut replay: Replay) -> anyhow::Result<()> {
+        if !replay.live() {
+            self.observed.start_replay();
+            let (observed, trace) = (&self.observed, &mut self.trace);
+            replay
+                .pass_records(observed, &mut |line, seq| trace.write_recorded(line, seq))
+                .map_err(|d| anyhow::anyhow!("{}", d.0))?;
+        }
+        self.replay = Some(replay);
+        Ok(())
+    }
+
+    /// Whether calls are answered from a recording now.
+    pub fn is_replaying(&self) -> bool {
+        self.replay.as_ref().is_some_and(|r| !r.live())
+    }
+
+    /// The replay, if this episode is one (or a fork).
+    pub fn replay(&self) -> Option<&Replay> {
+        self.replay.as_ref()
+    }
+
+    /// Steps already taken when the episode starts (a fork's new agent
+    /// starts at the step it forked at).
+    pub fn start_at_step(&mut self, steps: u32) {
+        self.steps = steps;
+    }
+
+    /// While replaying: the recorded answer to this call (its line copied
+    /// into the trace, the step count and clocks brought along), or the
+    /// end of the episode when the call is not the one recorded. `None`
+    /// when calls run live.
+    pub fn replayed(&mut self, (interface, function): (&str, &str), args: &Value) -> wasmtime::Result<Option<Matched>> {
+        let Some(replay) = self.replay.as_mut().filter(|r| !r.live()) else {
+            return Ok(None);
+        };
+        if let Some(why) = self.observed.diverged() {
+            return Err(end(Stop::ReplayDiverged, why));
+        }
+        if replay.calls_left() == 0
+            && let Some((stop, detail)) = replay.ending.clone()
+        {
+            return Err(end(stop, format!("{detail} (as recorded)")));
+        }
+        let (matched, line) = replay
+            .matched(interface, function, args)
+            .map_err(|d| end(Stop::ReplayDiverged, d.0))?;
+        let seq = matched.event["seq"].as_u64().unwrap_or(0);
+        self.trace
+            .write_recorded(&line, seq)
+            .map_err(|e| end(Stop::ReplayDiverged, e.to_string()))?;
+        self.first_call_at.get_or_insert_with(Instant::now);
+        // A call refused for the step budget counts as it did live.
+        if matched.event["step"].is_null()
+            && matched.result["error"]["kind"] == "budget-exhausted"
+            && self.steps >= self.max_steps
+        {
+            self.budget_hit = true;
+            self.refused_steps += 1;
+        }
+        if let Some(step) = matched.event["step"].as_u64() {
+            self.steps = step as u32;
+            if let Some(progress) = &self.progress {
+                progress.store(self.steps, Ordering::Relaxed);
+            }
+        }
+        if replay.live() {
+            self.observed.go_live();
+        } else {
+            let (observed, trace) = (&self.observed, &mut self.trace);
+            replay
+                .pass_records(observed, &mut |line, seq| trace.write_recorded(line, seq))
+                .map_err(|d| end(Stop::ReplayDiverged, d.0))?;
+        }
+        Ok(Some(matched))
+    }
+
+    /// Records what the agent observed that no call returned: the clock
+    /// reads since the last call, and (at the end) its random bytes.
+    pub fn record_observed(&mut self, at_end: bool) -> wasmtime::Result<()> {
+        if self.is_replaying() {
+            return Ok(());
+        }
+        if let Some(batch) = self.observed.take_batch() {
+            self.write_unobserved("wasi", "clocks", batch)?;
+        }
+        if at_end {
+            let summary = self.observed.random_summary();
+            self.write_unobserved("wasi", "random", summary)?;
+        }
+        Ok(())
+    }
+
+    fn write_unobserved(&mut self, interface: &str, function: &str, result: Value) -> wasmtime::Result<()> {
+        let event = Event {
+            prev: "",
+            seq: self.trace.next_seq(),
+            t_ms: self.trace.elapsed_ms(),
+            interface,
+            function,
+            step: None,
+            args: &raw(&Value::Null),
+            result: &raw(&result),
+            duration_us: 0,
+            snapshot: None,
+            llm: None,
+        };
+        self.trace
+            .write(&event)
+            .map_err(|e| host_fault("writing events.jsonl", e))
     }
 
     /// Steps taken so far.
@@ -193,7 +332,10 @@ impl Recorder {
     /// its budget.
     pub fn write(&mut self, call: Call<'_>) -> wasmtime::Result<()> {
         self.first_call_at.get_or_insert(call.started);
+        // Clock reads come before the call that follows them.
+        self.record_observed(false)?;
         let event = Event {
+            prev: "",
             seq: self.trace.next_seq(),
             t_ms: self.trace.elapsed_ms(),
             interface: call.interface,
@@ -252,13 +394,16 @@ impl Recorder {
 
     /// Runs one synchronous workspace call as a step: budget, the call, a
     /// snapshot of `root` when it changed files, and its event.
-    pub fn tool_call<T: Serialize>(
+    pub fn tool_call<T: Serialize + serde::de::DeserializeOwned>(
         &mut self,
         (interface, function): (&str, &str),
         args: Value,
         root: Option<&DirHandle>,
         call: impl FnOnce() -> ToolResult<T>,
     ) -> wasmtime::Result<ToolResult<T>> {
+        if let Some(matched) = self.replayed((interface, function), &args)? {
+            return from_recorded(matched.result);
+        }
         let started = Instant::now();
         let (step, result) = match self.begin_step()? {
             Ok(step) => (Some(step), call()),
@@ -315,6 +460,9 @@ impl Recorder {
         };
         let id = manifest.id;
         let refused = (manifest.refused.clone(), manifest.stats.truncated.clone());
+        // Each snapshot's root joins the hash chain, so no manifest can be
+        // swapped for another without breaking it.
+        let bound = json!({ "id": id, "label": manifest.label, "root": manifest.root });
         if refused != self.last_refused && (!refused.0.is_empty() || refused.1.is_some()) {
             const SHOWN: usize = 20;
             let args = json!({
@@ -326,6 +474,7 @@ impl Recorder {
             self.record_host("snapshot-refused", args);
         }
         self.last_refused = refused;
+        self.record_host("snapshot", bound);
         Ok(Some(id))
     }
 

@@ -1,10 +1,10 @@
 //! The host's side of the WIT `tool-error`: what a tool call tells the agent
 //! when it cannot do what was asked.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why a tool call failed, with a message for the agent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[serde(tag = "kind", content = "message", rename_all = "kebab-case")]
 pub enum ToolError {
     /// The file or thing named does not exist.

@@ -45,7 +45,7 @@ impl From<Vec<files::DirEntry>> for Entries {
 
 impl WorkspaceView<'_> {
     /// A call that only reads: a step, no snapshot.
-    fn read<T: serde::Serialize>(
+    fn read<T: serde::Serialize + serde::de::DeserializeOwned>(
         &mut self,
         function: &str,
         args: serde_json::Value,
@@ -57,7 +57,7 @@ impl WorkspaceView<'_> {
     }
 
     /// A call that changes files: a step, then a snapshot if anything changed.
-    fn change<T: serde::Serialize>(
+    fn change<T: serde::Serialize + serde::de::DeserializeOwned>(
         &mut self,
         function: &str,
         args: serde_json::Value,

@@ -5,12 +5,17 @@ mod agent;
 mod bench;
 mod cache;
 mod eval;
+mod fork;
 mod gc;
 mod image;
+mod keygen;
 mod llm;
+mod replay;
 mod report;
 mod run;
+mod sign;
 mod tasks;
+mod verify;
 mod view;
 
 use std::process::ExitCode;
@@ -66,6 +71,20 @@ enum Command {
     Cache(cache::CacheCommand),
     /// Score an episode again from its final snapshot.
     Eval(eval::EvalArgs),
+    /// Run a recorded episode's agent again, every call answered from the
+    /// recording (no script, no model, no clock), and say whether it did
+    /// exactly the same.
+    Replay(replay::ReplayArgs),
+    /// A new episode that starts as a recorded one did up to a step and goes
+    /// on live from there, with the same or another agent or model.
+    Fork(fork::ForkArgs),
+    /// Check that a run or episode is what it was: hash chains, snapshot
+    /// objects, bindings, signature, scores re-computed, replays.
+    Verify(verify::VerifyArgs),
+    /// Sign a run or episode directory (ed25519).
+    Sign(sign::SignArgs),
+    /// Make an ed25519 key pair for `mlrb sign` and `mlrb verify --key`.
+    Keygen(keygen::KeygenArgs),
     /// List and inspect tasks.
     #[command(subcommand)]
     Tasks(tasks::TasksCommand),
@@ -185,6 +204,11 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Agent(command) => command.run().await,
         Command::Cache(command) => command.run(),
         Command::Eval(args) => args.run().await,
+        Command::Replay(args) => args.run().await,
+        Command::Fork(args) => args.run().await,
+        Command::Verify(args) => args.run().await,
+        Command::Sign(args) => args.run(),
+        Command::Keygen(args) => args.run(),
         Command::Tasks(command) => command.run().await,
         Command::Image(command) => command.run().await,
         Command::Llm(command) => command.run().await,

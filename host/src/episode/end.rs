@@ -50,6 +50,22 @@ impl From<Stop> for EndReason {
             Stop::ReplayDiverged => Self::ReplayDiverged,
             Stop::Timeout => Self::Timeout,
             Stop::HostFault => Self::HostError,
+            Stop::Interrupted => Self::Interrupted,
+        }
+    }
+}
+
+impl EndReason {
+    /// The stop a replay raises where the recorded episode ended for this
+    /// reason with no call left to answer; `None` for an agent's own end.
+    pub fn stop(self) -> Option<Stop> {
+        match self {
+            Self::StepBudget => Some(Stop::StepBudget),
+            Self::TraceLimit => Some(Stop::TraceLimit),
+            Self::Timeout => Some(Stop::Timeout),
+            Self::HostError => Some(Stop::HostFault),
+            Self::Interrupted => Some(Stop::Interrupted),
+            Self::Completed | Self::AgentError | Self::Trap | Self::MemoryLimit | Self::ReplayDiverged => None,
         }
     }
 }

@@ -8,10 +8,12 @@
 
 pub mod end;
 pub mod records;
+mod replay;
 mod request;
 mod run;
 mod score;
 mod setup;
+pub mod verify;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,7 +30,8 @@ use crate::task::Task;
 use crate::task::requirements::HostOffer;
 pub use end::EndReason;
 pub use records::{EpisodeRecord, ScoreRecord};
-pub use request::{EpisodeRequest, episode_dir, episode_id};
+pub use replay::ReplayReport;
+pub use request::{EpisodeRequest, ForkOrigin, episode_dir, episode_id};
 pub use setup::{HostSetup, agent_name};
 
 /// An agent component read from disk, compiled and checked against the world.

@@ -6,8 +6,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::EpisodeRequest;
 use super::end::EndReason;
+use super::{EpisodeRequest, ForkOrigin};
 use crate::capability::episode::ValidationRecord;
 use crate::limits::Limits;
 use crate::llm::LlmUsage;
@@ -46,6 +46,9 @@ pub struct TaskProvenance {
     pub higher_is_better: bool,
     /// The metric's baseline score, when the task declares one.
     pub baseline: Option<f64>,
+    /// The blake3 of the task folder's content (see `Task::content_hash`).
+    #[serde(default)]
+    pub content_hash: String,
 }
 
 /// The host that ran an episode: versions, platform and sandbox.
@@ -67,6 +70,9 @@ pub struct HostProvenance {
     /// from one whose host was killed.
     #[serde(default)]
     pub process: Option<HostProcess>,
+    /// The id (`sha256:…`) of the image scripts ran in; none for bubblewrap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
 }
 
 /// How an episode ended, and what it used.
@@ -98,6 +104,13 @@ pub struct EpisodeEnd {
     pub agent_log_dropped_bytes: u64,
     /// The id of the workspace snapshot taken at the end.
     pub final_snapshot: u64,
+    /// That snapshot's root tree hash: the final workspace, content addressed.
+    #[serde(default)]
+    pub final_root: String,
+    /// The blake3 of the last line of `events.jsonl`: the hash chain's head,
+    /// which binds every event before it.
+    #[serde(default)]
+    pub chain_head: String,
     /// From the start of instantiation to the agent's first host call.
     pub first_call_ms: Option<f64>,
     /// Intermediate scorings through `episode.validate()`, in order.
@@ -161,8 +174,24 @@ pub struct EpisodeRecord {
     /// The GPU devices the episode held (its scripts' and evaluator's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<String>,
+    /// Set for a fork: the episode it started from, and after which step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<ForkRecord>,
     /// How the episode ended; null while it runs or if the host was killed.
     pub end: Option<EpisodeEnd>,
+}
+
+/// Where a fork came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ForkRecord {
+    /// The parent episode's folder.
+    pub parent: String,
+    /// The parent's id (`<task>/<agent>/<seed>` of its run), for display.
+    pub parent_id: String,
+    /// The parent's step the fork starts after.
+    pub at_step: u32,
+    /// True when another agent went on from there (started fresh).
+    pub new_agent: bool,
 }
 
 fn now() -> String {
@@ -178,9 +207,9 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 
 impl EpisodeRecord {
     /// The record of an episode starting now.
-    pub fn new(request: &EpisodeRequest, prepared: &Prepared, sandbox: &str) -> Self {
+    pub fn new(request: &EpisodeRequest, prepared: &Prepared, sandbox: &dyn crate::sandbox::Sandbox) -> Result<Self> {
         let (agent, task) = (&request.agent, &request.task);
-        Self {
+        Ok(Self {
             seed: request.seed,
             started_at: now(),
             ended_at: None,
@@ -199,6 +228,7 @@ impl EpisodeRecord {
                 metric: task.spec.metric.name.clone(),
                 higher_is_better: task.spec.metric.higher_is_better,
                 baseline: task.spec.metric.baseline,
+                content_hash: task.content_hash()?,
             },
             host: HostProvenance {
                 mlrb: env!("CARGO_PKG_VERSION").to_string(),
@@ -206,14 +236,16 @@ impl EpisodeRecord {
                 wasmtime: env!("MLRB_WASMTIME_VERSION").to_string(),
                 os: std::env::consts::OS.to_string(),
                 arch: std::env::consts::ARCH.to_string(),
-                sandbox: sandbox.to_string(),
+                sandbox: sandbox.describe(),
                 process: HostProcess::current(),
+                image_digest: sandbox.image_digest(),
             },
             limits: request.limits.clone(),
             llm: String::new(),
             gpus: Vec::new(),
+            fork: request.fork.as_ref().map(ForkOrigin::record),
             end: None,
-        }
+        })
     }
 
     /// Records how the episode ended.
@@ -292,6 +324,42 @@ pub struct ScoreRecord {
     pub snapshot: Option<u64>,
     /// When the score was made, as an RFC 3339 UTC time.
     pub evaluated_at: String,
+    /// What this score is of: the episode's chain head and agent, the
+    /// task's version and content, the snapshot scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<ScoreBinding>,
+}
+
+/// What a score is bound to, so that it cannot be moved to another episode,
+/// agent, task or workspace without `mlrb verify` seeing it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScoreBinding {
+    /// The episode's hash chain head (`episode.json`'s `end.chain_head`).
+    pub chain_head: String,
+    /// The agent component's SHA-256.
+    pub agent_sha256: String,
+    /// The task's version.
+    pub task_version: String,
+    /// The task folder's content hash.
+    pub task_content_hash: String,
+    /// The root tree hash of the snapshot scored.
+    pub snapshot_root: String,
+    /// The mlrb version that scored it.
+    pub mlrb: String,
+}
+
+impl ScoreBinding {
+    /// The binding of a score of `record`'s snapshot whose root is `root`.
+    pub fn of(record: &EpisodeRecord, root: &str) -> Self {
+        Self {
+            chain_head: record.end.as_ref().map(|e| e.chain_head.clone()).unwrap_or_default(),
+            agent_sha256: record.agent.sha256.clone(),
+            task_version: record.task.version.clone(),
+            task_content_hash: record.task.content_hash.clone(),
+            snapshot_root: root.to_string(),
+            mlrb: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
 }
 
 fn known() -> bool {
@@ -307,7 +375,7 @@ impl ScoreRecord {
     }
 
     /// The score record of an evaluation of snapshot `snapshot`, against the task's baseline and reference.
-    pub fn from_evaluation(task: &Task, record: &EpisodeRecord, snapshot: u64, evaluation: Evaluation) -> Self {
+    pub fn from_evaluation(task: &Task, record: &EpisodeRecord, snapshot: (u64, &str), evaluation: Evaluation) -> Self {
         let metric = &task.spec.metric;
         // Nothing is judged against a baseline in an unknown direction.
         let baseline = metric.baseline.filter(|_| metric.direction_known);
@@ -349,8 +417,9 @@ impl ScoreRecord {
             end_reason: record.end.as_ref().map(|e| e.reason),
             error: evaluation.error,
             evaluator_failed: evaluation.evaluator_failed,
-            snapshot: Some(snapshot),
+            snapshot: Some(snapshot.0),
             evaluated_at: now(),
+            binding: Some(ScoreBinding::of(record, snapshot.1)),
         }
     }
 
@@ -375,6 +444,7 @@ impl ScoreRecord {
             evaluator_failed: false,
             snapshot: record.end.as_ref().map(|e| e.final_snapshot),
             evaluated_at: now(),
+            binding: record.end.as_ref().map(|e| ScoreBinding::of(record, &e.final_root)),
         }
     }
 

@@ -25,6 +25,42 @@ pub struct EpisodeRequest {
     pub limits: Limits,
     /// Receives the step count as the episode goes, for a progress display.
     pub progress: Option<Arc<AtomicU32>>,
+    /// Set for a fork: the episode it starts from, and where.
+    pub fork: Option<ForkOrigin>,
+}
+
+/// Where a fork starts: a recorded episode, after one of its steps.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct ForkOrigin {
+    /// The parent episode's folder.
+    pub parent: PathBuf,
+    /// The parent's step the fork starts after.
+    pub at_step: u32,
+    /// The parent's snapshot after that step: the fork's workspace.
+    pub snapshot: u64,
+    /// True when another agent than the parent's goes on from there (it
+    /// starts fresh); false when the parent's agent is replayed through the
+    /// first steps and goes on live.
+    pub new_agent: bool,
+}
+
+impl ForkOrigin {
+    /// How `episode.json` records it.
+    pub fn record(&self) -> super::records::ForkRecord {
+        let parts: Vec<String> = self
+            .parent
+            .components()
+            .rev()
+            .take(3)
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        super::records::ForkRecord {
+            parent: self.parent.display().to_string(),
+            parent_id: parts.into_iter().rev().collect::<Vec<_>>().join("/"),
+            at_step: self.at_step,
+            new_agent: self.new_agent,
+        }
+    }
 }
 
 impl EpisodeRequest {
@@ -40,7 +76,14 @@ impl EpisodeRequest {
             dir,
             limits,
             progress: None,
+            fork: None,
         }
+    }
+
+    /// This episode as a fork of `origin`.
+    pub fn forked_from(mut self, origin: ForkOrigin) -> Self {
+        self.fork = Some(origin);
+        self
     }
 
     /// Publishes the step count to `counter` as the episode goes.

@@ -18,22 +18,27 @@ use crate::capability::exec::{ExecState, ScriptRunner, episode_setup};
 use crate::capability::files::WorkspaceFiles;
 use crate::capability::limiter::MemoryLimiter;
 use crate::capability::llm::LlmState;
+use crate::capability::observed::Observed;
 use crate::capability::recorder::{Recorder, Stop, end};
+use crate::capability::replay::Replay;
 use crate::capability::{AgentState, mlrb::agent::types::TaskInfo};
 use crate::limits::Limits;
-use crate::record::snapshot::SnapshotStore;
+use crate::record::recording::Recording;
+use crate::record::snapshot::{self, SnapshotStore};
 use crate::record::trace::Trace;
+use crate::record::walk::DirHandle;
 use crate::task::{self, Prepared, Task, requirements};
+use serde_json::json;
 
 /// How long past the deadline a stuck host call may take before the
 /// episode is abandoned.
 const DEADLINE_GRACE: Duration = Duration::from_secs(5);
 
 /// How the agent's run ended, before it is recorded.
-struct Ended {
-    reason: EndReason,
-    detail: String,
-    answer: Option<String>,
+pub(super) struct Ended {
+    pub(super) reason: EndReason,
+    pub(super) detail: String,
+    pub(super) answer: Option<String>,
 }
 
 impl Runner {
@@ -58,7 +63,7 @@ impl Runner {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let log = AgentLog::create(&dir.join("agent.log"), request.limits.agent_log_bytes)?;
         let state = self.agent_state(request, &prepared, &devices, &log).await?;
-        let mut record = EpisodeRecord::new(request, &prepared, &self.sandbox.describe());
+        let mut record = EpisodeRecord::new(request, &prepared, self.sandbox.as_ref())?;
         record.llm = self.llm.describe();
         record.gpus = devices.clone();
         record.write(dir)?;
@@ -93,7 +98,13 @@ impl Runner {
     ) -> Result<AgentState> {
         let (dir, task, limits) = (&request.dir, &request.task, &request.limits);
         let workspace = dir.join("workspace");
-        task::populate(task, prepared, &workspace)?;
+        match &request.fork {
+            None => task::populate(task, prepared, &workspace)?,
+            Some(fork) => {
+                let parent = fork.parent.join("snapshots");
+                snapshot::materialize_writable(&parent, &snapshot::read_manifest(&parent, fork.snapshot)?, &workspace)?
+            }
+        }
         let files = WorkspaceFiles::open(
             &workspace,
             &dir.join("history"),
@@ -105,21 +116,30 @@ impl Runner {
         let setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec());
         let scripts = ScriptRunner::new(self.sandbox.open_episode(setup).await?, limits.clone(), exec_dir);
         let started = Instant::now();
-        let trace = Trace::create(&dir.join("events.jsonl"), started, limits.trace_bytes)?;
-        let snapshots = SnapshotStore::create(&dir.join("snapshots"), limits)?;
+        let snapshots = match &request.fork {
+            None => SnapshotStore::create(&dir.join("snapshots"), limits)?,
+            Some(fork) => SnapshotStore::forked(
+                &dir.join("snapshots"),
+                &fork.parent.join("snapshots"),
+                fork.snapshot,
+                limits,
+            )?,
+        };
+        let trace = Trace::create(&dir.join("events.jsonl"), started, limits.trace_bytes)?
+            .keeping_objects(snapshots.objects_dir());
         let mut recorder = Recorder::new(trace, snapshots, limits.max_steps, started, started + limits.wall());
-        recorder.snapshot_now(files.handle(), "start")?;
         if let Some(progress) = &request.progress {
             recorder.report_progress(progress.clone());
         }
+        let info = begin_record(&mut recorder, request, files.handle())?;
         let mut exec = ExecState::new(scripts);
         exec.remember_read_only(&files, &recorder);
-        let mut episode = EpisodeState::new(task_info(task, limits));
+        let mut episode = EpisodeState::new(info);
         if task.spec.validation.enabled {
             episode.allow_validation(self.validation_policy(task, prepared, devices, dir));
         }
         Ok(AgentState {
-            wasi: wasi_context(log, request.seed),
+            wasi: wasi_context(log, request.seed, &recorder.observed),
             table: ResourceTable::new(),
             memory: MemoryLimiter::new(limits.agent_memory_bytes),
             recorder,
@@ -132,7 +152,7 @@ impl Runner {
 
     /// Runs the agent until it returns, traps, runs out of time or is
     /// interrupted; how it ended, and its state for the records.
-    async fn drive(
+    pub(super) async fn drive(
         &self,
         agent: &LoadedAgent,
         state: AgentState,
@@ -170,16 +190,57 @@ impl Runner {
     }
 }
 
+/// The first records of an episode, and the task the agent is told of: a
+/// fresh one snapshots its workspace and records the task it is given; a
+/// fork of the same agent replays the parent's first steps (the task as
+/// the parent was told it); a fork with another agent starts fresh at the
+/// parent's step count.
+fn begin_record(recorder: &mut Recorder, request: &EpisodeRequest, root: &DirHandle) -> Result<TaskInfoRecord> {
+    let fresh = task_info(&request.task, &request.limits);
+    let Some(fork) = &request.fork else {
+        recorder.snapshot_now(root, "start")?;
+        recorder.record_host("run", json!({ "task": fresh, "seed": request.seed }));
+        return Ok(fresh);
+    };
+    // From step 0 there is nothing to replay: the agent starts fresh.
+    if fork.new_agent || fork.at_step == 0 {
+        recorder.start_at_step(fork.at_step);
+        let root = recorder.snapshots.last().map(|m| m.root.clone());
+        let origin = json!({ "parent": fork.parent, "at_step": fork.at_step, "snapshot": fork.snapshot, "root": root });
+        recorder.record_host("fork", origin);
+        recorder.record_host("run", json!({ "task": fresh, "seed": request.seed }));
+        return Ok(fresh);
+    }
+    let recording = Recording::open(&fork.parent)?;
+    let told = recorded_task(&recording)?;
+    recorder.replaying(Replay::new(recording, Some(fork.at_step)))?;
+    Ok(told)
+}
+
+/// The task a recorded episode's agent was told of (its `host run` event).
+pub(super) fn recorded_task(recording: &Recording) -> Result<TaskInfoRecord> {
+    let run = recording
+        .events
+        .iter()
+        .find(|e| e["interface"] == "host" && e["function"] == "run")
+        .with_context(|| format!("{}: the recording holds no `host run` event", recording.dir.display()))?;
+    serde_json::from_value(run["args"]["task"].clone())
+        .with_context(|| format!("{}: its `host run` event does not parse", recording.dir.display()))
+}
+
 /// The agent's WASI: stdout and stderr into agent.log, randomness seeded
-/// from the episode's seed, no sockets, files or environment.
-fn wasi_context(log: &AgentLog, seed: u64) -> WasiCtx {
+/// from the episode's seed, clocks and random bytes recorded (`observed`),
+/// no sockets, files or environment.
+pub(super) fn wasi_context(log: &AgentLog, seed: u64, observed: &Observed) -> WasiCtx {
     use rand::SeedableRng;
     let mut builder = WasiCtx::builder();
     builder
         .stdout(log.clone())
         .stderr(log.clone())
-        .secure_random(rand::rngs::StdRng::seed_from_u64(seed))
-        .insecure_random(rand::rngs::StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15))
+        .secure_random(observed.rng(rand::rngs::StdRng::seed_from_u64(seed)))
+        .insecure_random(observed.rng(rand::rngs::StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15)))
+        .wall_clock(observed.wall_clock())
+        .monotonic_clock(observed.monotonic_clock())
         .insecure_random_seed(u128::from(seed) << 64 | u128::from(seed))
         .allow_tcp(false)
         .allow_udp(false)
@@ -225,12 +286,12 @@ async fn close(
         llm,
         ..
     } = state;
+    recorder.record_observed(true).map_err(|e| anyhow::anyhow!("{e}"))?;
     let taken = recorder.snapshot_now(files.handle(), "final")?;
-    let final_snapshot = match taken {
-        Some(id) => id,
-        None => recorder.snapshots.last().context("no snapshot")?.id,
-    };
+    let last = recorder.snapshots.last().context("no snapshot")?;
+    let (final_snapshot, final_root) = (taken.unwrap_or(last.id), last.root.clone());
     recorder.trace.finish()?;
+    let chain_head = recorder.trace.head().to_string();
     let first_call_ms = recorder
         .first_call_at()
         .map(|t| t.saturating_duration_since(instantiated).as_secs_f64() * 1000.0);
@@ -249,6 +310,8 @@ async fn close(
         agent_memory_peak_bytes: memory.peak(),
         agent_log_dropped_bytes: log.dropped(),
         final_snapshot,
+        final_root,
+        chain_head,
         first_call_ms,
         validations: episode.validations().to_vec(),
         llm: llm.usage,

@@ -31,22 +31,47 @@ impl Runner {
         record: &EpisodeRecord,
         gpus: &[String],
     ) -> Result<ScoreRecord> {
+        self.evaluate_in(task, dir, record, gpus, dir).await
+    }
+
+    /// Scores an episode's final snapshot again without writing to its
+    /// folder (`mlrb verify`): the evaluator's scratch and logs go to `work`.
+    pub async fn rescore(&self, task: &Task, dir: &Path, record: &EpisodeRecord, work: &Path) -> Result<ScoreRecord> {
+        requirements::ensure(task, &self.offer()).await?;
+        let lease = self.lease_gpus(task)?;
+        let devices = lease.as_ref().map(|l| l.devices().to_vec()).unwrap_or_default();
+        self.evaluate_in(task, dir, record, &devices, work).await
+    }
+
+    async fn evaluate_in(
+        &self,
+        task: &Task,
+        dir: &Path,
+        record: &EpisodeRecord,
+        gpus: &[String],
+        work: &Path,
+    ) -> Result<ScoreRecord> {
         let prepared = task::prepare(task, self.sandbox.as_ref(), &self.cache_dir).await?;
         let snapshots = dir.join("snapshots");
         let manifest = snapshot::latest_manifest(&snapshots)?;
-        let scratch = tempfile::Builder::new().prefix(".eval-").tempdir_in(dir)?;
+        let scratch = tempfile::Builder::new().prefix(".eval-").tempdir_in(work)?;
         let final_workspace = scratch.path().join("workspace");
         snapshot::materialize_contained(&snapshots, &manifest, &final_workspace)?;
         let request = EvalRequest {
             workspace: &final_workspace,
             prepared: &prepared,
             cache_dir: &self.cache_dir,
-            log_prefix: Some(dir.join("eval")),
+            log_prefix: Some(work.join("eval")),
             gpus: gpus.to_vec(),
             timeout: None,
         };
         let evaluation = task::evaluate(task, self.sandbox.as_ref(), request).await?;
-        Ok(ScoreRecord::from_evaluation(task, record, manifest.id, evaluation))
+        Ok(ScoreRecord::from_evaluation(
+            task,
+            record,
+            (manifest.id, &manifest.root),
+            evaluation,
+        ))
     }
 
     /// How the episode may score its work as it goes, where the task allows.

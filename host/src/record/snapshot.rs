@@ -203,6 +203,25 @@ impl SnapshotStore {
         Ok(store)
     }
 
+    /// A store in `dir` that starts as `parent`'s did after its snapshot
+    /// `upto` (a fork): every object and tree hard-linked (copied only
+    /// across filesystems), the manifests up to `upto` likewise, and that
+    /// one the last snapshot taken.
+    pub fn forked(dir: &Path, parent: &Path, upto: u64, limits: &Limits) -> Result<Self> {
+        let mut store = Self::create(dir, limits)?;
+        for sub in ["objects", "trees"] {
+            link_all(&parent.join(sub), &dir.join(sub), |_| true)?;
+        }
+        link_all(&parent.join("manifests"), &dir.join("manifests"), |name| {
+            name.strip_suffix(".json")
+                .and_then(|id| id.parse::<u64>().ok())
+                .is_some_and(|id| id <= upto)
+        })?;
+        store.last = Some(read_manifest(dir, upto)?);
+        store.next_id = upto + 1;
+        Ok(store)
+    }
+
     /// The snapshot directory (`objects/`, `trees/`, `manifests/`).
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -344,6 +363,25 @@ impl SnapshotStore {
         self.trees_stored.insert(hash.clone());
         Ok((hash, written))
     }
+}
+
+/// Hard-links (or copies) the files of `from` that `keep` names into `to`.
+fn link_all(from: &Path, to: &Path, keep: impl Fn(&str) -> bool) -> Result<()> {
+    for entry in fs::read_dir(from).with_context(|| format!("{}: cannot list", from.display()))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !entry.file_type()?.is_file() || !keep(&name) {
+            continue;
+        }
+        let target = to.join(&name);
+        if target.exists() {
+            continue;
+        }
+        if fs::hard_link(entry.path(), &target).is_err() {
+            fs::copy(entry.path(), &target).with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes a file through a temporary name, so a reader never sees half of it.
@@ -798,6 +836,16 @@ fn direct_link(rel: &str, resolved: &str) -> String {
 /// is created beneath `dest` by handle, so no link in the result is ever
 /// followed while it is built.
 pub fn materialize_contained(snapshot_dir: &Path, manifest: &Manifest, dest: &Path) -> Result<()> {
+    materialize(snapshot_dir, manifest, dest, false)
+}
+
+/// [`materialize_contained`] with every file a copy of its own (sparse
+/// where the object is): a workspace an agent goes on to change (a fork).
+pub fn materialize_writable(snapshot_dir: &Path, manifest: &Manifest, dest: &Path) -> Result<()> {
+    materialize(snapshot_dir, manifest, dest, true)
+}
+
+fn materialize(snapshot_dir: &Path, manifest: &Manifest, dest: &Path, copy: bool) -> Result<()> {
     let objects = snapshot_dir.join("objects");
     let objects_dir = DirHandle::open_root(&objects).with_context(|| format!("opening {}", objects.display()))?;
     fs::create_dir_all(dest)?;
@@ -826,7 +874,7 @@ pub fn materialize_contained(snapshot_dir: &Path, manifest: &Manifest, dest: &Pa
                 }
             },
             ManifestEntry::File { hash, executable, .. } => {
-                restore_file(&objects_dir, hash, dir, name, *executable)
+                restore_file(&objects_dir, hash, dir, name, *executable, copy)
                     .with_context(|| format!("restoring {rel} from object {hash}"))?;
             }
         }
@@ -835,9 +883,15 @@ pub fn materialize_contained(snapshot_dir: &Path, manifest: &Manifest, dest: &Pa
 }
 
 /// Puts object `hash` at `name` in `dir`: a hard link, or a copy.
-fn restore_file(objects: &DirHandle, hash: &str, dir: &DirHandle, name: &str, executable: bool) -> Result<()> {
-    let linked = rustix::fs::linkat(objects, hash, dir, name, rustix::fs::AtFlags::empty());
-    if linked.is_ok() {
+fn restore_file(
+    objects: &DirHandle,
+    hash: &str,
+    dir: &DirHandle,
+    name: &str,
+    executable: bool,
+    copy: bool,
+) -> Result<()> {
+    if !copy && rustix::fs::linkat(objects, hash, dir, name, rustix::fs::AtFlags::empty()).is_ok() {
         return Ok(());
     }
     let (source, _) = objects.open_file(hash.as_bytes())?;

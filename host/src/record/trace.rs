@@ -1,7 +1,11 @@
 //! `events.jsonl`: one JSON line per import call, in call order.
 //!
 //! Each line is written and flushed as the call returns, so an episode that
-//! is killed keeps every completed call.
+//! is killed keeps every completed call. Each line carries the blake3 of
+//! the line before it (`prev`): the trace is a hash chain, and its head
+//! (the hash of the last line) binds the whole of it. A string too long to
+//! keep in a line is cut there, and kept whole in the snapshot store's
+//! objects (by its blake3), so that a replay can answer with it.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -21,9 +25,14 @@ pub const MAX_TRACE_STRING: usize = 64 << 10;
 pub const MAX_EVENT_BYTES: usize = 4 << 20;
 const CLIPPED_EVENT_STRING: usize = 4 << 10;
 
+/// The `prev` of an episode's first line.
+pub const GENESIS: &str = "genesis";
+
 /// One line of `events.jsonl`: one import call and what it returned.
 #[derive(Debug, Serialize)]
 pub struct Event<'a> {
+    /// The blake3 of the previous line (without its newline), or [`GENESIS`].
+    pub prev: &'a str,
     /// The call's number in the episode, from 1.
     pub seq: u64,
     /// Milliseconds since the episode started.
@@ -56,6 +65,15 @@ pub struct Trace {
     started: Instant,
     bytes: u64,
     budget: u64,
+    /// The blake3 of the last line written, in hex.
+    head: String,
+    /// Where strings cut from lines are kept whole (by blake3).
+    objects: Option<std::path::PathBuf>,
+}
+
+/// The blake3 of one trace line (without its newline), in hex.
+pub fn line_hash(line: &[u8]) -> String {
+    blake3::hash(line).to_hex().to_string()
 }
 
 impl Trace {
@@ -67,7 +85,21 @@ impl Trace {
             started,
             bytes: 0,
             budget,
+            head: GENESIS.into(),
+            objects: None,
         })
+    }
+
+    /// Keeps every string cut from a line whole in `objects`, named by its
+    /// blake3 (the snapshot store's objects, which files share).
+    pub fn keeping_objects(mut self, objects: &Path) -> Self {
+        self.objects = Some(objects.to_path_buf());
+        self
+    }
+
+    /// The blake3 of the last line: the head of the hash chain.
+    pub fn head(&self) -> &str {
+        &self.head
     }
 
     /// Events written so far.
@@ -101,19 +133,68 @@ impl Trace {
         self.started.elapsed().as_secs_f64() * 1000.0
     }
 
-    /// Appends one event and flushes it; an oversized event has its strings cut.
+    /// Appends one event (chained to the line before) and flushes it;
+    /// strings over [`MAX_TRACE_STRING`] are cut (kept whole as objects),
+    /// and an oversized event has every string cut.
     pub fn write(&mut self, event: &Event<'_>) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(event)?;
-        if line.len() > MAX_EVENT_BYTES {
+        let head = self.head.clone();
+        let event = Event { prev: &head, ..*event };
+        let mut line = serde_json::to_vec(&event)?;
+        if line.len() > MAX_TRACE_STRING {
             let value: Value = serde_json::from_slice(&line)?;
-            let mut value = clip_to(value, CLIPPED_EVENT_STRING);
-            value["clipped_event_bytes"] = Value::from(line.len());
-            line = serde_json::to_vec(&value)?;
+            let mut keep = |s: &str| self.keep(s);
+            let mut value = clip_to(value, MAX_TRACE_STRING, &mut keep);
+            let clipped = serde_json::to_vec(&value)?;
+            if clipped.len() > MAX_EVENT_BYTES {
+                value = clip_to(value, CLIPPED_EVENT_STRING, &mut keep);
+                value["clipped_event_bytes"] = Value::from(line.len());
+                line = serde_json::to_vec(&value)?;
+            } else {
+                line = clipped;
+            }
         }
+        self.append(line)
+    }
+
+    /// Appends a line as it was recorded (a replay copying the recording's
+    /// prefix): it must chain to the last line written.
+    pub fn write_recorded(&mut self, line: &str, seq: u64) -> std::io::Result<()> {
+        let prev = serde_json::from_str::<Value>(line)
+            .ok()
+            .and_then(|v| v["prev"].as_str().map(String::from));
+        if prev.as_deref() != Some(self.head.as_str()) {
+            return Err(std::io::Error::other(format!(
+                "recorded event {seq} does not chain to the one before it"
+            )));
+        }
+        self.seq = seq;
+        self.append(line.as_bytes().to_vec())
+    }
+
+    fn append(&mut self, mut line: Vec<u8>) -> std::io::Result<()> {
+        self.head = line_hash(&line);
         line.push(b'\n');
         self.out.write_all(&line)?;
         self.bytes += line.len() as u64;
         self.out.flush()
+    }
+
+    /// Keeps `s` whole among the objects; a failure only loses what a
+    /// replay would need of it, with a warning.
+    fn keep(&self, s: &str) {
+        let Some(dir) = &self.objects else { return };
+        let path = dir.join(blake3::hash(s.as_bytes()).to_hex().as_str());
+        if path.exists() {
+            return;
+        }
+        let kept = std::fs::create_dir_all(dir).and_then(|()| {
+            let tmp = tempfile::NamedTempFile::new_in(dir)?;
+            std::fs::write(tmp.path(), s.as_bytes())?;
+            tmp.persist(&path).map(|_| ()).map_err(|e| e.error)
+        });
+        if let Err(error) = kept {
+            tracing::warn!(%error, "keeping a long string of the trace");
+        }
     }
 
     /// Flushes and syncs at the end of the episode.
@@ -123,16 +204,10 @@ impl Trace {
     }
 }
 
-/// `value` as trace JSON: serialised once on the fast path; only output that
-/// may hold an over-long string goes through [`clip`].
+/// `value` as trace JSON (whole: the trace cuts what is too long as it
+/// writes the line, keeping it as an object).
 pub fn raw<T: Serialize + ?Sized>(value: &T) -> Box<RawValue> {
     let text = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
-    let text = if text.len() > MAX_TRACE_STRING {
-        let clipped = clip(serde_json::from_str(&text).unwrap_or(Value::Null));
-        serde_json::to_string(&clipped).unwrap_or_else(|_| "null".into())
-    } else {
-        text
-    };
     RawValue::from_string(text).unwrap_or_else(|_| RawValue::from_string("null".into()).unwrap())
 }
 
@@ -159,17 +234,42 @@ fn clipped(s: &str, max: usize) -> Value {
     })
 }
 
-/// Replaces over-long strings anywhere in `value` by their head plus a note.
-pub fn clip(value: Value) -> Value {
-    clip_to(value, MAX_TRACE_STRING)
+/// Replaces over-long strings anywhere in `value` by their head plus a
+/// note, handing each whole to `keep` first.
+fn clip_to(value: Value, max: usize, keep: &mut dyn FnMut(&str)) -> Value {
+    match value {
+        Value::String(s) if s.len() > max => {
+            keep(&s);
+            clipped(&s, max)
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(|v| clip_to(v, max, keep)).collect()),
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, clip_to(v, max, keep))).collect()),
+        other => other,
+    }
 }
 
-fn clip_to(value: Value, max: usize) -> Value {
+/// `value` with every cut string (`{"clipped", "bytes", "blake3"}`) made
+/// whole again from `objects`, each checked against its hash; `None` when
+/// one is missing or does not match.
+pub fn unclip(value: Value, objects: &Path) -> Option<Value> {
     match value {
-        Value::String(s) if s.len() > max => clipped(&s, max),
-        Value::Array(items) => Value::Array(items.into_iter().map(|v| clip_to(v, max)).collect()),
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, clip_to(v, max))).collect()),
-        other => other,
+        Value::Object(map) if map.contains_key("clipped") && map.contains_key("blake3") && map.len() == 3 => {
+            let hash = map["blake3"].as_str()?;
+            let bytes = std::fs::read(objects.join(hash)).ok()?;
+            (blake3::hash(&bytes).to_hex().as_str() == hash).then_some(())?;
+            Some(Value::String(String::from_utf8(bytes).ok()?))
+        }
+        Value::Array(items) => items
+            .into_iter()
+            .map(|v| unclip(v, objects))
+            .collect::<Option<_>>()
+            .map(Value::Array),
+        Value::Object(map) => map
+            .into_iter()
+            .map(|(k, v)| unclip(v, objects).map(|v| (k, v)))
+            .collect::<Option<serde_json::Map<_, _>>>()
+            .map(Value::Object),
+        other => Some(other),
     }
 }
 
@@ -177,12 +277,69 @@ fn clip_to(value: Value, max: usize) -> Value {
 mod tests {
     use super::*;
 
+    fn event<'a>(args: &'a RawValue, result: &'a RawValue) -> Event<'a> {
+        Event {
+            prev: "",
+            seq: 1,
+            t_ms: 0.0,
+            interface: "workspace",
+            function: "read-file",
+            step: None,
+            args,
+            result,
+            duration_us: 0,
+            snapshot: None,
+            llm: None,
+        }
+    }
+
     #[test]
-    fn raw_clips_only_what_is_too_long() {
-        assert_eq!(raw(&serde_json::json!({"a": [1, "x"]})).get(), r#"{"a":[1,"x"]}"#);
-        let long = "x".repeat(MAX_TRACE_STRING + 10);
-        let clipped: Value = serde_json::from_str(raw(&serde_json::json!({"ok": long})).get()).unwrap();
-        assert_eq!(clipped["ok"]["bytes"], MAX_TRACE_STRING + 10);
+    fn long_strings_are_cut_kept_whole_and_made_whole_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let objects = tmp.path().join("objects");
+        let path = tmp.path().join("events.jsonl");
+        let mut trace = Trace::create(&path, Instant::now(), 1 << 30)
+            .unwrap()
+            .keeping_objects(&objects);
+        let long = "é".repeat(MAX_TRACE_STRING);
+        let (args, result) = (
+            raw(&serde_json::json!({"path": "a"})),
+            raw(&serde_json::json!({"ok": long})),
+        );
+        trace.write(&event(&args, &result)).unwrap();
+        let line: Value = serde_json::from_str(std::fs::read_to_string(&path).unwrap().trim()).unwrap();
+        let cut = &line["result"]["ok"];
+        assert_eq!(cut["bytes"], long.len());
+        assert!(cut["clipped"].as_str().unwrap().len() <= MAX_TRACE_STRING);
+        let whole = unclip(line["result"].clone(), &objects).unwrap();
+        assert_eq!(whole["ok"], long.as_str());
+        // A kept object that was changed is not taken for the string.
+        let hash = cut["blake3"].as_str().unwrap();
+        std::fs::write(objects.join(hash), "tampered").unwrap();
+        assert!(unclip(line["result"].clone(), &objects).is_none());
+    }
+
+    #[test]
+    fn lines_form_a_hash_chain_that_a_copy_must_continue() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("events.jsonl");
+        let mut trace = Trace::create(&path, Instant::now(), 1 << 30).unwrap();
+        let (args, result) = (raw(&Value::Null), raw(&Value::Null));
+        trace.write(&event(&args, &result)).unwrap();
+        trace.write(&event(&args, &result)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let first: Value = serde_json::from_str(lines[0]).unwrap();
+        let second: Value = serde_json::from_str(lines[1]).unwrap();
+        assert_eq!(first["prev"], GENESIS);
+        assert_eq!(second["prev"], line_hash(lines[0].as_bytes()));
+        assert_eq!(trace.head(), line_hash(lines[1].as_bytes()));
+        // A copy takes the recorded lines in order, and no other.
+        let mut copy = Trace::create(&tmp.path().join("copy.jsonl"), Instant::now(), 1 << 30).unwrap();
+        assert!(copy.write_recorded(lines[1], 2).is_err());
+        copy.write_recorded(lines[0], 1).unwrap();
+        copy.write_recorded(lines[1], 2).unwrap();
+        assert_eq!(copy.head(), trace.head());
     }
 
     #[test]
@@ -193,18 +350,7 @@ mod tests {
         let many: Vec<String> = (0..200).map(|i| format!("{i}").repeat(60_000)).collect();
         let args = raw(&serde_json::json!({ "messages": many }));
         let result = raw(&Value::Null);
-        let event = Event {
-            seq: 1,
-            t_ms: 0.0,
-            interface: "llm",
-            function: "complete",
-            step: None,
-            args: &args,
-            result: &result,
-            duration_us: 0,
-            snapshot: None,
-            llm: None,
-        };
+        let event = event(&args, &result);
         trace.write(&event).unwrap();
         let written = std::fs::read_to_string(&path).unwrap();
         assert!(written.len() < MAX_EVENT_BYTES, "{}", written.len());
@@ -216,15 +362,5 @@ mod tests {
             trace.write(&event).unwrap();
         }
         assert!(trace.spent());
-    }
-
-    #[test]
-    fn long_strings_are_clipped_with_hash() {
-        let long = "é".repeat(MAX_TRACE_STRING);
-        let clipped = clip(serde_json::json!({"content": long}));
-        let inner = &clipped["content"];
-        assert_eq!(inner["bytes"], long.len());
-        assert!(inner["clipped"].as_str().unwrap().len() <= MAX_TRACE_STRING);
-        assert_eq!(clip(serde_json::json!("short")), serde_json::json!("short"));
     }
 }

@@ -45,6 +45,8 @@ const LIFETIME_GRACE: Duration = Duration::from_secs(300);
 pub struct DockerSandbox {
     docker: Docker,
     image: String,
+    /// The image's id (`sha256:…`), for provenance.
+    digest: String,
     version: String,
     counter: Arc<AtomicU64>,
 }
@@ -81,13 +83,14 @@ impl DockerSandbox {
             Ok(_) => {}
             Err(error) => tracing::warn!(error = %format!("{error:#}"), "removing stale containers"),
         }
-        docker
+        let inspected = docker
             .inspect_image(image)
             .await
             .map_err(|_| anyhow!("the Docker image {image} is not built here: build it with `mlrb image build`"))?;
         Ok(Self {
             docker,
             image: image.to_string(),
+            digest: inspected.id.unwrap_or_default(),
             version,
             counter: Arc::new(AtomicU64::new(0)),
         })
@@ -564,6 +567,10 @@ impl Sandbox for DockerSandbox {
 
     fn supports_gpus(&self) -> bool {
         true
+    }
+
+    fn image_digest(&self) -> Option<String> {
+        Some(self.digest.clone())
     }
 
     async fn run(&self, command: Command) -> Result<Outcome> {

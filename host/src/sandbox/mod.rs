@@ -178,7 +178,7 @@ impl Stopper {
 }
 
 /// Why a command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Termination {
     /// It exited on its own.
@@ -349,6 +349,11 @@ pub trait Sandbox: Send + Sync {
     /// Whether episodes can be given GPUs.
     fn supports_gpus(&self) -> bool {
         false
+    }
+    /// The id (`sha256:…`) of the image scripts run in; `None` where they
+    /// run on the host's own root (bubblewrap).
+    fn image_digest(&self) -> Option<String> {
+        None
     }
     /// Opens the sandbox an episode's scripts run in, one after another.
     async fn open_episode(&self, setup: EpisodeSetup) -> anyhow::Result<Box<dyn EpisodeSandbox>>;

@@ -183,109 +183,13 @@ pub fn read_only_patterns(root: &Path) -> Result<Vec<String>> {
 
 /// A version that changes whenever the folder's content does, so prepared
 /// data are never reused after an edit. Large files count by path and size.
-/// Each file's hash is kept (in the cache, by path, size, modification time
-/// and inode), so a second load of a multi-GiB folder rehashes only what
-/// changed.
 fn content_version(root: &Path) -> Result<String> {
     const HASHED_BYTES: u64 = 16 << 20;
-    let mut known = FileHashes::load(root);
-    let mut fresh = FileHashes::default();
-    let mut hasher = blake3::Hasher::new();
-    for sub in ["env", "scripts"] {
-        let mut entries: Vec<_> = walkdir::WalkDir::new(root.join(sub))
-            .follow_links(false)
-            .into_iter()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().is_file())
-            // MLAgentBench's own marker of a prepared folder is not content.
-            .filter(|e| e.path() != root.join("scripts/prepared"))
-            .collect();
-        entries.sort_by(|a, b| a.path().cmp(b.path()));
-        for entry in entries {
-            let rel = entry
-                .path()
-                .strip_prefix(root)
-                .unwrap_or(entry.path())
-                .to_string_lossy()
-                .into_owned();
-            hasher.update(rel.as_bytes());
-            hasher.update(b"\0");
-            let Ok(meta) = entry.metadata() else { continue };
-            hasher.update(&meta.len().to_le_bytes());
-            if meta.len() <= HASHED_BYTES {
-                let key = StatKey::of(&meta);
-                let hash = match known.files.remove(&rel).filter(|(k, _)| *k == key) {
-                    Some((_, hash)) => hash,
-                    None => blake3::hash(&std::fs::read(entry.path()).unwrap_or_default())
-                        .to_hex()
-                        .to_string(),
-                };
-                hasher.update(hash.as_bytes());
-                fresh.files.insert(rel, (key, hash));
-            }
-        }
-    }
-    fresh.store(root);
-    Ok(format!("mlab-{}", &hasher.finalize().to_hex()[..12]))
-}
-
-/// What identifies a file's content without reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct StatKey {
-    size: u64,
-    mtime_ns: i128,
-    /// The change time, which no one can set back: a rewrite that keeps
-    /// size and modification time still shows here.
-    ctime_ns: i128,
-    inode: u64,
-}
-
-impl StatKey {
-    fn of(meta: &std::fs::Metadata) -> Self {
-        use std::os::unix::fs::MetadataExt;
-        Self {
-            size: meta.len(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
-            inode: meta.ino(),
-        }
-    }
-}
-
-/// The hashes of a folder's files, as last computed.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-struct FileHashes {
-    files: std::collections::HashMap<String, (StatKey, String)>,
-}
-
-impl FileHashes {
-    fn path(root: &Path) -> std::path::PathBuf {
-        let key = blake3::hash(root.as_os_str().as_encoded_bytes()).to_hex();
-        crate::paths::cache_dir()
-            .join("task-hashes")
-            .join(format!("{}.json", &key[..24]))
-    }
-
-    fn load(root: &Path) -> Self {
-        std::fs::read(Self::path(root))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default()
-    }
-
-    /// Kept for the next load; a cache that cannot be written only costs time.
-    fn store(&self, root: &Path) {
-        let path = Self::path(root);
-        let Some(dir) = path.parent() else { return };
-        let written = std::fs::create_dir_all(dir).and_then(|()| {
-            let tmp = tempfile::NamedTempFile::new_in(dir)?;
-            serde_json::to_writer(&tmp, self)?;
-            tmp.persist(&path).map(|_| ()).map_err(|e| e.error)
-        });
-        if let Err(error) = written {
-            tracing::debug!(%error, "keeping a task folder's file hashes");
-        }
-    }
+    let hash = super::content::hash_folder(root, &["env", "scripts"], HASHED_BYTES, |rel| {
+        // MLAgentBench's own marker of a prepared folder is not content.
+        rel == Path::new("scripts/prepared")
+    })?;
+    Ok(format!("mlab-{}", &hash[..12]))
 }
 
 /// The task definition mlrb uses for an MLAgentBench folder.

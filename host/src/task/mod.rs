@@ -10,6 +10,7 @@
 
 pub mod baseline;
 pub mod check;
+pub mod content;
 mod dry_run;
 mod evaluate;
 pub mod mlagentbench;
@@ -139,6 +140,13 @@ impl Task {
     /// Files that replace or join `env/` to make the reference solution.
     pub fn reference_dir(&self) -> PathBuf {
         self.scripts_dir().join("reference")
+    }
+
+    /// The blake3 of everything in the task folder (its definition, scripts,
+    /// evaluator, hidden files and data), for provenance: a result can be
+    /// traced to exactly the folder it was scored with.
+    pub fn content_hash(&self) -> Result<String> {
+        content::hash_folder(&self.root, &[""], u64::MAX, |_| false)
     }
 
     /// Identifies the prepared data: task name and version, plus the content

@@ -1,0 +1,249 @@
+//! What `mlrb verify` checks of one episode's records, without running
+//! anything: the events' hash chain and its head, every snapshot object and
+//! tree against its hash, every manifest's root against the chain, and the
+//! bindings of `episode.json` and `score.json` to all of these.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{EpisodeRecord, ScoreRecord};
+use crate::record::recording::Recording;
+use crate::record::snapshot::{self, ManifestEntry};
+
+/// Every way the records of the episode in `dir` fail to hold together;
+/// empty when they do.
+pub fn check_records(dir: &Path) -> Vec<String> {
+    let mut failures = Vec::new();
+    let record = match EpisodeRecord::read(dir) {
+        Ok(record) => record,
+        Err(error) => return vec![format!("{error:#}")],
+    };
+    let Some(end) = &record.end else {
+        return vec![format!("episode.json: the episode never ended ({})", record.status())];
+    };
+    match Recording::open(dir) {
+        Err(error) => failures.push(format!("{error:#}")),
+        Ok(recording) => {
+            if recording.head != end.chain_head {
+                failures.push(format!(
+                    "events.jsonl: its hash chain ends at {}, episode.json binds {}",
+                    short(&recording.head),
+                    short(&end.chain_head)
+                ));
+            }
+            failures.extend(check_store(dir, &record, &recording));
+        }
+    }
+    failures.extend(check_score(dir, &record));
+    failures
+}
+
+/// The snapshot store: objects and trees are what their names say, each
+/// manifest's root is the one the chain recorded, the files every manifest
+/// names are there, and the final one is the one `episode.json` names.
+fn check_store(dir: &Path, record: &EpisodeRecord, recording: &Recording) -> Vec<String> {
+    let mut failures = Vec::new();
+    let store = dir.join("snapshots");
+    for sub in ["objects", "trees"] {
+        let Ok(entries) = std::fs::read_dir(store.join(sub)) else {
+            failures.push(format!("snapshots/{sub}: missing"));
+            continue;
+        };
+        for entry in entries.filter_map(|e| e.ok()) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let mut hasher = blake3::Hasher::new();
+            let hash = hasher
+                .update_mmap(entry.path())
+                .map(|h| h.finalize().to_hex().to_string());
+            if hash.as_deref().ok() != Some(name.as_str()) {
+                failures.push(format!("snapshots/{sub}/{name}: its content does not hash to its name"));
+            }
+        }
+    }
+    let bound = bound_roots(recording);
+    let manifests = match snapshot::list_manifests(&store) {
+        Ok(manifests) => manifests,
+        Err(error) => return [failures, vec![format!("{error:#}")]].concat(),
+    };
+    // A fork of another agent starts from its parent's snapshots, bound in
+    // the parent's chain; the one it starts from is bound by its own.
+    let inherited = record
+        .fork
+        .as_ref()
+        .filter(|f| f.new_agent)
+        .map_or(0, |_| fork_snapshot(recording));
+    for header in &manifests {
+        match bound.get(&header.id) {
+            Some(root) if *root == header.root => {}
+            Some(root) => failures.push(format!(
+                "snapshots/manifests/{:06}.json: root {}, the hash chain recorded {}",
+                header.id,
+                short(&header.root),
+                short(root)
+            )),
+            None if header.id < inherited => {}
+            None => failures.push(format!(
+                "snapshots/manifests/{:06}.json: not recorded in the hash chain",
+                header.id
+            )),
+        }
+        if let Err(why) = files_present(&store, header.id) {
+            failures.push(why);
+        }
+    }
+    let end = record.end.as_ref();
+    let final_header = manifests.iter().find(|m| Some(m.id) == end.map(|e| e.final_snapshot));
+    match (final_header, end) {
+        (Some(header), Some(end)) if header.root != end.final_root => failures.push(format!(
+            "episode.json: its final snapshot {} has root {}, it binds {}",
+            header.id,
+            short(&header.root),
+            short(&end.final_root)
+        )),
+        (None, Some(end)) => failures.push(format!(
+            "episode.json: its final snapshot {} is missing",
+            end.final_snapshot
+        )),
+        _ => {}
+    }
+    if manifests.last().map(|m| m.id) != end.map(|e| e.final_snapshot) {
+        failures.push("snapshots/manifests: the last manifest is not the final snapshot episode.json names".into());
+    }
+    failures
+}
+
+/// Snapshot id → root, as the chain recorded them.
+fn bound_roots(recording: &Recording) -> BTreeMap<u64, String> {
+    let mut bound = BTreeMap::new();
+    for event in recording.events.iter().filter(|e| e["interface"] == "host") {
+        let args = &event["args"];
+        let id = match event["function"].as_str() {
+            Some("snapshot") => args["id"].as_u64(),
+            Some("fork") => args["snapshot"].as_u64(),
+            _ => None,
+        };
+        if let (Some(id), Some(root)) = (id, args["root"].as_str()) {
+            bound.insert(id, root.to_string());
+        }
+    }
+    bound
+}
+
+fn fork_snapshot(recording: &Recording) -> u64 {
+    recording
+        .events
+        .iter()
+        .find(|e| e["interface"] == "host" && e["function"] == "fork")
+        .and_then(|e| e["args"]["snapshot"].as_u64())
+        .unwrap_or(0)
+}
+
+/// Every file snapshot `id` names has its object.
+fn files_present(store: &Path, id: u64) -> Result<(), String> {
+    let manifest = snapshot::read_manifest(store, id).map_err(|e| format!("{e:#}"))?;
+    for (path, entry) in &manifest.entries {
+        if let ManifestEntry::File { hash, .. } = entry
+            && !store.join("objects").join(hash).is_file()
+        {
+            return Err(format!(
+                "snapshot {id}: the content of {path} ({}) is missing",
+                short(hash)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `score.json` is bound to this episode: its chain head, agent, task and
+/// final snapshot.
+fn check_score(dir: &Path, record: &EpisodeRecord) -> Vec<String> {
+    let score = match ScoreRecord::read(dir) {
+        Ok(score) => score,
+        Err(error) => return vec![format!("{error:#}")],
+    };
+    let Some(end) = &record.end else { return Vec::new() };
+    let Some(binding) = &score.binding else {
+        return vec!["score.json: binds nothing (written by an mlrb without bindings)".into()];
+    };
+    let mut failures = Vec::new();
+    let mut differ = |what: &str, bound: &str, recorded: &str| {
+        if bound != recorded {
+            failures.push(format!(
+                "score.json: binds {what} {}, the episode's is {}",
+                short(bound),
+                short(recorded)
+            ));
+        }
+    };
+    differ("chain head", &binding.chain_head, &end.chain_head);
+    differ("agent", &binding.agent_sha256, &record.agent.sha256);
+    differ("task version", &binding.task_version, &record.task.version);
+    differ("task content", &binding.task_content_hash, &record.task.content_hash);
+    differ("snapshot", &binding.snapshot_root, &end.final_root);
+    if score.snapshot != Some(end.final_snapshot) {
+        failures.push(format!(
+            "score.json: scores snapshot {:?}, the final one is {}",
+            score.snapshot, end.final_snapshot
+        ));
+    }
+    failures
+}
+
+/// A score's re-computation against the recorded one: `None` when they
+/// agree (within `tolerance`, relative), else what differs.
+pub fn compare_scores(recorded: &ScoreRecord, again: &ScoreRecord, tolerance: f64) -> Option<String> {
+    if again.evaluator_failed {
+        return Some(format!(
+            "re-scoring failed: {}",
+            again.error.as_deref().unwrap_or("the evaluator failed")
+        ));
+    }
+    let close = match (recorded.score, again.score) {
+        (Some(a), Some(b)) => (a - b).abs() <= tolerance * a.abs().max(b.abs()).max(f64::MIN_POSITIVE),
+        (None, None) => true,
+        _ => false,
+    };
+    (!close || recorded.valid != again.valid).then(|| {
+        format!(
+            "score.json says {} (valid: {}), the final snapshot scores {} (valid: {})",
+            shown(recorded.score),
+            recorded.valid,
+            shown(again.score),
+            again.valid
+        )
+    })
+}
+
+fn shown(score: Option<f64>) -> String {
+    score.map_or("none".into(), |s| s.to_string())
+}
+
+fn short(hash: &str) -> String {
+    hash.chars().take(16).collect()
+}
+
+/// The recorded `value` of a JSON file is the one expected (for the run's
+/// `results.jsonl` and `summary.json`): `None`, or where they differ first.
+pub fn json_differs(recorded: &Value, expected: &Value, path: &str) -> Option<String> {
+    match (recorded, expected) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                json_differs(
+                    a.get(k).unwrap_or(&Value::Null),
+                    b.get(k).unwrap_or(&Value::Null),
+                    &format!("{path}.{k}"),
+                )
+            })
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (x, y))| json_differs(x, y, &format!("{path}[{i}]"))),
+        _ if recorded == expected => None,
+        _ => Some(format!("{path} is {recorded}, its records give {expected}")),
+    }
+}
