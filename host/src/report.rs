@@ -207,8 +207,15 @@ pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
         }
         table
     };
+    let stale: usize = summary.by_task_and_agent.iter().map(|g| g.stats.stale).sum();
+    let note = match stale {
+        0 => String::new(),
+        n => format!(
+            "\n{n} stale results (invalidated with `mlrb runs invalidate`) are left out; `mlrb bench --resume <run> --rerun-stale` runs them again"
+        ),
+    };
     format!(
-        "{}\n{}",
+        "{}\n{}{note}",
         table(summary.by_task_table()),
         table(summary.by_agent_table())
     )

@@ -125,13 +125,23 @@ impl Viewer {
             "<p>{}</p><table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>steps</th><th>score</th><th>valid</th></tr></thead><tbody>",
             esc(&self.root.display().to_string())
         );
-        for id in episodes(&self.root) {
+        let forks = ForkTree::of(&self.root);
+        for (id, depth) in forks.in_order() {
             let dir = self.root.join(&id);
             let record = read_json(&dir.join("episode.json")).unwrap_or(Value::Null);
             let score = read_json(&dir.join("score.json")).unwrap_or(Value::Null);
+            // A fork sits under its parent, indented, saying where it forked.
+            let branch = match depth {
+                0 => String::new(),
+                d => format!(
+                    "{}└ fork after step {}: ",
+                    "&nbsp;&nbsp;".repeat(d),
+                    record["fork"]["at_step"]
+                ),
+            };
             let _ = write!(
                 body,
-                "<tr><td><a href=\"/e/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class=\"depth-{depth}\"><td>{branch}<a href=\"/e/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&id),
                 esc(&id),
                 esc(&status(&record)),
@@ -145,6 +155,35 @@ impl Viewer {
             body.push_str("<p>The run's report: report.html in its directory.</p>");
         }
         layout("mlrb view", &body)
+    }
+
+    /// The fork's parent and the episode's own forks, as links where they
+    /// are under the viewer's root.
+    fn lineage(&self, dir: &Path, record: &Value) -> String {
+        let forks = ForkTree::of(&self.root);
+        let link = |id: &str| format!("<a href=\"/e/{}\">{}</a>", esc(id), esc(id));
+        let mut html = String::new();
+        if let Some(parent) = record["fork"]["parent"].as_str() {
+            let shown = forks
+                .id_of(Path::new(parent))
+                .map_or_else(|| esc(parent), |id| link(&id));
+            let _ = write!(
+                html,
+                "<p id=\"fork-parent\">A fork of {shown} after its step {} ({}).</p>",
+                record["fork"]["at_step"],
+                if record["fork"]["new_agent"] == true {
+                    "another agent, started fresh"
+                } else {
+                    "the same agent, its first steps replayed"
+                }
+            );
+        }
+        let children = forks.children_of(dir);
+        if !children.is_empty() {
+            let list: Vec<String> = children.iter().map(|id| link(id)).collect();
+            let _ = write!(html, "<p id=\"forks\">Forks of this episode: {}</p>", list.join(", "));
+        }
+        html
     }
 
     fn episode_page(&self, dir: &Path, id: &str, query: &str) -> Result<String> {
@@ -168,6 +207,7 @@ impl Viewer {
             if score["valid"] == true { "valid" } else { "not valid" },
             esc(score["error"].as_str().unwrap_or(""))
         );
+        body.push_str(&self.lineage(dir, &record));
         body.push_str(&self.diff_form(dir, id)?);
         let _ = write!(
             body,
@@ -354,11 +394,90 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The episodes under a root and which is a fork of which.
+struct ForkTree {
+    /// Each episode's id and canonical folder, in id order.
+    episodes: Vec<(String, PathBuf)>,
+    /// Each episode's parent's canonical folder, for forks.
+    parents: std::collections::HashMap<String, PathBuf>,
+}
+
+impl ForkTree {
+    fn of(root: &Path) -> Self {
+        let mut tree = Self {
+            episodes: Vec::new(),
+            parents: std::collections::HashMap::new(),
+        };
+        for id in episodes(root) {
+            let dir = root.join(&id);
+            let record = read_json(&dir.join("episode.json")).unwrap_or(Value::Null);
+            if let Some(parent) = record["fork"]["parent"].as_str() {
+                let parent = Path::new(parent);
+                tree.parents
+                    .insert(id.clone(), parent.canonicalize().unwrap_or(parent.to_path_buf()));
+            }
+            tree.episodes.push((id, dir.canonicalize().unwrap_or(dir)));
+        }
+        tree
+    }
+
+    fn id_of(&self, dir: &Path) -> Option<String> {
+        let dir = dir.canonicalize().ok()?;
+        self.episodes.iter().find(|(_, d)| *d == dir).map(|(id, _)| id.clone())
+    }
+
+    fn children_of(&self, dir: &Path) -> Vec<String> {
+        let Ok(dir) = dir.canonicalize() else { return Vec::new() };
+        self.episodes
+            .iter()
+            .filter(|(id, _)| self.parents.get(id) == Some(&dir))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Every episode with its depth: each parent (or an episode whose
+    /// parent is not here) followed by its forks, depth first.
+    fn in_order(&self) -> Vec<(String, usize)> {
+        let known: std::collections::HashSet<&PathBuf> = self.episodes.iter().map(|(_, d)| d).collect();
+        let mut out = Vec::new();
+        let mut stack: Vec<(String, PathBuf, usize)> = self
+            .episodes
+            .iter()
+            .rev()
+            .filter(|(id, _)| self.parents.get(id).is_none_or(|p| !known.contains(p)))
+            .map(|(id, dir)| (id.clone(), dir.clone(), 0))
+            .collect();
+        while let Some((id, dir, depth)) = stack.pop() {
+            out.push((id, depth));
+            // A fork's chain cannot loop back (a parent exists before its
+            // forks), but a hand-edited record could: depth bounds it.
+            if depth < 64 {
+                for child in self.children_of(&dir).into_iter().rev() {
+                    let child_dir = self
+                        .episodes
+                        .iter()
+                        .find(|(i, _)| *i == child)
+                        .map(|(_, d)| d.clone())
+                        .unwrap_or_default();
+                    stack.push((child, child_dir, depth + 1));
+                }
+            }
+        }
+        // Forks of each other (only by hand-edited records) are still listed.
+        for (id, _) in &self.episodes {
+            if !out.iter().any(|(listed, _)| listed == id) {
+                out.push((id.clone(), 0));
+            }
+        }
+        out
+    }
+}
+
 /// Episode directories under `root` (relative, `/`-separated), sorted.
 pub fn episodes(root: &Path) -> Vec<String> {
     let is_episode = |dir: &Path| std::fs::symlink_metadata(dir.join("episode.json")).is_ok_and(|m| m.is_file());
     let mut found: Vec<String> = Vec::new();
-    let mut walk = walkdir::WalkDir::new(root).min_depth(1).max_depth(3).into_iter();
+    let mut walk = walkdir::WalkDir::new(root).min_depth(1).max_depth(4).into_iter();
     // Nothing inside an episode is listed: its workspace is the agent's.
     while let Some(entry) = walk.next() {
         let Ok(entry) = entry else { continue };

@@ -25,6 +25,8 @@ fn calls(finished: &common::Finished) -> Vec<String> {
     finished
         .events()
         .iter()
+        // The agent's own calls (not the host's records or its clock reads).
+        .filter(|e| !matches!(e["interface"].as_str(), Some("host" | "wasi")))
         .filter_map(|e| e["function"].as_str().map(String::from))
         .collect()
 }

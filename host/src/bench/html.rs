@@ -102,15 +102,23 @@ fn episodes_html(results: &[ResultLine]) -> String {
     let mut page = String::new();
     page.push_str("<h2>Episodes</h2>\n<table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>score</th><th>valid</th><th>improvement</th><th>steps</th><th>wall</th></tr></thead><tbody>\n");
     for r in results {
+        // A stale result stays visible, struck out, with why.
+        let (row, ended) = match &r.stale {
+            Some(why) => ("<tr class=\"stale\">", format!("stale: {why}")),
+            None => (
+                "<tr>",
+                match (&r.end_reason, &r.infra_error) {
+                    (_, Some(e)) => format!("infrastructure failure: {e}"),
+                    (Some(reason), None) => reason.name(),
+                    (None, None) => "—".into(),
+                },
+            ),
+        };
         let _ = writeln!(
             page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1} s</td></tr>",
+            "{row}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1} s</td></tr>",
             esc(&r.id),
-            esc(&match (&r.end_reason, &r.infra_error) {
-                (_, Some(e)) => format!("infrastructure failure: {e}"),
-                (Some(reason), None) => reason.name(),
-                (None, None) => "—".into(),
-            }),
+            esc(&ended),
             number(r.score),
             if r.valid { "yes" } else { "no" },
             percent(r.improvement),
@@ -122,7 +130,7 @@ fn episodes_html(results: &[ResultLine]) -> String {
     page
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}svg{display:block;margin:1em 0;font-size:12px}.axis{stroke:#888}.label{fill:#444}";
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}tr.stale td{text-decoration:line-through;color:#999}svg{display:block;margin:1em 0;font-size:12px}.axis{stroke:#888}.label{fill:#444}";
 
 const WIDTH: f64 = 640.0;
 const LEFT: f64 = 140.0;

@@ -174,10 +174,20 @@ pub struct Stats {
     pub output_tokens: u64,
     /// Total cost of the runs' LLM calls, in USD.
     pub cost_usd: f64,
+    /// Results left out of every figure above: something they depended on
+    /// was invalidated (`mlrb runs invalidate`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stale: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Stats {
-    fn of(results: &[&ResultLine]) -> Self {
+    fn of(all: &[&ResultLine]) -> Self {
+        let results: Vec<&ResultLine> = all.iter().filter(|r| r.stale.is_none()).copied().collect();
+        let results = results.as_slice();
         let runs = results.len();
         let valid: Vec<&&ResultLine> = results.iter().filter(|r| r.valid).collect();
         let collect =
@@ -205,7 +215,9 @@ impl Stats {
             mean_wall_seconds: results.iter().map(|r| r.wall_ms as f64 / 1000.0).sum::<f64>() / denominator,
             input_tokens: results.iter().map(|r| r.input_tokens).sum(),
             output_tokens: results.iter().map(|r| r.output_tokens).sum(),
-            cost_usd: results.iter().map(|r| r.cost_usd).sum(),
+            // + 0.0: an empty sum is -0.0, shown as "$-0.00".
+            cost_usd: results.iter().map(|r| r.cost_usd).sum::<f64>() + 0.0,
+            stale: all.len() - runs,
         }
     }
 }

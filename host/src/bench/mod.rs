@@ -3,6 +3,7 @@
 //! resumes exactly, and summarised into `results.jsonl` and `summary.json`.
 
 pub mod html;
+pub mod invalidate;
 pub mod journal;
 pub mod metrics;
 pub mod progress;
@@ -306,6 +307,7 @@ pub async fn run(
     dir: &Path,
     cache_dir: &Path,
     quiet: bool,
+    rerun_stale: bool,
     interrupt: impl std::future::Future<Output = ()>,
 ) -> Result<Outcome> {
     let Start { plan, state, journal } = start(plan, dir)?;
@@ -315,6 +317,7 @@ pub async fn run(
     let (state, journal) = bench.journal(&ids, state, journal)?;
     let journal = tokio::sync::Mutex::new(journal);
     let mut results: BTreeMap<String, ResultLine> = state.results.clone();
+    stale_results(dir, &mut results, rerun_stale)?;
     let pending = bench.settle(&cells, &mut results, &journal).await?;
     let progress = Progress::new(cells.len() as u64, results.len() as u64, quiet);
     let stop = tokio_util::sync::CancellationToken::new();
@@ -352,6 +355,39 @@ pub async fn run(
         interrupted: stop.is_cancelled(),
         ran: ran.into_inner() as usize,
     })
+}
+
+/// Marks the results whose episodes were invalidated; with `rerun`, sets
+/// those episodes aside (`<seed>.stale-<n>`, kept as evidence) and drops
+/// their results, so they run again.
+fn stale_results(dir: &Path, results: &mut BTreeMap<String, ResultLine>, rerun: bool) -> Result<()> {
+    for result in results.values_mut() {
+        result.stale = crate::episode::StaleMark::read(&dir.join(&result.dir)).map(|m| m.reason);
+    }
+    if !rerun {
+        return Ok(());
+    }
+    let stale: Vec<String> = results
+        .iter()
+        .filter(|(_, r)| r.stale.is_some())
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in stale {
+        let episode = dir.join(&id);
+        let aside = (1..)
+            .map(|n| {
+                episode.with_file_name(format!(
+                    "{}.stale-{n}",
+                    episode.file_name().unwrap_or_default().to_string_lossy()
+                ))
+            })
+            .find(|p| !p.exists())
+            .unwrap_or_default();
+        std::fs::rename(&episode, &aside)
+            .with_context(|| format!("setting the stale episode {} aside", episode.display()))?;
+        results.remove(&id);
+    }
+    Ok(())
 }
 
 /// Writes `results.jsonl`, `summary.json` and `report.html` (atomically).
@@ -520,7 +556,9 @@ impl Bench {
             return None;
         }
         let agent = &self.agent_names[cell.agent];
-        Some(ResultLine::from_records(&cell.id, agent, &cell.id, &record, &score))
+        let mut result = ResultLine::from_records(&cell.id, agent, &cell.id, &record, &score);
+        result.stale = crate::episode::StaleMark::read(episode_dir).map(|m| m.reason);
+        Some(result)
     }
 
     /// The episode of `cell`, under the plan's overrides.

@@ -462,7 +462,8 @@ impl Recorder {
         let refused = (manifest.refused.clone(), manifest.stats.truncated.clone());
         // Each snapshot's root joins the hash chain, so no manifest can be
         // swapped for another without breaking it.
-        let bound = json!({ "id": id, "label": manifest.label, "root": manifest.root });
+        let (label, root) = (manifest.label.clone(), manifest.root.clone());
+        let bound = json!({ "id": id, "label": label, "root": root, "manifest": self.snapshots.header_hash(id) });
         if refused != self.last_refused && (!refused.0.is_empty() || refused.1.is_some()) {
             const SHOWN: usize = 20;
             let args = json!({

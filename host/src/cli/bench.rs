@@ -24,6 +24,10 @@ pub struct BenchArgs {
     /// Resume the bench in this run directory: run exactly the episodes without a final result.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["plan", "agent", "task"])]
     resume: Option<PathBuf>,
+    /// With --resume: run again the episodes whose results are stale
+    /// (`mlrb runs invalidate`); the stale ones are kept beside them.
+    #[arg(long, requires = "resume")]
+    rerun_stale: bool,
     /// An agent component (repeatable).
     #[arg(long, value_name = "FILE.wasm")]
     agent: Vec<PathBuf>,
@@ -95,7 +99,7 @@ impl BenchArgs {
             ),
         };
         let quiet = self.quiet || self.json;
-        let outcome = bench::run(plan, &dir, &paths::cache_dir(), quiet, interrupt).await?;
+        let outcome = bench::run(plan, &dir, &paths::cache_dir(), quiet, self.rerun_stale, interrupt).await?;
         if self.json {
             say!("{}", serde_json::to_string_pretty(&outcome.summary)?);
         } else {

@@ -13,6 +13,7 @@ mod llm;
 mod replay;
 mod report;
 mod run;
+mod runs;
 mod sign;
 mod tasks;
 mod verify;
@@ -85,6 +86,9 @@ enum Command {
     Sign(sign::SignArgs),
     /// Make an ed25519 key pair for `mlrb sign` and `mlrb verify --key`.
     Keygen(keygen::KeygenArgs),
+    /// Stored results: invalidate what depended on a task, image or agent.
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
     /// List and inspect tasks.
     #[command(subcommand)]
     Tasks(tasks::TasksCommand),
@@ -209,6 +213,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Verify(args) => args.run().await,
         Command::Sign(args) => args.run(),
         Command::Keygen(args) => args.run(),
+        Command::Runs(command) => command.run(),
         Command::Tasks(command) => command.run().await,
         Command::Image(command) => command.run().await,
         Command::Llm(command) => command.run().await,

@@ -285,20 +285,7 @@ fn find_episodes(dir: &Path) -> Result<Vec<PathBuf>> {
     if !dir.is_dir() {
         bail!("{}: no such directory", dir.display());
     }
-    if dir.join("episode.json").is_file() {
-        return Ok(vec![dir.to_path_buf()]);
-    }
-    let mut episodes: Vec<PathBuf> = walkdir::WalkDir::new(dir)
-        .follow_links(false)
-        .max_depth(5)
-        .into_iter()
-        .filter_entry(|e| e.file_name() != "snapshots" && e.file_name() != "workspace")
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_file() && e.file_name() == "episode.json")
-        .filter_map(|e| e.path().parent().map(Path::to_path_buf))
-        .collect();
-    episodes.sort();
-    Ok(episodes)
+    Ok(crate::episode::episode_dirs(dir))
 }
 
 fn relative(path: &Path, base: &Path) -> String {

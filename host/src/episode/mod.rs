@@ -29,7 +29,7 @@ use crate::sandbox::gpu::{GpuLease, GpuPool};
 use crate::task::Task;
 use crate::task::requirements::HostOffer;
 pub use end::EndReason;
-pub use records::{EpisodeRecord, ScoreRecord};
+pub use records::{EpisodeRecord, ScoreRecord, StaleMark, episode_dirs};
 pub use replay::ReplayReport;
 pub use request::{EpisodeRequest, ForkOrigin, episode_dir, episode_id};
 pub use setup::{HostSetup, agent_name};

@@ -453,3 +453,58 @@ impl ScoreRecord {
         write_json(&dir.join("score.json"), self)
     }
 }
+
+/// `stale.json`: this episode's result depended on something invalidated
+/// (`mlrb runs invalidate`), and why. Its records are kept as they were.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StaleMark {
+    /// Why, in words (what was invalidated, and the user's reason).
+    pub reason: String,
+    /// When, as an RFC 3339 UTC time.
+    pub invalidated_at: String,
+}
+
+impl StaleMark {
+    /// A mark made now.
+    pub fn new(reason: String) -> Self {
+        Self {
+            reason,
+            invalidated_at: now(),
+        }
+    }
+
+    /// The mark of the episode in `dir`, if it has one.
+    pub fn read(dir: &Path) -> Option<Self> {
+        let bytes = std::fs::read(dir.join("stale.json")).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Writes `stale.json` into the episode directory `dir`.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        write_json(&dir.join("stale.json"), self)
+    }
+}
+
+/// The episode directories (those holding `episode.json`) at or under
+/// `dir`, in path order.
+pub fn episode_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
+    if dir.join("episode.json").is_file() {
+        return vec![dir.to_path_buf()];
+    }
+    let mut episodes: Vec<std::path::PathBuf> = walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .max_depth(6)
+        .into_iter()
+        .filter_entry(|e| {
+            !matches!(
+                e.file_name().to_str(),
+                Some("snapshots" | "workspace" | "history" | "exec")
+            )
+        })
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file() && e.file_name() == "episode.json")
+        .filter_map(|e| e.path().parent().map(Path::to_path_buf))
+        .collect();
+    episodes.sort();
+    episodes
+}

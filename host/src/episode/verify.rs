@@ -62,7 +62,7 @@ fn check_store(dir: &Path, record: &EpisodeRecord, recording: &Recording) -> Vec
             }
         }
     }
-    let bound = bound_roots(recording);
+    let (bound, headers) = (bound_roots(recording), bound_headers(recording));
     let manifests = match snapshot::list_manifests(&store) {
         Ok(manifests) => manifests,
         Err(error) => return [failures, vec![format!("{error:#}")]].concat(),
@@ -89,6 +89,18 @@ fn check_store(dir: &Path, record: &EpisodeRecord, recording: &Recording) -> Vec
                 header.id
             )),
         }
+        if let Some(hash) = headers.get(&header.id) {
+            let path = store.join("manifests").join(format!("{:06}.json", header.id));
+            let written = std::fs::read(&path)
+                .map(|b| blake3::hash(&b).to_hex().to_string())
+                .unwrap_or_default();
+            if written != *hash {
+                failures.push(format!(
+                    "snapshots/manifests/{:06}.json: changed since the hash chain recorded it",
+                    header.id
+                ));
+            }
+        }
         if let Err(why) = files_present(&store, header.id) {
             failures.push(why);
         }
@@ -112,6 +124,17 @@ fn check_store(dir: &Path, record: &EpisodeRecord, recording: &Recording) -> Vec
         failures.push("snapshots/manifests: the last manifest is not the final snapshot episode.json names".into());
     }
     failures
+}
+
+/// Snapshot id → the blake3 of its manifest file, as the chain recorded them.
+fn bound_headers(recording: &Recording) -> BTreeMap<u64, String> {
+    let snapshots = recording
+        .events
+        .iter()
+        .filter(|e| e["interface"] == "host" && e["function"] == "snapshot");
+    snapshots
+        .filter_map(|e| Some((e["args"]["id"].as_u64()?, e["args"]["manifest"].as_str()?.to_string())))
+        .collect()
 }
 
 /// Snapshot id → root, as the chain recorded them.

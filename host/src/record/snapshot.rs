@@ -232,6 +232,13 @@ impl SnapshotStore {
         &self.objects
     }
 
+    /// The blake3 of snapshot `id`'s manifest file as written (what the
+    /// hash chain binds, with its root).
+    pub fn header_hash(&self, id: u64) -> Option<String> {
+        let bytes = fs::read(self.manifests.join(format!("{id:06}.json"))).ok()?;
+        Some(blake3::hash(&bytes).to_hex().to_string())
+    }
+
     /// The latest snapshot written, if any.
     pub fn last(&self) -> Option<&Manifest> {
         self.last.as_ref()
