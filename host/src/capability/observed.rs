@@ -91,7 +91,7 @@ impl Observed {
     pub fn take_batch(&self) -> Option<Value> {
         self.with(|log| {
             let batch: Vec<Value> = log.pending.drain(..).map(Reading::to_json).collect();
-            (!batch.is_empty()).then(|| Value::Array(batch))
+            (!batch.is_empty()).then_some(Value::Array(batch))
         })
     }
 

@@ -41,11 +41,54 @@ pub fn check_records(dir: &Path) -> Vec<String> {
 }
 
 /// The snapshot store: objects and trees are what their names say, each
-/// manifest's root is the one the chain recorded, the files every manifest
-/// names are there, and the final one is the one `episode.json` names.
+/// manifest is the one the chain recorded, the files every manifest names
+/// are there, and the final one is the one `episode.json` names.
 fn check_store(dir: &Path, record: &EpisodeRecord, recording: &Recording) -> Vec<String> {
-    let mut failures = Vec::new();
     let store = dir.join("snapshots");
+    let mut failures = check_hashes(&store);
+    let manifests = match snapshot::list_manifests(&store) {
+        Ok(manifests) => manifests,
+        Err(error) => return [failures, vec![format!("{error:#}")]].concat(),
+    };
+    // A fork of another agent starts from its parent's snapshots, bound in
+    // the parent's chain; the one it starts from is bound by its own.
+    let inherited = record
+        .fork
+        .as_ref()
+        .filter(|f| f.new_agent)
+        .map_or(0, |_| fork_snapshot(recording));
+    let (bound, headers) = (bound_roots(recording), bound_headers(recording));
+    for header in &manifests {
+        let name = format!("snapshots/manifests/{:06}.json", header.id);
+        match bound.get(&header.id) {
+            Some(root) if *root == header.root => {}
+            Some(root) => failures.push(format!(
+                "{name}: root {}, the hash chain recorded {}",
+                short(&header.root),
+                short(root)
+            )),
+            None if header.id < inherited => {}
+            None => failures.push(format!("{name}: not recorded in the hash chain")),
+        }
+        if let Some(hash) = headers.get(&header.id) {
+            let written = std::fs::read(store.join(&name["snapshots/".len()..]))
+                .map(|b| blake3::hash(&b).to_hex().to_string())
+                .unwrap_or_default();
+            if written != *hash {
+                failures.push(format!("{name}: changed since the hash chain recorded it"));
+            }
+        }
+        if let Err(why) = files_present(&store, header.id) {
+            failures.push(why);
+        }
+    }
+    failures.extend(check_final(record, &manifests));
+    failures
+}
+
+/// Every object and tree hashes to its name.
+fn check_hashes(store: &Path) -> Vec<String> {
+    let mut failures = Vec::new();
     for sub in ["objects", "trees"] {
         let Ok(entries) = std::fs::read_dir(store.join(sub)) else {
             failures.push(format!("snapshots/{sub}: missing"));
@@ -62,65 +105,30 @@ fn check_store(dir: &Path, record: &EpisodeRecord, recording: &Recording) -> Vec
             }
         }
     }
-    let (bound, headers) = (bound_roots(recording), bound_headers(recording));
-    let manifests = match snapshot::list_manifests(&store) {
-        Ok(manifests) => manifests,
-        Err(error) => return [failures, vec![format!("{error:#}")]].concat(),
+    failures
+}
+
+/// The last manifest is the final snapshot `episode.json` names, with the
+/// root it binds.
+fn check_final(record: &EpisodeRecord, manifests: &[snapshot::Manifest]) -> Vec<String> {
+    let Some(end) = record.end.as_ref() else {
+        return Vec::new();
     };
-    // A fork of another agent starts from its parent's snapshots, bound in
-    // the parent's chain; the one it starts from is bound by its own.
-    let inherited = record
-        .fork
-        .as_ref()
-        .filter(|f| f.new_agent)
-        .map_or(0, |_| fork_snapshot(recording));
-    for header in &manifests {
-        match bound.get(&header.id) {
-            Some(root) if *root == header.root => {}
-            Some(root) => failures.push(format!(
-                "snapshots/manifests/{:06}.json: root {}, the hash chain recorded {}",
-                header.id,
-                short(&header.root),
-                short(root)
-            )),
-            None if header.id < inherited => {}
-            None => failures.push(format!(
-                "snapshots/manifests/{:06}.json: not recorded in the hash chain",
-                header.id
-            )),
-        }
-        if let Some(hash) = headers.get(&header.id) {
-            let path = store.join("manifests").join(format!("{:06}.json", header.id));
-            let written = std::fs::read(&path)
-                .map(|b| blake3::hash(&b).to_hex().to_string())
-                .unwrap_or_default();
-            if written != *hash {
-                failures.push(format!(
-                    "snapshots/manifests/{:06}.json: changed since the hash chain recorded it",
-                    header.id
-                ));
-            }
-        }
-        if let Err(why) = files_present(&store, header.id) {
-            failures.push(why);
-        }
-    }
-    let end = record.end.as_ref();
-    let final_header = manifests.iter().find(|m| Some(m.id) == end.map(|e| e.final_snapshot));
-    match (final_header, end) {
-        (Some(header), Some(end)) if header.root != end.final_root => failures.push(format!(
+    let mut failures = Vec::new();
+    match manifests.iter().find(|m| m.id == end.final_snapshot) {
+        Some(header) if header.root != end.final_root => failures.push(format!(
             "episode.json: its final snapshot {} has root {}, it binds {}",
             header.id,
             short(&header.root),
             short(&end.final_root)
         )),
-        (None, Some(end)) => failures.push(format!(
+        None => failures.push(format!(
             "episode.json: its final snapshot {} is missing",
             end.final_snapshot
         )),
-        _ => {}
+        Some(_) => {}
     }
-    if manifests.last().map(|m| m.id) != end.map(|e| e.final_snapshot) {
+    if manifests.last().map(|m| m.id) != Some(end.final_snapshot) {
         failures.push("snapshots/manifests: the last manifest is not the final snapshot episode.json names".into());
     }
     failures
