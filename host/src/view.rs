@@ -496,26 +496,8 @@ pub fn episodes(root: &Path) -> Vec<String> {
 /// The most of one record file the viewer reads (a full trace fits).
 const MAX_RECORD_FILE: u64 = 1 << 30;
 
-/// A file of a run record as text, opened without following a link or
-/// blocking on a FIFO, and only if it is a regular file: a record holds
-/// what an agent made (its workspace), which must never lead the viewer to
-/// another file of the host or stall it.
 fn read_record_file(path: &Path) -> Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .with_context(|| format!("{}: cannot read", path.display()))?;
-    if !file.metadata()?.is_file() {
-        anyhow::bail!("{}: not a regular file", path.display());
-    }
-    let mut text = String::new();
-    file.take(MAX_RECORD_FILE)
-        .read_to_string(&mut text)
-        .with_context(|| format!("{}: cannot read", path.display()))?;
-    Ok(text)
+    crate::record::read_record_file(path, MAX_RECORD_FILE)
 }
 
 fn read_json(path: &Path) -> Result<Value> {

@@ -515,3 +515,65 @@ fn an_invalidated_task_makes_its_results_stale_and_a_resume_runs_them_again() {
     assert!(!results.contains("its labels leaked"), "{results}");
     assert!(run.join("digits/baseline/1/score.json").is_file());
 }
+
+/// Runs `mlrb <args>`, failing the test if it has not ended within a minute.
+fn mlrb_within_a_minute(args: &[&str]) -> (bool, String) {
+    let mut child = common::mlrb()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("mlrb {args:?} stalled");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().unwrap();
+    (output.status.success(), text(&output))
+}
+
+#[test]
+fn verify_and_replay_never_follow_or_stall_on_what_a_hostile_run_directory_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = small_run(&tmp.path().join("runs"));
+    let episode = run.join("digits/baseline/1");
+    let secret = tmp.path().join("secret.txt");
+    std::fs::write(&secret, "host secret 7f3a").unwrap();
+    let mkfifo = |path: &Path| {
+        let _ = std::fs::remove_file(path);
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(path)
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    // An object that is a link to a device, another that is a FIFO, a
+    // manifest that links out of the run, the signature a FIFO.
+    let objects = episode.join("snapshots/objects");
+    let object = first_file(&objects);
+    let _ = std::fs::remove_file(&object);
+    std::os::unix::fs::symlink("/dev/zero", &object).unwrap();
+    mkfifo(&objects.join("f".repeat(64)));
+    let manifest = first_file(&episode.join("snapshots/manifests"));
+    std::fs::remove_file(&manifest).unwrap();
+    std::os::unix::fs::symlink(&secret, &manifest).unwrap();
+    mkfifo(&run.join("SIGNATURE.json"));
+    let (ok, said) = mlrb_within_a_minute(&["verify", run.to_str().unwrap(), "--no-eval"]);
+    assert!(!ok && said.contains("does not hash to its name"), "{said}");
+    assert!(!said.contains("host secret"), "{said}");
+
+    // The trace a FIFO, then a link to a host file: refused, never read.
+    mkfifo(&episode.join("events.jsonl"));
+    let (ok, said) = mlrb_within_a_minute(&["replay", episode.to_str().unwrap()]);
+    assert!(!ok && said.contains("not a regular file"), "{said}");
+    std::fs::remove_file(episode.join("events.jsonl")).unwrap();
+    std::os::unix::fs::symlink(&secret, episode.join("events.jsonl")).unwrap();
+    let (ok, said) = mlrb_within_a_minute(&["replay", episode.to_str().unwrap()]);
+    assert!(!ok && !said.contains("host secret"), "{said}");
+}

@@ -32,8 +32,9 @@ pub struct VerifyArgs {
     /// Do not re-run the evaluators (the records are still checked).
     #[arg(long)]
     no_eval: bool,
-    /// How far (relative) a re-computed score may be from the recorded one,
-    /// for a task whose metric is not exactly reproducible (e.g. a timing).
+    /// How far (relative) a re-computed score may be from the recorded one;
+    /// a task whose metric is not deterministic (a timing) is also allowed
+    /// its own `metric.tolerance`.
     #[arg(long, default_value_t = 1e-9, value_name = "REL")]
     tolerance: f64,
     #[command(flatten)]
@@ -231,11 +232,17 @@ async fn rescore(
         Err(error) => return vec![format!("a scratch folder: {error}")],
     };
     match runner.rescore(task, dir, record, work.path()).await {
-        Ok(again) => verify::compare_scores(&recorded, &again, tolerance)
+        Ok(again) => verify::compare_scores(&recorded, &again, (tolerance, metric_tolerance(task)))
             .into_iter()
             .collect(),
         Err(error) => vec![format!("re-scoring: {error:#}")],
     }
+}
+
+/// What a task allows between two scorings of one workspace.
+fn metric_tolerance(task: &task::Task) -> f64 {
+    let metric = &task.spec.metric;
+    if metric.deterministic { 0.0 } else { metric.tolerance }
 }
 
 /// `results.jsonl` says what the episodes' records say, and `summary.json`

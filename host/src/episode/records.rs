@@ -272,7 +272,7 @@ impl EpisodeRecord {
     /// Reads `episode.json` from the episode directory `dir`.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join("episode.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let text = crate::record::read_record_file(&path, crate::record::MAX_JSON_RECORD)?;
         serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: not an mlrb episode record: {e}", path.display()))
     }
 }
@@ -370,7 +370,7 @@ impl ScoreRecord {
     /// Reads `score.json` from the episode directory `dir`.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join("score.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let text = crate::record::read_record_file(&path, crate::record::MAX_JSON_RECORD)?;
         serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: not an mlrb score record: {e}", path.display()))
     }
 
@@ -475,8 +475,8 @@ impl StaleMark {
 
     /// The mark of the episode in `dir`, if it has one.
     pub fn read(dir: &Path) -> Option<Self> {
-        let bytes = std::fs::read(dir.join("stale.json")).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        let text = crate::record::read_record_file(&dir.join("stale.json"), 1 << 20).ok()?;
+        serde_json::from_str(&text).ok()
     }
 
     /// Writes `stale.json` into the episode directory `dir`.

@@ -71,9 +71,7 @@ fn check_store(dir: &Path, record: &EpisodeRecord, recording: &Recording) -> Vec
             None => failures.push(format!("{name}: not recorded in the hash chain")),
         }
         if let Some(hash) = headers.get(&header.id) {
-            let written = std::fs::read(store.join(&name["snapshots/".len()..]))
-                .map(|b| blake3::hash(&b).to_hex().to_string())
-                .unwrap_or_default();
+            let written = crate::record::hash_record_file(&store.join(&name["snapshots/".len()..])).unwrap_or_default();
             if written != *hash {
                 failures.push(format!("{name}: changed since the hash chain recorded it"));
             }
@@ -96,10 +94,7 @@ fn check_hashes(store: &Path) -> Vec<String> {
         };
         for entry in entries.filter_map(|e| e.ok()) {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let mut hasher = blake3::Hasher::new();
-            let hash = hasher
-                .update_mmap(entry.path())
-                .map(|h| h.finalize().to_hex().to_string());
+            let hash = crate::record::hash_record_file(&entry.path());
             if hash.as_deref().ok() != Some(name.as_str()) {
                 failures.push(format!("snapshots/{sub}/{name}: its content does not hash to its name"));
             }
@@ -223,8 +218,9 @@ fn check_score(dir: &Path, record: &EpisodeRecord) -> Vec<String> {
 }
 
 /// A score's re-computation against the recorded one: `None` when they
-/// agree (within `tolerance`, relative), else what differs.
-pub fn compare_scores(recorded: &ScoreRecord, again: &ScoreRecord, tolerance: f64) -> Option<String> {
+/// agree (within `relative` of the larger, or `absolute`: what the task
+/// allows a metric that is not deterministic), else what differs.
+pub fn compare_scores(recorded: &ScoreRecord, again: &ScoreRecord, (relative, absolute): (f64, f64)) -> Option<String> {
     if again.evaluator_failed {
         return Some(format!(
             "re-scoring failed: {}",
@@ -232,7 +228,7 @@ pub fn compare_scores(recorded: &ScoreRecord, again: &ScoreRecord, tolerance: f6
         ));
     }
     let close = match (recorded.score, again.score) {
-        (Some(a), Some(b)) => (a - b).abs() <= tolerance * a.abs().max(b.abs()).max(f64::MIN_POSITIVE),
+        (Some(a), Some(b)) => (a - b).abs() <= (relative * a.abs().max(b.abs())).max(absolute),
         (None, None) => true,
         _ => false,
     };

@@ -26,7 +26,7 @@ impl Recording {
     /// the first line that does not chain (a changed, removed or inserted line).
     pub fn open(dir: &Path) -> Result<Self> {
         let path = dir.join("events.jsonl");
-        let text = std::fs::read_to_string(&path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let text = super::read_record_file(&path, super::MAX_EVENTS)?;
         let mut head = GENESIS.to_string();
         let (mut lines, mut events) = (Vec::new(), Vec::new());
         for (number, line) in text.lines().enumerate() {

@@ -69,7 +69,8 @@ pub fn public_path(secret: &Path) -> PathBuf {
 }
 
 fn read_hex<const N: usize>(path: &Path, what: &str) -> Result<[u8; N]> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the {what}", path.display()))?;
+    let text =
+        super::read_record_file(path, 4096).with_context(|| format!("{}: cannot read the {what}", path.display()))?;
     let bytes = hex::decode(text.trim()).ok().and_then(|b| <[u8; N]>::try_from(b).ok());
     bytes.with_context(|| {
         format!(
@@ -105,11 +106,7 @@ fn listed_files(dir: &Path) -> Result<BTreeMap<String, String>> {
             files.insert(rel_text, format!("link:{}", target.display()));
             continue;
         }
-        let mut hasher = blake3::Hasher::new();
-        hasher
-            .update_mmap(entry.path())
-            .with_context(|| format!("{}: cannot read", entry.path().display()))?;
-        files.insert(rel_text, hasher.finalize().to_hex().to_string());
+        files.insert(rel_text, super::hash_record_file(entry.path())?);
     }
     Ok(files)
 }
@@ -139,9 +136,11 @@ pub fn sign(dir: &Path, key: &Path) -> Result<SignedList> {
 /// first thing that does not hold.
 pub fn check(dir: &Path, trusted: Option<&VerifyingKey>) -> Result<String> {
     let path = dir.join(FILE);
-    let text = std::fs::read(&path)
-        .with_context(|| format!("{}: not signed (no {FILE}; sign it with `mlrb sign`)", dir.display()))?;
-    let list: SignedList = serde_json::from_slice(&text).with_context(|| format!("{}: malformed", path.display()))?;
+    if std::fs::symlink_metadata(&path).is_err() {
+        bail!("{}: not signed (no {FILE}; sign it with `mlrb sign`)", dir.display());
+    }
+    let text = super::read_record_file(&path, super::MAX_JSON_RECORD)?;
+    let list: SignedList = serde_json::from_str(&text).with_context(|| format!("{}: malformed", path.display()))?;
     if list.algorithm != "ed25519" {
         bail!("{}: algorithm `{}` is not ed25519", path.display(), list.algorithm);
     }

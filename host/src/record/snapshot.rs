@@ -667,8 +667,9 @@ fn read_tree(dir: &Path, hash: &str) -> Result<Tree> {
         bail!("{}: `{hash}` is not a tree hash", dir.display());
     }
     let path = dir.join("trees").join(hash);
-    let text = fs::read(&path).with_context(|| format!("{}: missing tree", path.display()))?;
-    serde_json::from_slice(&text).with_context(|| format!("{}: malformed tree", path.display()))
+    let text = super::read_record_file(&path, super::MAX_JSON_RECORD)
+        .with_context(|| format!("{}: missing tree", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: malformed tree", path.display()))
 }
 
 /// Fills `manifest.entries` and `refused` from its trees.
@@ -714,7 +715,8 @@ fn flatten(dir: &Path, manifest: &mut Manifest) -> Result<()> {
 }
 
 fn read_header(path: &Path) -> Result<Manifest> {
-    let text = fs::read_to_string(path).with_context(|| format!("{}: no such snapshot", path.display()))?;
+    let text = super::read_record_file(path, super::MAX_JSON_RECORD)
+        .with_context(|| format!("{}: no such snapshot", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{}: malformed manifest", path.display()))
 }
 
