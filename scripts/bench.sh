@@ -2,7 +2,7 @@
 # Builds the probe agents and runs mlrb's benchmarks, printing the figures
 # the performance targets are checked against: the core host costs, Python
 # agents' start and memory, the host's overhead per LLM call, loading a
-# task folder of 2 GiB, and the
+# task folder of 2 GiB, replaying and forking a long episode, and the
 # Docker sandbox's per-script overhead (which needs `mlrb image build`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,9 +15,7 @@ cargo bench --profile dev -p mlrb-host --bench task_load
 cargo build --quiet -p mlrb-host
 cargo bench --profile dev -p mlrb-host --bench replay
 target_dir="${CARGO_TARGET_DIR:-target}"
-cargo build --quiet -p mlrb-host
 "$target_dir/debug/mlrb" image build
 cargo bench --profile dev -p mlrb-host --bench docker
-cargo build --quiet --release --target wasm32-wasip2 -p probe-agents --examples
 /usr/bin/python3 scripts/bench_scheduling.py "$target_dir/debug/mlrb" \
     "$target_dir/wasm32-wasip2/release/examples/first_call.wasm" --episodes 200 -j 2

@@ -6,32 +6,20 @@
 //! materializing the 1 GiB snapshot after step 10, and the whole fork
 //! command to a scored one-call episode.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 fn mlrb() -> Command {
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let target = if Path::new(&target).is_absolute() {
-        PathBuf::from(target)
-    } else {
-        root.join(target)
-    };
-    let mut command = Command::new(target.join("debug/mlrb"));
-    command.env("MLRB_TASKS_DIR", root.join("tasks"));
+    let mut command = Command::new(common::target_dir().join("debug/mlrb"));
+    command.env("MLRB_TASKS_DIR", common::root().join("tasks"));
     command
 }
 
 fn probe(name: &str) -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let target = if Path::new(&target).is_absolute() {
-        PathBuf::from(target)
-    } else {
-        root.join(target)
-    };
-    let path = target.join(format!("wasm32-wasip2/release/examples/{name}.wasm"));
+    let path = common::probes().join(format!("{name}.wasm"));
     assert!(
         path.is_file(),
         "{}: build the probe agents first (scripts/bench.sh does)",
@@ -53,7 +41,7 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     // A task like digits, with 1 GiB more in its workspace.
     let task = tmp.path().join("digits-1g");
-    let digits = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tasks/digits");
+    let digits = common::root().join("tasks/digits");
     let copied = Command::new("cp").arg("-r").arg(&digits).arg(&task).status().unwrap();
     assert!(copied.success());
     // Real bytes (not a sparse file), so copies and hashes cost what they would.

@@ -98,13 +98,19 @@ impl Runner {
     ) -> Result<AgentState> {
         let (dir, task, limits) = (&request.dir, &request.task, &request.limits);
         let workspace = dir.join("workspace");
-        match &request.fork {
-            None => task::populate(task, prepared, &workspace)?,
+        // A fork's workspace is its parent's snapshot after the fork's step.
+        let forked_from = match &request.fork {
+            None => {
+                task::populate(task, prepared, &workspace)?;
+                None
+            }
             Some(fork) => {
                 let parent = fork.parent.join("snapshots");
-                snapshot::materialize_writable(&parent, &snapshot::read_manifest(&parent, fork.snapshot)?, &workspace)?
+                let manifest = snapshot::read_manifest(&parent, fork.snapshot)?;
+                snapshot::materialize_writable(&parent, &manifest, &workspace)?;
+                Some(manifest)
             }
-        }
+        };
         let files = WorkspaceFiles::open(
             &workspace,
             &dir.join("history"),
@@ -116,14 +122,14 @@ impl Runner {
         let setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec());
         let scripts = ScriptRunner::new(self.sandbox.open_episode(setup).await?, limits.clone(), exec_dir);
         let started = Instant::now();
-        let snapshots = match &request.fork {
-            None => SnapshotStore::create(&dir.join("snapshots"), limits)?,
-            Some(fork) => SnapshotStore::forked(
-                &dir.join("snapshots"),
-                &fork.parent.join("snapshots"),
-                fork.snapshot,
-                limits,
-            )?,
+        let snapshots = match (&request.fork, &forked_from) {
+            (Some(fork), Some(manifest)) => {
+                let parent = fork.parent.join("snapshots");
+                let mut store = SnapshotStore::forked(&dir.join("snapshots"), &parent, fork.snapshot, limits)?;
+                store.remember_materialized(&workspace, manifest);
+                store
+            }
+            _ => SnapshotStore::create(&dir.join("snapshots"), limits)?,
         };
         let trace = Trace::create(&dir.join("events.jsonl"), started, limits.trace_bytes)?
             .keeping_objects(snapshots.objects_dir());

@@ -222,6 +222,23 @@ impl SnapshotStore {
         Ok(store)
     }
 
+    /// Takes the files of `manifest`, just materialized under `root`, as
+    /// known by their size, times and inode, so that the next snapshot does
+    /// not read them again (a fork's first snapshot of a large workspace).
+    pub fn remember_materialized(&mut self, root: &Path, manifest: &Manifest) {
+        for (rel, entry) in &manifest.entries {
+            let ManifestEntry::File { hash, size, .. } = entry else {
+                continue;
+            };
+            let Ok(stat) = rustix::fs::lstat(&root.join(rel)) else {
+                continue;
+            };
+            if Kind::of(&stat) == Kind::File && stat.st_size as u64 == *size {
+                self.known.insert(rel.clone(), (StatKey::of(&stat), hash.clone()));
+            }
+        }
+    }
+
     /// The snapshot directory (`objects/`, `trees/`, `manifests/`).
     pub fn dir(&self) -> &Path {
         &self.dir
