@@ -291,40 +291,13 @@ fn forks_at_steps_1_and_3_begin_byte_for_byte_as_their_parent_did() {
 
 /// A page of `mlrb view <root>`: `/` for an empty id, else the episode's.
 fn view_page(root: &Path, id: &str) -> (String, String) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let mut child = common::mlrb()
-        .arg("view")
-        .arg(root)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://127.0.0.1:"))
-        .unwrap()
-        .to_string();
-    let host = url.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let served = common::viewer::serve(root);
     let path = if id.is_empty() {
-        "/".to_string()
+        String::new()
     } else {
-        format!("/e/{id}")
+        format!("e/{id}")
     };
-    let mut stream = std::net::TcpStream::connect(&host).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    (head.to_string(), body.to_string())
+    common::viewer::http_get(&format!("{}{path}", served.url))
 }
 
 /// A bench of the baseline on digits, one seed: its run directory.

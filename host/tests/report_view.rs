@@ -5,9 +5,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Chromium, or None (test skipped) outside CI when it is not installed.
@@ -111,45 +110,12 @@ fn the_html_report_renders_its_tables_and_plots_offline() {
     assert!(dom.contains("score over steps"), "{dom}");
 }
 
-/// `mlrb view` on `dir`, and the URL it serves.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(dir: &Path) -> Served {
-    let mut child = common::mlrb()
-        .arg("view")
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .to_string();
-    Served { child, url }
-}
-
 #[test]
 fn the_viewer_shows_episodes_steps_and_a_workspace_diff() {
     let Some(chromium) = chromium() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let run = small_bench(tmp.path());
-    let served = serve(&run);
+    let served = common::viewer::serve(&run);
 
     let index = render(&chromium, &served.url);
     assert!(
@@ -192,7 +158,7 @@ fn the_viewer_pages_a_trace_of_ten_thousand_events() {
         big.push('\n');
     }
     std::fs::write(episode.join("events.jsonl"), big).unwrap();
-    let served = serve(&episode);
+    let served = common::viewer::serve(&episode);
 
     let started = Instant::now();
     let first = render(&chromium, &served.url);
@@ -205,29 +171,6 @@ fn the_viewer_pages_a_trace_of_ten_thousand_events() {
     // Long arguments are clipped in the list.
     assert!(first.contains("bytes)"), "{first}");
     eprintln!("first page of 10 000 events rendered in {first_seconds:.2} s");
-}
-
-/// A plain GET on loopback: the status line and the body.
-fn http_get(url: &str) -> (String, String) {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest
-        .split_once('/')
-        .map(|(h, p)| (h, format!("/{p}")))
-        .unwrap_or((rest, "/".into()));
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    (head.lines().next().unwrap_or("").to_string(), body.to_string())
 }
 
 #[test]
@@ -252,19 +195,19 @@ fn the_viewer_never_follows_what_an_agent_planted_in_its_workspace() {
     // SAFETY: mkfifo on a path this test owns.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
 
-    let served = serve(&episode);
-    let (status, index) = http_get(&served.url);
+    let served = common::viewer::serve(&episode);
+    let (status, index) = common::viewer::http_get(&served.url);
     assert!(status.contains("200"), "{status}");
     assert!(
         !index.contains("workspace/fake") && !index.contains("VIEWER-SECRET"),
         "{index}"
     );
     for planted in ["workspace/fake", "workspace/stall"] {
-        let (status, body) = http_get(&format!("{}e/{planted}", served.url));
+        let (status, body) = common::viewer::http_get(&format!("{}e/{planted}", served.url));
         assert!(status.contains("404"), "{planted}: {status}");
         assert!(!body.contains("VIEWER-SECRET"));
     }
     // The viewer still answers (nothing stalled it).
-    let (status, _) = http_get(&served.url);
+    let (status, _) = common::viewer::http_get(&served.url);
     assert!(status.contains("200"), "{status}");
 }

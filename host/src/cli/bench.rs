@@ -46,12 +46,8 @@ pub struct BenchArgs {
     /// Attempts after an infrastructure failure [default: 2].
     #[arg(long)]
     retries: Option<u32>,
-    /// Where runs are written.
-    #[arg(long, value_name = "DIR", default_value = "runs")]
-    out: PathBuf,
-    /// The run's name [default: the current UTC time].
-    #[arg(long)]
-    run_name: Option<String>,
+    #[command(flatten)]
+    place: super::RunPlace,
     /// No progress display.
     #[arg(long, short)]
     quiet: bool,
@@ -93,10 +89,7 @@ impl BenchArgs {
         let interrupt = ctrl_c();
         let (plan, dir) = match &self.resume {
             Some(dir) => (None, dir.clone()),
-            None => (
-                Some(self.plan()?),
-                self.out.join(super::run_name(self.run_name.as_deref())),
-            ),
+            None => (Some(self.plan()?), self.place.dir()),
         };
         let quiet = self.quiet || self.json;
         let outcome = bench::run(plan, &dir, &paths::cache_dir(), quiet, self.rerun_stale, interrupt).await?;

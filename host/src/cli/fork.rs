@@ -27,12 +27,8 @@ pub struct ForkArgs {
     /// through the first K steps].
     #[arg(long, value_name = "FILE.wasm")]
     agent: Option<PathBuf>,
-    /// Where runs are written.
-    #[arg(long, value_name = "DIR", default_value = "runs")]
-    out: PathBuf,
-    /// The run's name [default: the current UTC time].
-    #[arg(long)]
-    run_name: Option<String>,
+    #[command(flatten)]
+    place: super::RunPlace,
     /// Print the episode and score records as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -66,7 +62,7 @@ impl ForkArgs {
                 self.at_step
             );
         }
-        let run_dir = self.out.join(super::run_name(self.run_name.as_deref()));
+        let run_dir = self.place.dir();
         let dir = episode_dir(&run_dir, &task.spec.name, &agent_name(&agent_path), record.seed);
         let origin = ForkOrigin {
             parent: parent.clone(),

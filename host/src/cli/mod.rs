@@ -258,12 +258,27 @@ fn spinner(message: &str) -> indicatif::ProgressBar {
     bar
 }
 
-/// The run's name as given, or the current UTC time; safe as a folder name.
-fn run_name(given: Option<&str>) -> String {
-    let name = given
-        .map(str::to_string)
-        .unwrap_or_else(|| chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string());
-    paths::safe_component(&name)
+/// Where a new run is written (`run`, `fork`, `bench`).
+#[derive(Args, Debug)]
+struct RunPlace {
+    /// Where runs are written.
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    out: std::path::PathBuf,
+    /// The run's name [default: the current UTC time].
+    #[arg(long)]
+    run_name: Option<String>,
+}
+
+impl RunPlace {
+    /// The run's directory: its name as given, or the current UTC time,
+    /// made safe as a folder name, under `--out`.
+    fn dir(&self) -> std::path::PathBuf {
+        let name = self
+            .run_name
+            .clone()
+            .unwrap_or_else(|| chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string());
+        self.out.join(paths::safe_component(&name))
+    }
 }
 
 /// Resolves at the first Ctrl-C (never, where signals cannot be watched);

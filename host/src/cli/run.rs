@@ -25,12 +25,8 @@ pub struct RunArgs {
     /// Seeds the agent's randomness; also names the episode directory.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Where runs are written.
-    #[arg(long, value_name = "DIR", default_value = "runs")]
-    out: PathBuf,
-    /// The run's name [default: the current UTC time].
-    #[arg(long)]
-    run_name: Option<String>,
+    #[command(flatten)]
+    place: super::RunPlace,
     /// Print the episode and score records as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -54,7 +50,7 @@ impl RunArgs {
         let bar = spinner("loading the agent");
         let agent = runner.load_agent(&self.agent).await?;
         let steps = Arc::new(AtomicU32::new(0));
-        let run_dir = self.out.join(super::run_name(self.run_name.as_deref()));
+        let run_dir = self.place.dir();
         let dir = episode_dir(&run_dir, &task.spec.name, &agent_name(&self.agent), self.seed);
         let request = EpisodeRequest::new(agent, task, self.seed, dir, &self.limits).with_progress(steps.clone());
         let label = format!(

@@ -230,7 +230,7 @@ impl SnapshotStore {
             let ManifestEntry::File { hash, size, .. } = entry else {
                 continue;
             };
-            let Ok(stat) = rustix::fs::lstat(&root.join(rel)) else {
+            let Ok(stat) = rustix::fs::lstat(root.join(rel)) else {
                 continue;
             };
             if Kind::of(&stat) == Kind::File && stat.st_size as u64 == *size {

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 pub mod llm_server;
+pub mod viewer;
 
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()

@@ -81,9 +81,13 @@ impl Agent for ResearchAgent {
     }
 }
 
+/// The model's reply, and the action it names with its input (or why the
+/// reply named none).
+type Answer = (String, Result<(String, Value), String>);
+
 /// Asks for the next step until the answer parses (or attempts run out,
 /// in which case the observation says what was wrong).
-fn ask_well_formed(context: &str) -> Result<(String, Result<(String, Value), String>), Stop> {
+fn ask_well_formed(context: &str) -> Result<Answer, Stop> {
     let mut messages = vec![Message {
         role: Role::User,
         content: context.to_string(),
