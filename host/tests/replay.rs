@@ -429,17 +429,13 @@ fn an_invalidated_task_makes_its_results_stale_and_a_resume_runs_them_again() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("runs");
     let run = small_run(&root);
-    let (ok, said) = {
-        let out = mlrb(&[
-            "runs",
-            "invalidate",
-            "--runs",
-            root.to_str().unwrap(),
-            "--task",
-            "digits@0.0.0",
-        ]);
+    let invalidate = |more: &[&str]| {
+        let mut args = vec!["runs", "invalidate", "--runs", root.to_str().unwrap(), "--task"];
+        args.extend_from_slice(more);
+        let out = mlrb(&args);
         (out.status.success(), text(&out))
     };
+    let (ok, said) = invalidate(&["digits@0.0.0"]);
     assert!(
         ok && said.contains("0 results"),
         "another version matches nothing: {said}"
@@ -449,21 +445,8 @@ fn an_invalidated_task_makes_its_results_stale_and_a_resume_runs_them_again() {
         .as_str()
         .unwrap()
         .to_string();
-    let out = mlrb(&[
-        "runs",
-        "invalidate",
-        "--runs",
-        root.to_str().unwrap(),
-        "--task",
-        &format!("digits@{version}"),
-        "--reason",
-        "its labels leaked",
-    ]);
-    assert!(
-        out.status.success() && text(&out).contains("1 results"),
-        "{}",
-        text(&out)
-    );
+    let (ok, said) = invalidate(&[&format!("digits@{version}"), "--reason", "its labels leaked"]);
+    assert!(ok && said.contains("1 results"), "{said}");
     let results = std::fs::read_to_string(run.join("results.jsonl")).unwrap();
     assert!(results.contains("its labels leaked"), "{results}");
     let summary: Value = serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
