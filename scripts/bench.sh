@@ -2,8 +2,10 @@
 # Builds the probe agents and runs mlrb's benchmarks, printing the figures
 # the performance targets are checked against: the core host costs, Python
 # agents' start and memory, the host's overhead per LLM call, loading a
-# task folder of 2 GiB, replaying and forking a long episode, and the
-# Docker sandbox's per-script overhead (which needs `mlrb image build`).
+# task folder of 2 GiB, replaying and forking a long episode, the Docker
+# sandbox's per-script overhead (which needs `mlrb image build`), and what
+# one step costs (tool call, snapshots of large workspaces, script start in
+# each sandbox against bare python3, peak memory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,5 +19,6 @@ cargo bench --profile dev -p mlrb-host --bench replay
 target_dir="${CARGO_TARGET_DIR:-target}"
 "$target_dir/debug/mlrb" image build
 cargo bench --profile dev -p mlrb-host --bench docker
+cargo bench --profile dev -p mlrb-host --bench step_costs
 /usr/bin/python3 scripts/bench_scheduling.py "$target_dir/debug/mlrb" \
     "$target_dir/wasm32-wasip2/release/examples/first_call.wasm" --episodes 200 -j 2

@@ -4,52 +4,21 @@
 //!   folder, trace write included): criterion, and from inside an agent;
 //! * starting a Rust agent from the compile cache, to its first host call;
 //! * a snapshot after a step that changed one small file, with a 1 GiB
-//!   read-only data file in the workspace.
+//!   read-only data file in the workspace (`step_costs` has the rest of a
+//!   step's costs).
 //!
 //! Run with `scripts/bench.sh` (the dev profile, whose dependencies are
 //! optimised; it needs the probe agents built for wasm32-wasip2).
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
-use mlrb::capability::files::WorkspaceFiles;
-use mlrb::capability::recorder::Recorder;
 use mlrb::episode::{EpisodeRequest, Runner};
-use mlrb::limits::{Limits, Overrides};
-use mlrb::record::snapshot::SnapshotStore;
-use mlrb::record::trace::Trace;
+use mlrb::limits::Overrides;
 use mlrb::sandbox::local::LocalSandbox;
-
-/// The workspace files and the recorder of an episode, as the host's
-/// calls use them (no agent, no sandbox).
-struct Session {
-    files: WorkspaceFiles,
-    recorder: Recorder,
-}
-
-fn session(dir: &Path, read_only: &[String]) -> Session {
-    let limits = Limits {
-        max_steps: u32::MAX,
-        ..Limits::default()
-    };
-    let files = WorkspaceFiles::open(&dir.join("ws"), &dir.join("history"), read_only, limits.clone()).unwrap();
-    let started = Instant::now();
-    let trace = Trace::create(&dir.join("events.jsonl"), started, u64::MAX).unwrap();
-    let snapshots = SnapshotStore::create(&dir.join("snapshots"), &limits).unwrap();
-    let mut recorder = Recorder::new(
-        trace,
-        snapshots,
-        limits.max_steps,
-        started,
-        started + Duration::from_secs(3600),
-    );
-    recorder.snapshot_now(files.handle(), "start").unwrap();
-    Session { files, recorder }
-}
 
 fn tool_call(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
@@ -57,7 +26,7 @@ fn tool_call(c: &mut Criterion) {
     for i in 0..10 {
         std::fs::write(tmp.path().join(format!("ws/file{i}.py")), "print('hello')\n").unwrap();
     }
-    let mut session = session(tmp.path(), &[]);
+    let mut session = common::session(tmp.path(), &[]);
     c.bench_function("list-files alone, 10 entries (the file system's share)", |b| {
         b.iter(|| session.files.list_files("").unwrap())
     });
@@ -82,21 +51,10 @@ fn snapshot_with_big_read_only_file(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(ws.join("data")).unwrap();
-    // 1 GiB of real (non-sparse, incompressible) data.
-    {
-        use std::io::Write;
-        let mut file = std::io::BufWriter::new(std::fs::File::create(ws.join("data/big.bin")).unwrap());
-        let mut block = vec![0u8; 1 << 20];
-        for i in 0..1024u32 {
-            let seed = blake3::hash(&i.to_le_bytes());
-            let mut reader = blake3::Hasher::new().update(seed.as_bytes()).finalize_xof();
-            reader.fill(&mut block);
-            file.write_all(&block).unwrap();
-        }
-    }
+    common::write_random_file(&ws.join("data/big.bin"), 1024);
     std::fs::write(ws.join("train.py"), "print(0)\n").unwrap();
     let setup = Instant::now();
-    let mut session = session(tmp.path(), &["data/**".to_string()]);
+    let mut session = common::session(tmp.path(), &["data/**".to_string()]);
     println!(
         "first snapshot, hashing and storing the 1 GiB file: {:.0} ms",
         setup.elapsed().as_secs_f64() * 1000.0
@@ -153,41 +111,6 @@ fn agent_level() {
     });
 }
 
-/// A step that changes one file in a workspace of `files` small files (100
-/// folders): the time of its snapshot and the bytes it adds to the store.
-fn snapshot_of_many_files(files: usize) {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    for i in 0..files {
-        let dir = ws.join(format!("d{:03}", i % 100));
-        if i < 100 {
-            std::fs::create_dir_all(&dir).unwrap();
-        }
-        std::fs::write(dir.join(format!("f{i}.txt")), i.to_string()).unwrap();
-    }
-    let started = Instant::now();
-    let mut session = session(tmp.path(), &[]);
-    let first = started.elapsed();
-    let (mut times, mut written) = (Vec::new(), Vec::new());
-    for n in 0..20 {
-        std::fs::write(ws.join("d007/f7.txt"), format!("changed {n}")).unwrap();
-        let started = Instant::now();
-        session
-            .recorder
-            .snapshot_now(session.files.handle(), "step")
-            .unwrap()
-            .expect("a change");
-        times.push(started.elapsed().as_secs_f64() * 1000.0);
-        written.push(session.recorder.snapshots.last().unwrap().stats.written_bytes as f64);
-    }
-    println!(
-        "snapshot, {files} files: first {:.0} ms; after one changed file {:.1} ms, {:.0} bytes written (medians of 20)",
-        first.as_secs_f64() * 1000.0,
-        common::median(&mut times),
-        common::median(&mut written)
-    );
-}
-
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(200).measurement_time(Duration::from_secs(5));
@@ -196,8 +119,6 @@ criterion_group! {
 
 fn main() {
     benches();
-    snapshot_of_many_files(20_000);
-    snapshot_of_many_files(200_000);
     agent_level();
     Criterion::default().configure_from_args().final_summary();
 }

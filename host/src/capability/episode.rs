@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -365,7 +364,7 @@ impl EpisodeView<'_> {
     /// Materialises the latest snapshot (without links that leave it) and
     /// has the validator score it; returns what it said and the snapshot id.
     async fn score_copy(&mut self, validator: &dyn Validator, step: u32) -> anyhow::Result<(Scored, u64)> {
-        let manifest = self.recorder.snapshots.last().context("no snapshot")?.clone();
+        let manifest = self.recorder.snapshots.last_with_entries()?;
         let snapshot_dir = self.recorder.snapshots.dir().to_path_buf();
         let scratch = tempfile::Builder::new()
             .prefix(".validate-")

@@ -290,13 +290,11 @@ impl ExecState {
 
     /// Remembers the read-only files of the first snapshot, to put back.
     pub fn remember_read_only(&mut self, files: &WorkspaceFiles, recorder: &Recorder) {
-        let Some(manifest) = recorder.snapshots.last() else {
-            return;
-        };
+        let snapshots = &recorder.snapshots;
         self.read_only_baseline = files
             .read_only()
             .paths()
-            .filter_map(|p| manifest.entries.get(p).map(|e| (p.to_string(), e.clone())))
+            .filter_map(|p| snapshots.entry(p).map(|e| (p.to_string(), e)))
             .collect();
     }
 }
@@ -405,14 +403,15 @@ impl ExecView<'_> {
     /// Puts every read-only file back as it was at the start; true if any
     /// had been changed (which the sandbox's read-only mounts should prevent).
     fn restore_read_only(&mut self) -> anyhow::Result<bool> {
-        let Some(current) = self.recorder.snapshots.last() else {
+        if self.recorder.snapshots.last().is_none() {
             return Ok(false);
-        };
+        }
+        let current = &self.recorder.snapshots;
         let changed: Vec<(String, ManifestEntry)> = self
             .exec
             .read_only_baseline
             .iter()
-            .filter(|(path, entry)| current.entries.get(path) != Some(entry))
+            .filter(|(path, entry)| current.entry(path).as_ref() != Some(entry))
             .cloned()
             .collect();
         if changed.is_empty() {

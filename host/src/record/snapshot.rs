@@ -13,7 +13,9 @@
 //! read from it. FIFOs, sockets, devices, names that are not UTF-8, paths
 //! past the depth or length limits and files past the workspace's caps are
 //! recorded as refused, with why, and never read. A file whose size, times
-//! and inode are unchanged since the last snapshot is not read again.
+//! and inode are unchanged since the last snapshot is not read again, and
+//! where the kernel reports changes ([`super::changes`]) a directory in
+//! which nothing changed is not even listed: a step costs what it changed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
@@ -23,6 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+use super::changes::{Changed, Changes};
 use super::walk::{DirHandle, Kind, Opened, display_name, read_chunks, utf8_name};
 use crate::limits::Limits;
 
@@ -164,6 +167,48 @@ impl StatKey {
     }
 }
 
+/// One entry of a directory as the last snapshot recorded it.
+#[derive(Debug, Clone)]
+struct Remembered {
+    entry: TreeEntry,
+    /// A file's identity when it was read.
+    key: Option<StatKey>,
+    /// A file's bytes on disk.
+    allocated: u64,
+}
+
+/// What the store remembers of one directory after a snapshot: enough to
+/// record it again, unchanged, without a system call.
+#[derive(Debug, Clone)]
+struct DirState {
+    /// Its device and inode: a directory renamed into its place is another.
+    ident: (u64, u64),
+    /// The hash of its tree.
+    tree: String,
+    entries: BTreeMap<String, Remembered>,
+    refused: Vec<RefusedName>,
+    /// It holds a file of more than one link (whose writes through another
+    /// name are reported to that name's directory only), or could not be
+    /// listed: examined again at every snapshot.
+    recheck: bool,
+    /// Entries, bytes and bytes on disk of its whole subtree.
+    totals: (u64, u64, u64),
+}
+
+/// The directories an incremental snapshot must look at again.
+struct Plan {
+    /// Their entries changed: listed and examined again.
+    changed: HashSet<String>,
+    /// They lead to a changed one: their trees are rebuilt from memory.
+    on_path: HashSet<String>,
+}
+
+/// An incremental walk met what only a full walk records as a full walk
+/// would (a cap, a new hard link, a directory gone missing).
+#[derive(Debug, thiserror::Error)]
+#[error("the incremental snapshot needs a full walk")]
+struct Restart;
+
 /// An episode's snapshot store: writes snapshots and remembers what it wrote.
 pub struct SnapshotStore {
     dir: PathBuf,
@@ -171,7 +216,18 @@ pub struct SnapshotStore {
     trees: PathBuf,
     manifests: PathBuf,
     limits: Limits,
-    known: HashMap<String, (StatKey, String)>,
+    /// Every directory of the last snapshot, by workspace-relative path.
+    dirs: BTreeMap<String, DirState>,
+    /// Files just materialized from a snapshot (a fork), known unread.
+    materialized: HashMap<String, (StatKey, String)>,
+    /// The kernel's account of what changed since the last snapshot.
+    changes: Option<Changes>,
+    /// False once a watch could not be added: every snapshot walks all.
+    watching: bool,
+    /// The last snapshot met a cap: the next one walks all.
+    capped: bool,
+    /// Snapshots that walked the whole workspace.
+    full_walks: u64,
     trees_stored: HashSet<String>,
     next_id: u64,
     tmp_counter: u64,
@@ -190,7 +246,12 @@ impl SnapshotStore {
             trees: dir.join("trees"),
             manifests: dir.join("manifests"),
             limits,
-            known: HashMap::new(),
+            dirs: BTreeMap::new(),
+            materialized: HashMap::new(),
+            changes: None,
+            watching: true,
+            capped: false,
+            full_walks: 0,
             trees_stored: HashSet::new(),
             next_id: 0,
             written: 0,
@@ -201,6 +262,13 @@ impl SnapshotStore {
             fs::create_dir_all(sub).with_context(|| format!("creating {}", sub.display()))?;
         }
         Ok(store)
+    }
+
+    /// Walks every entry at every snapshot, as a store without inotify does
+    /// (what incremental snapshots are checked against).
+    pub fn without_change_tracking(mut self) -> Self {
+        self.watching = false;
+        self
     }
 
     /// A store in `dir` that starts as `parent`'s did after its snapshot
@@ -217,7 +285,9 @@ impl SnapshotStore {
                 .and_then(|id| id.parse::<u64>().ok())
                 .is_some_and(|id| id <= upto)
         })?;
-        store.last = Some(read_manifest(dir, upto)?);
+        let mut last = read_manifest(dir, upto)?;
+        last.entries.clear();
+        store.last = Some(last);
         store.next_id = upto + 1;
         Ok(store)
     }
@@ -234,7 +304,8 @@ impl SnapshotStore {
                 continue;
             };
             if Kind::of(&stat) == Kind::File && stat.st_size as u64 == *size {
-                self.known.insert(rel.clone(), (StatKey::of(&stat), hash.clone()));
+                self.materialized
+                    .insert(rel.clone(), (StatKey::of(&stat), hash.clone()));
             }
         }
     }
@@ -256,53 +327,134 @@ impl SnapshotStore {
         Some(blake3::hash(&bytes).to_hex().to_string())
     }
 
-    /// The latest snapshot written, if any.
+    /// The latest snapshot written, if any: its header, totals and refused
+    /// entries, without the entries themselves (see [`Self::last_with_entries`]).
     pub fn last(&self) -> Option<&Manifest> {
         self.last.as_ref()
+    }
+
+    /// The latest snapshot with every entry.
+    pub fn last_with_entries(&self) -> Result<Manifest> {
+        let last = self.last.as_ref().context("no snapshot was taken")?;
+        if !self.remembers_last() {
+            return read_manifest(&self.dir, last.id);
+        }
+        let mut manifest = last.clone();
+        for (rel, state) in &self.dirs {
+            for (name, remembered) in &state.entries {
+                manifest.entries.insert(join(rel, name), flat_entry(&remembered.entry));
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// The entry at `rel` in the latest snapshot, if it recorded one.
+    pub fn entry(&self, rel: &str) -> Option<ManifestEntry> {
+        if !self.remembers_last() {
+            return self.last_with_entries().ok()?.entries.remove(rel);
+        }
+        let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        let state = self.dirs.get(parent)?;
+        state.entries.get(name).map(|r| flat_entry(&r.entry))
+    }
+
+    /// Whether the directories in memory are the latest snapshot's (not so
+    /// in a fork before its first snapshot).
+    fn remembers_last(&self) -> bool {
+        match (&self.last, self.dirs.get("")) {
+            (Some(last), Some(root)) => last.root == root.tree,
+            _ => false,
+        }
     }
 
     /// Records the current state of the tree under `root`. Returns `None`
     /// when nothing changed since the last snapshot (nothing is written).
     /// Errors are the host's own (the store cannot be written); whatever
     /// the agent left in the tree is recorded, or refused with why.
+    ///
+    /// Where the kernel reports changes (see [`super::changes`]), only the
+    /// directories it names are listed again, and unchanged subtrees cost
+    /// nothing; anything it cannot vouch for makes the walk a full one.
     pub fn snapshot(&mut self, root: &DirHandle, label: &str) -> Result<Option<&Manifest>> {
-        let mut walk = Walk {
-            store: self,
-            entries: BTreeMap::new(),
-            refused: Vec::new(),
-            seen: HashMap::new(),
-            stats: SnapshotStats::default(),
+        let plan = self.plan(root);
+        let walked = match plan {
+            Some(plan) => match Walk::new(self, Some(plan)).run(root) {
+                Err(e) if e.is::<Restart>() => None,
+                other => Some(other?),
+            },
+            None => None,
         };
-        let root_tree = walk.dir(root, "", 0)?;
-        let Walk {
-            entries,
-            refused,
-            seen,
+        let walked = match walked {
+            Some(walked) => walked,
+            None => {
+                self.full_walks += 1;
+                Walk::new(self, None).run(root)?
+            }
+        };
+        let Walked {
+            root: root_tree,
+            dirs,
+            mut refused,
             mut stats,
-            ..
-        } = walk;
-        self.known = seen;
+            capped,
+        } = walked;
+        self.dirs = dirs;
+        self.capped = capped;
+        self.materialized.clear();
         self.written += stats.written_bytes;
         if self.last.as_ref().is_some_and(|m| m.root == root_tree) {
             return Ok(None);
         }
+        refused.sort_by(|a, b| a.path.cmp(&b.path));
         stats.refused = refused.len() as u64;
-        let mut manifest = Manifest {
+        let manifest = Manifest {
             id: self.next_id,
             label: label.to_string(),
             root: root_tree,
             stats,
             entries: BTreeMap::new(),
-            refused: Vec::new(),
+            refused,
         };
         let path = self.manifests.join(format!("{:06}.json", manifest.id));
-        let header = serde_json::to_vec(&manifest)?;
+        let header = serde_json::to_vec(&Manifest {
+            refused: Vec::new(),
+            ..manifest.clone()
+        })?;
         write_new(&path, &[&header, b"\n"]).with_context(|| format!("writing {}", path.display()))?;
-        manifest.entries = entries;
-        manifest.refused = refused;
         self.next_id += 1;
         self.last = Some(manifest);
         Ok(self.last.as_ref())
+    }
+
+    /// Which directories the next snapshot must look at, or `None` for all
+    /// of them (the first snapshot, a cap met, changes not tracked or lost).
+    fn plan(&mut self, root: &DirHandle) -> Option<Plan> {
+        if self.changes.is_none() && self.watching {
+            self.changes = Changes::new();
+            self.watching = self.changes.is_some();
+        }
+        let changed = match self.changes.as_mut()?.take() {
+            Changed::Dirs(dirs) => dirs,
+            Changed::Everything(why) => {
+                tracing::debug!(why, "snapshot: walking the whole workspace");
+                return None;
+            }
+        };
+        let same_root = rustix::fs::fstat(root).ok().map(|s| (s.st_dev, s.st_ino));
+        if !self.watching || self.capped || self.dirs.get("").map(|r| r.ident) != same_root {
+            return None;
+        }
+        let mut changed = changed;
+        changed.extend(self.dirs.iter().filter(|(_, s)| s.recheck).map(|(rel, _)| rel.clone()));
+        let mut on_path = HashSet::new();
+        for rel in &changed {
+            let mut rel = rel.as_str();
+            while !rel.is_empty() {
+                rel = rel.rsplit_once('/').map_or("", |(parent, _)| parent);
+                on_path.insert(rel.to_string());
+            }
+        }
+        Some(Plan { changed, on_path })
     }
 
     /// Why the store may take no more snapshots: what they wrote in all
@@ -423,10 +575,37 @@ fn write_new(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
 /// One snapshot walk in progress.
 struct Walk<'a> {
     store: &'a mut SnapshotStore,
-    entries: BTreeMap<String, ManifestEntry>,
+    /// What to look at again; `None`: everything.
+    plan: Option<Plan>,
+    /// The last snapshot's directories, taken as the walk uses them.
+    old: BTreeMap<String, DirState>,
+    /// This snapshot's.
+    new: BTreeMap<String, DirState>,
     refused: Vec<Refused>,
-    seen: HashMap<String, (StatKey, String)>,
     stats: SnapshotStats,
+    capped: bool,
+}
+
+/// What a walk found.
+struct Walked {
+    root: String,
+    dirs: BTreeMap<String, DirState>,
+    refused: Vec<Refused>,
+    stats: SnapshotStats,
+    capped: bool,
+}
+
+/// A manifest entry from a tree entry.
+fn flat_entry(entry: &TreeEntry) -> ManifestEntry {
+    match entry {
+        TreeEntry::File { hash, size, executable } => ManifestEntry::File {
+            hash: hash.clone(),
+            size: *size,
+            executable: *executable,
+        },
+        TreeEntry::Dir { .. } => ManifestEntry::Dir,
+        TreeEntry::Symlink { target } => ManifestEntry::Symlink { target: target.clone() },
+    }
 }
 
 fn join(parent: &str, name: &str) -> String {
@@ -452,26 +631,199 @@ fn shard_of(name: &[u8], bits: u32) -> String {
     format!("{:04x}", prefix >> (32 - bits))
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
+    fn new(store: &'a mut SnapshotStore, plan: Option<Plan>) -> Self {
+        let old = std::mem::take(&mut store.dirs);
+        Self {
+            store,
+            plan,
+            old,
+            new: BTreeMap::new(),
+            refused: Vec::new(),
+            stats: SnapshotStats::default(),
+            capped: false,
+        }
+    }
+
+    fn run(mut self, root: &DirHandle) -> Result<Walked> {
+        let incremental = self.plan.is_some();
+        let result = self.dir(root, "", 0);
+        let limits = &self.store.limits;
+        let over = self.stats.entries > limits.workspace_files
+            || self.stats.bytes > limits.workspace_bytes
+            || self.stats.allocated_bytes > limits.workspace_bytes;
+        if incremental && (result.is_err() || over || self.capped) {
+            // A full walk starts from what the last snapshot remembered.
+            let mut old = std::mem::take(&mut self.old);
+            old.append(&mut self.new);
+            self.store.dirs = old;
+            return Err(result.err().unwrap_or_else(|| Restart.into()));
+        }
+        Ok(Walked {
+            root: result?,
+            dirs: self.new,
+            refused: self.refused,
+            stats: self.stats,
+            capped: self.capped,
+        })
+    }
+
     /// Records the directory `dir` at `rel`; the hash of its tree.
     fn dir(&mut self, dir: &DirHandle, rel: &str, depth: usize) -> Result<String> {
-        let mut trees: BTreeMap<String, Tree> = BTreeMap::new();
+        let before = (self.stats.entries, self.stats.bytes, self.stats.allocated_bytes);
+        let mut state = match &self.plan {
+            Some(plan) if !plan.changed.contains(rel) && self.old.contains_key(rel) => {
+                if !plan.on_path.contains(rel) {
+                    return Ok(self.reuse(rel));
+                }
+                self.rebuild(dir, rel, depth)?
+            }
+            _ => self.list(dir, rel, depth)?,
+        };
+        state.tree = self.store_dir(&state)?;
+        state.totals = (
+            self.stats.entries - before.0,
+            self.stats.bytes - before.1,
+            self.stats.allocated_bytes - before.2,
+        );
+        let tree = state.tree.clone();
+        self.new.insert(rel.to_string(), state);
+        Ok(tree)
+    }
+
+    /// Takes the unchanged subtree at `rel` as the last snapshot recorded it.
+    fn reuse(&mut self, rel: &str) -> String {
+        let prefix = if rel.is_empty() {
+            String::new()
+        } else {
+            format!("{rel}/")
+        };
+        let below: Vec<String> = self
+            .old
+            .range(prefix.clone()..)
+            .take_while(|(key, _)| key.starts_with(&prefix))
+            .map(|(key, _)| key.clone())
+            .collect();
+        let state = self
+            .old
+            .remove(rel)
+            .expect("reuse is only asked of a remembered directory");
+        let tree = state.tree.clone();
+        let (entries, bytes, allocated) = state.totals;
+        self.stats.entries += entries;
+        self.stats.bytes += bytes;
+        self.stats.allocated_bytes += allocated;
+        let moved: Vec<(String, DirState)> = std::iter::once((rel.to_string(), state))
+            .chain(
+                below
+                    .into_iter()
+                    .filter_map(|key| self.old.remove(&key).map(|s| (key, s))),
+            )
+            .collect();
+        for (key, state) in moved {
+            self.refuse_all(&key, &state.refused);
+            self.new.insert(key, state);
+        }
+        tree
+    }
+
+    /// Forgets what the last snapshot said of the subtree at `rel` (another
+    /// directory now has its name).
+    fn forget(&mut self, rel: &str) {
+        let prefix = format!("{rel}/");
+        let below: Vec<String> = self
+            .old
+            .range(prefix.clone()..)
+            .take_while(|(key, _)| key.starts_with(&prefix))
+            .map(|(key, _)| key.clone())
+            .collect();
+        self.old.remove(rel);
+        for key in below {
+            self.old.remove(&key);
+        }
+    }
+
+    fn refuse_all(&mut self, rel: &str, names: &[RefusedName]) {
+        for name in names {
+            let path_hex = name.name_hex.as_ref().map(|hex| {
+                let parent = if rel.is_empty() {
+                    String::new()
+                } else {
+                    hex::encode(format!("{rel}/"))
+                };
+                format!("{parent}{hex}")
+            });
+            self.refuse(&join(rel, &name.name), path_hex, name.kind, name.why.clone());
+        }
+    }
+
+    /// A directory whose own entries did not change but some below did:
+    /// its remembered entries, with the changed subdirectories walked.
+    fn rebuild(&mut self, dir: &DirHandle, rel: &str, depth: usize) -> Result<DirState> {
+        let mut state = self
+            .old
+            .remove(rel)
+            .expect("rebuild is only asked of a remembered directory");
+        self.stats.entries += (state.entries.len() + state.refused.len()) as u64;
+        self.refuse_all(rel, &state.refused);
+        for (name, remembered) in state.entries.iter_mut() {
+            match &mut remembered.entry {
+                TreeEntry::Dir { tree } => {
+                    let child = join(rel, name);
+                    let walk = self.plan.as_ref().is_none_or(|plan| {
+                        plan.changed.contains(&child) || plan.on_path.contains(&child) || !self.old.contains_key(&child)
+                    });
+                    *tree = if walk {
+                        let sub = dir.open_dir(name.as_bytes()).map_err(|_| Restart)?;
+                        self.dir(&sub, &child, depth + 1)?
+                    } else {
+                        self.reuse(&child)
+                    };
+                }
+                TreeEntry::File { size, .. } => {
+                    self.stats.bytes += *size;
+                    self.stats.allocated_bytes += remembered.allocated;
+                }
+                TreeEntry::Symlink { .. } => {}
+            }
+        }
+        Ok(state)
+    }
+
+    /// Lists `dir` and examines each entry (a file whose size, times and
+    /// inode are as remembered is not read again).
+    fn list(&mut self, dir: &DirHandle, rel: &str, depth: usize) -> Result<DirState> {
+        let old = self.old.remove(rel);
+        if self.store.watching
+            && let Some(changes) = self.store.changes.as_mut()
+            && !changes.watch(dir, rel)
+        {
+            tracing::debug!(
+                dir = rel,
+                "no inotify watch could be added: snapshots walk the whole workspace"
+            );
+            self.store.watching = false;
+        }
+        let ident = rustix::fs::fstat(dir).map(|s| (s.st_dev, s.st_ino)).unwrap_or_default();
+        let mut state = DirState {
+            ident,
+            tree: String::new(),
+            entries: BTreeMap::new(),
+            refused: Vec::new(),
+            recheck: false,
+            totals: (0, 0, 0),
+        };
         // One more than can be recorded, so that the cap is seen.
         let room = self.store.limits.workspace_files.saturating_sub(self.stats.entries) + 1;
         let names = match dir.names_up_to(usize::try_from(room).unwrap_or(usize::MAX)) {
             Ok(names) => names,
             Err(e) => {
-                self.refuse(
-                    rel,
-                    None,
-                    Kind::Directory,
-                    format!("its entries could not be listed: {e}"),
-                );
+                let why = format!("its entries could not be listed: {e}");
+                self.refuse(rel, None, Kind::Directory, why);
+                state.recheck = true;
                 Vec::new()
             }
         };
-        let sharded = names.len() > SHARD_ENTRIES;
-        let bits = shard_bits(names.len());
         for name in names {
             if self.stats.truncated.is_some() {
                 break;
@@ -481,17 +833,39 @@ impl Walk<'_> {
                     "the workspace holds more than {} entries; the rest is not recorded",
                     self.store.limits.workspace_files
                 ));
+                self.capped = true;
                 break;
             }
             self.stats.entries += 1;
-            let tree = trees
-                .entry(if sharded { shard_of(&name, bits) } else { String::new() })
-                .or_default();
-            self.entry(dir, &name, rel, depth, tree)?;
+            self.entry(dir, &name, rel, depth, &mut state, old.as_ref())?;
+        }
+        if state.recheck && self.plan.is_some() && !old.is_some_and(|o| o.recheck) {
+            // A new link's other names may be in directories this walk reuses.
+            return Err(Restart.into());
+        }
+        Ok(state)
+    }
+
+    /// Stores the tree of `state` (sharded if large); its hash.
+    fn store_dir(&mut self, state: &DirState) -> Result<String> {
+        let count = state.entries.len() + state.refused.len();
+        let mut trees: BTreeMap<String, Tree> = BTreeMap::new();
+        let sharded = count > SHARD_ENTRIES;
+        let bits = shard_bits(count);
+        let key = |name: &[u8]| if sharded { shard_of(name, bits) } else { String::new() };
+        for (name, remembered) in &state.entries {
+            let tree = trees.entry(key(name.as_bytes())).or_default();
+            tree.entries.insert(name.clone(), remembered.entry.clone());
+        }
+        for refused in &state.refused {
+            let raw = match &refused.name_hex {
+                Some(hex) => hex::decode(hex).unwrap_or_default(),
+                None => refused.name.as_bytes().to_vec(),
+            };
+            trees.entry(key(&raw)).or_default().refused.push(refused.clone());
         }
         if !sharded {
-            let tree = trees.remove("").unwrap_or_default();
-            let (hash, written) = self.store.store_tree(&tree)?;
+            let (hash, written) = self.store.store_tree(&trees.remove("").unwrap_or_default())?;
             self.stats.written_bytes += written;
             return Ok(hash);
         }
@@ -515,15 +889,23 @@ impl Walk<'_> {
         });
     }
 
-    /// Records one entry of `dir` into `tree` (or as refused).
-    fn entry(&mut self, dir: &DirHandle, name: &[u8], parent: &str, depth: usize, tree: &mut Tree) -> Result<()> {
+    /// Records one entry of `dir` into `state` (or as refused).
+    fn entry(
+        &mut self,
+        dir: &DirHandle,
+        name: &[u8],
+        parent: &str,
+        depth: usize,
+        state: &mut DirState,
+        old: Option<&DirState>,
+    ) -> Result<()> {
         let kind_now = || dir.stat_entry(name).map(|s| Kind::of(&s)).unwrap_or(Kind::Unknown);
         let Some(text) = utf8_name(name) else {
             let path = join(parent, &display_name(name));
             let hex = hex::encode([parent.as_bytes(), if parent.is_empty() { b"" } else { b"/" }, name].concat());
             let why = "its name is not UTF-8, so no tool call can name it; not recorded".to_string();
             let kind = kind_now();
-            tree.refused.push(RefusedName {
+            state.refused.push(RefusedName {
                 name: display_name(name),
                 name_hex: Some(hex::encode(name)),
                 kind,
@@ -539,14 +921,15 @@ impl Walk<'_> {
                 format!("its path is longer than {} bytes", self.store.limits.path_bytes),
             ))
         } else {
-            self.record(dir, name, &rel, depth)?
+            let known = old.and_then(|o| o.entries.get(text));
+            self.record(dir, name, &rel, depth, known, state)?
         };
         match outcome {
-            Ok(entry) => {
-                tree.entries.insert(text.to_string(), entry);
+            Ok(remembered) => {
+                state.entries.insert(text.to_string(), remembered);
             }
             Err((kind, why)) => {
-                tree.refused.push(RefusedName {
+                state.refused.push(RefusedName {
                     name: text.to_string(),
                     name_hex: None,
                     kind,
@@ -558,7 +941,7 @@ impl Walk<'_> {
         Ok(())
     }
 
-    /// The tree entry for `name`, or the kind and why it is refused.
+    /// The entry for `name`, or the kind and why it is refused.
     #[allow(clippy::type_complexity)]
     fn record(
         &mut self,
@@ -566,25 +949,35 @@ impl Walk<'_> {
         name: &[u8],
         rel: &str,
         depth: usize,
-    ) -> Result<std::result::Result<TreeEntry, (Kind, String)>> {
+        known: Option<&Remembered>,
+        state: &mut DirState,
+    ) -> Result<std::result::Result<Remembered, (Kind, String)>> {
         let stat = match dir.stat_entry(name) {
             Ok(stat) => stat,
             Err(e) => return Ok(Err((Kind::Unknown, format!("it could not be examined: {e}")))),
         };
-        // Fast path: an unchanged file is not opened at all.
         if Kind::of(&stat) == Kind::File {
+            state.recheck |= stat.st_nlink > 1;
+            // Fast path: an unchanged file is not opened at all.
             let key = StatKey::of(&stat);
-            let known = self
-                .store
-                .known
-                .get(rel)
-                .filter(|(k, _)| *k == key)
-                .map(|(_, h)| h.clone());
-            if let Some(hash) = known {
+            let hash = match known {
+                Some(Remembered {
+                    entry: TreeEntry::File { hash, .. },
+                    key: Some(k),
+                    ..
+                }) if *k == key => Some(hash.clone()),
+                _ => self
+                    .store
+                    .materialized
+                    .get(rel)
+                    .filter(|(k, _)| *k == key)
+                    .map(|(_, h)| h.clone()),
+            };
+            if let Some(hash) = hash {
                 if let Some(over) = self.over_caps(&stat) {
                     return Ok(Err((Kind::File, over)));
                 }
-                return Ok(Ok(self.file_entry(rel, &stat, key, hash)));
+                return Ok(Ok(self.file_entry(&stat, key, hash)));
             }
         }
         let opened = match dir.open_entry(name) {
@@ -593,6 +986,7 @@ impl Walk<'_> {
         };
         match opened {
             Opened::File(file, stat) => {
+                state.recheck |= stat.st_nlink > 1;
                 if let Some(over) = self.over_caps(&stat) {
                     return Ok(Err((Kind::File, over)));
                 }
@@ -600,35 +994,44 @@ impl Walk<'_> {
                 match self.store.store_object(&file, left)? {
                     Some((hash, _size, written)) => {
                         self.stats.written_bytes += written;
-                        Ok(Ok(self.file_entry(rel, &stat, StatKey::of(&stat), hash)))
+                        Ok(Ok(self.file_entry(&stat, StatKey::of(&stat), hash)))
                     }
-                    None => Ok(Err((
-                        Kind::File,
-                        format!(
-                            "it grew past the workspace's cap of {} bytes while being read",
-                            self.store.limits.workspace_bytes
-                        ),
-                    ))),
+                    None => {
+                        self.capped = true;
+                        Ok(Err((
+                            Kind::File,
+                            format!(
+                                "it grew past the workspace's cap of {} bytes while being read",
+                                self.store.limits.workspace_bytes
+                            ),
+                        )))
+                    }
                 }
             }
-            Opened::Dir(sub, _) => {
+            Opened::Dir(sub, stat) => {
                 if depth + 1 > self.store.limits.path_depth {
                     return Ok(Err((
                         Kind::Directory,
                         format!("it is deeper than {} levels", self.store.limits.path_depth),
                     )));
                 }
-                self.entries.insert(rel.to_string(), ManifestEntry::Dir);
+                if self.old.get(rel).is_some_and(|o| o.ident != (stat.st_dev, stat.st_ino)) {
+                    self.forget(rel);
+                }
                 let tree = self.dir(&sub, rel, depth + 1)?;
-                Ok(Ok(TreeEntry::Dir { tree }))
+                Ok(Ok(Remembered {
+                    entry: TreeEntry::Dir { tree },
+                    key: None,
+                    allocated: 0,
+                }))
             }
             Opened::Symlink => match dir.read_link(name) {
                 Ok(target) => match String::from_utf8(target) {
-                    Ok(target) => {
-                        self.entries
-                            .insert(rel.to_string(), ManifestEntry::Symlink { target: target.clone() });
-                        Ok(Ok(TreeEntry::Symlink { target }))
-                    }
+                    Ok(target) => Ok(Ok(Remembered {
+                        entry: TreeEntry::Symlink { target },
+                        key: None,
+                        allocated: 0,
+                    })),
                     Err(_) => Ok(Err((Kind::Symlink, "its target is not UTF-8".into()))),
                 },
                 Err(e) => Ok(Err((Kind::Symlink, format!("it could not be read: {e}")))),
@@ -641,11 +1044,12 @@ impl Walk<'_> {
     }
 
     /// Why a file of this size cannot be recorded, if the caps say so.
-    fn over_caps(&self, stat: &rustix::fs::Stat) -> Option<String> {
+    fn over_caps(&mut self, stat: &rustix::fs::Stat) -> Option<String> {
         let max = self.store.limits.workspace_bytes;
         let size = stat.st_size as u64;
         let allocated = stat.st_blocks as u64 * 512;
         if self.stats.bytes + size > max || self.stats.allocated_bytes + allocated > max {
+            self.capped = true;
             return Some(format!(
                 "the workspace's files exceed its cap of {} MiB (this one is {} MiB, {} MiB on disk)",
                 max >> 20,
@@ -656,21 +1060,17 @@ impl Walk<'_> {
         None
     }
 
-    fn file_entry(&mut self, rel: &str, stat: &rustix::fs::Stat, key: StatKey, hash: String) -> TreeEntry {
+    fn file_entry(&mut self, stat: &rustix::fs::Stat, key: StatKey, hash: String) -> Remembered {
         let size = stat.st_size as u64;
+        let allocated = stat.st_blocks as u64 * 512;
         self.stats.bytes += size;
-        self.stats.allocated_bytes += stat.st_blocks as u64 * 512;
+        self.stats.allocated_bytes += allocated;
         let executable = stat.st_mode & 0o111 != 0;
-        self.entries.insert(
-            rel.to_string(),
-            ManifestEntry::File {
-                hash: hash.clone(),
-                size,
-                executable,
-            },
-        );
-        self.seen.insert(rel.to_string(), (key, hash.clone()));
-        TreeEntry::File { hash, size, executable }
+        Remembered {
+            entry: TreeEntry::File { hash, size, executable },
+            key: Some(key),
+            allocated,
+        }
     }
 }
 
@@ -939,6 +1339,12 @@ mod tests {
         DirHandle::open_root(path).unwrap()
     }
 
+    /// Takes a snapshot that must record a change; it, with its entries.
+    fn take(store: &mut SnapshotStore, ws: &Path, label: &str) -> Manifest {
+        store.snapshot(&root(ws), label).unwrap().expect("a change");
+        store.last_with_entries().unwrap()
+    }
+
     #[test]
     fn links_that_leave_the_workspace_are_recognised() {
         let dir = || ManifestEntry::Dir;
@@ -991,7 +1397,7 @@ mod tests {
         std::os::unix::fs::symlink("data.csv", ws.join("inside")).unwrap();
         std::os::unix::fs::symlink("/hidden/answers.csv", ws.join("submission.csv")).unwrap();
         let mut store = store(tmp.path());
-        let manifest = store.snapshot(&root(&ws), "s").unwrap().unwrap().clone();
+        let manifest = take(&mut store, &ws, "s");
         let out = tmp.path().join("out");
         materialize_contained(&tmp.path().join("snap"), &manifest, &out).unwrap();
         assert!(out.join("inside").symlink_metadata().is_ok());
@@ -1006,11 +1412,11 @@ mod tests {
         fs::write(ws.join("a.txt"), "one").unwrap();
         fs::write(ws.join("d/b.txt"), "two").unwrap();
         let mut store = store(tmp.path());
-        let first = store.snapshot(&root(&ws), "start").unwrap().unwrap().clone();
+        let first = take(&mut store, &ws, "start");
         assert_eq!(first.entries.len(), 3);
         assert!(store.snapshot(&root(&ws), "noop").unwrap().is_none());
         fs::write(ws.join("a.txt"), "three").unwrap();
-        let second = store.snapshot(&root(&ws), "edit").unwrap().unwrap().clone();
+        let second = take(&mut store, &ws, "edit");
         assert_ne!(first.entries["a.txt"], second.entries["a.txt"]);
         assert_eq!(first.entries["d/b.txt"], second.entries["d/b.txt"]);
         // Read back from disk, the trees give the same entries.
@@ -1053,7 +1459,7 @@ mod tests {
             ..Limits::default()
         };
         let mut store = SnapshotStore::create(&tmp.path().join("snap"), &limits).unwrap();
-        let manifest = store.snapshot(&root(&ws), "s").unwrap().unwrap().clone();
+        let manifest = take(&mut store, &ws, "s");
         assert!(manifest.entries.contains_key("ok.txt"));
         let why = |path: &str| {
             manifest
@@ -1083,10 +1489,10 @@ mod tests {
             fs::write(ws.join(format!("f{i}")), i.to_string()).unwrap();
         }
         let mut store = store(tmp.path());
-        let first = store.snapshot(&root(&ws), "s").unwrap().unwrap().clone();
+        let first = take(&mut store, &ws, "s");
         assert_eq!(first.entries.len(), SHARD_ENTRIES + 100);
         fs::write(ws.join("f7"), "changed").unwrap();
-        let second = store.snapshot(&root(&ws), "t").unwrap().unwrap().clone();
+        let second = take(&mut store, &ws, "t");
         // One object, one shard, the shard index and the manifest.
         assert!(
             second.stats.written_bytes < first.stats.written_bytes / 10,
@@ -1157,5 +1563,153 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// One change of the kinds an agent's script can make, picked by `n`.
+    fn mutate(ws: &Path, n: u64, step: u64) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = ws.join(format!("d{}", n % 4));
+        let sub = dir.join(format!("s{}", (n / 4) % 3));
+        let _ = fs::create_dir_all(&sub);
+        let file = sub.join(format!("f{}", (n / 12) % 5));
+        match (n / 60) % 14 {
+            0 => drop(fs::write(&file, format!("write {step}"))),
+            1 => drop(
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(&file)
+                    .and_then(|f| f.set_len(1)),
+            ),
+            2 => drop(fs::set_permissions(&file, fs::Permissions::from_mode(0o755))),
+            3 => drop(fs::remove_file(&file)),
+            // A directory renamed away, another renamed into its place, or swapped.
+            4 => drop(fs::rename(&sub, dir.join(format!("moved{step}")))),
+            5 => drop(fs::rename(ws.join("d3"), ws.join(format!("d{}", n % 3)))),
+            6 => drop(rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                ws.join("d0"),
+                rustix::fs::CWD,
+                ws.join("d1"),
+                rustix::fs::RenameFlags::EXCHANGE,
+            )),
+            // A hard link, then a write through the other name.
+            7 => {
+                let _ = fs::write(&file, "linked");
+                let _ = fs::hard_link(&file, ws.join(format!("link{}", n % 2)));
+            }
+            8 => drop(fs::write(
+                ws.join(format!("link{}", n % 2)),
+                format!("through the link {step}"),
+            )),
+            // A write through a mapping, with no write(2) at all.
+            9 => {
+                let f = fs::OpenOptions::new().read(true).write(true).open(&file);
+                if let Ok(f) = f.and_then(|f| {
+                    if f.metadata()?.len() >= 4 {
+                        Ok(f)
+                    } else {
+                        Err(std::io::ErrorKind::Other.into())
+                    }
+                }) {
+                    // SAFETY: a private test file, mapped and unmapped here.
+                    unsafe {
+                        let p = libc::mmap(
+                            std::ptr::null_mut(),
+                            4,
+                            libc::PROT_WRITE,
+                            libc::MAP_SHARED,
+                            std::os::fd::AsRawFd::as_raw_fd(&f),
+                            0,
+                        );
+                        if p != libc::MAP_FAILED {
+                            drop(f);
+                            *(p as *mut u8) = b'a' + (step % 26) as u8;
+                            libc::munmap(p, 4);
+                        }
+                    }
+                }
+            }
+            10 => drop(fs::remove_dir_all(&sub)),
+            11 => {
+                let _ = fs::remove_dir_all(&sub);
+                let _ = std::os::unix::fs::symlink("..", &sub);
+            }
+            12 => drop(rustix::fs::mknodat(
+                rustix::fs::CWD,
+                dir.join("fifo"),
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o644),
+                0,
+            )),
+            _ => {
+                let deep = sub.join(format!("n{step}/m"));
+                let _ = fs::create_dir_all(&deep);
+                let _ = fs::write(deep.join("x"), step.to_string());
+            }
+        }
+    }
+
+    #[test]
+    fn an_incremental_snapshot_records_exactly_what_a_full_walk_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        let limits = Limits::default();
+        let mut tracked = SnapshotStore::create(&tmp.path().join("tracked"), &limits).unwrap();
+        let mut full = SnapshotStore::create(&tmp.path().join("full"), &limits)
+            .unwrap()
+            .without_change_tracking();
+        let handle = root(&ws);
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        for step in 0..400u64 {
+            for _ in 0..(step % 3) + 1 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                mutate(&ws, rng % 840, step);
+            }
+            let a = tracked.snapshot(&handle, "s").unwrap().map(|m| m.root.clone());
+            let b = full.snapshot(&handle, "s").unwrap().map(|m| m.root.clone());
+            assert_eq!(a, b, "step {step}: the incremental snapshot differs from a full walk");
+            let (a, b) = (tracked.last().unwrap(), full.last().unwrap());
+            assert_eq!(a.root, b.root, "step {step}");
+            assert_eq!(a.refused, b.refused, "step {step}");
+            let (mut sa, mut sb) = (a.stats.clone(), b.stats.clone());
+            (sa.written_bytes, sb.written_bytes) = (0, 0);
+            assert_eq!(sa, sb, "step {step}");
+        }
+        assert!(tracked.watching, "inotify watched throughout");
+        assert!(
+            tracked.full_walks < 200,
+            "most snapshots are incremental: {} of 400 walked everything",
+            tracked.full_walks
+        );
+        let last = tracked.last_with_entries().unwrap();
+        assert_eq!(last.entries, full.last_with_entries().unwrap().entries);
+        assert_eq!(
+            last.entries,
+            read_manifest(&tmp.path().join("tracked"), last.id).unwrap().entries
+        );
+    }
+
+    #[test]
+    fn a_write_through_another_hard_link_is_recorded_under_both_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(ws.join("a")).unwrap();
+        fs::create_dir_all(ws.join("b")).unwrap();
+        fs::write(ws.join("a/x"), "one").unwrap();
+        let mut store = store(tmp.path());
+        take(&mut store, &ws, "start");
+        fs::hard_link(ws.join("a/x"), ws.join("b/y")).unwrap();
+        take(&mut store, &ws, "linked");
+        // Reported to b only; a/x is the same file.
+        fs::write(ws.join("b/y"), "two, longer").unwrap();
+        let after = take(&mut store, &ws, "written");
+        assert_eq!(after.entries["a/x"], after.entries["b/y"]);
+        let ManifestEntry::File { size, .. } = &after.entries["a/x"] else {
+            panic!()
+        };
+        assert_eq!(*size, 11);
     }
 }
