@@ -177,6 +177,9 @@ struct Remembered {
     allocated: u64,
 }
 
+/// An entry recorded, or the kind of what was refused and why.
+type Recorded = std::result::Result<Remembered, (Kind, String)>;
+
 /// What the store remembers of one directory after a snapshot: enough to
 /// record it again, unchanged, without a system call.
 #[derive(Debug, Clone)]
@@ -942,7 +945,6 @@ impl<'a> Walk<'a> {
     }
 
     /// The entry for `name`, or the kind and why it is refused.
-    #[allow(clippy::type_complexity)]
     fn record(
         &mut self,
         dir: &DirHandle,
@@ -951,7 +953,7 @@ impl<'a> Walk<'a> {
         depth: usize,
         known: Option<&Remembered>,
         state: &mut DirState,
-    ) -> Result<std::result::Result<Remembered, (Kind, String)>> {
+    ) -> Result<Recorded> {
         let stat = match dir.stat_entry(name) {
             Ok(stat) => stat,
             Err(e) => return Ok(Err((Kind::Unknown, format!("it could not be examined: {e}")))),
@@ -987,44 +989,9 @@ impl<'a> Walk<'a> {
         match opened {
             Opened::File(file, stat) => {
                 state.recheck |= stat.st_nlink > 1;
-                if let Some(over) = self.over_caps(&stat) {
-                    return Ok(Err((Kind::File, over)));
-                }
-                let left = self.store.limits.workspace_bytes - self.stats.bytes;
-                match self.store.store_object(&file, left)? {
-                    Some((hash, _size, written)) => {
-                        self.stats.written_bytes += written;
-                        Ok(Ok(self.file_entry(&stat, StatKey::of(&stat), hash)))
-                    }
-                    None => {
-                        self.capped = true;
-                        Ok(Err((
-                            Kind::File,
-                            format!(
-                                "it grew past the workspace's cap of {} bytes while being read",
-                                self.store.limits.workspace_bytes
-                            ),
-                        )))
-                    }
-                }
+                self.read_file(&file, &stat)
             }
-            Opened::Dir(sub, stat) => {
-                if depth + 1 > self.store.limits.path_depth {
-                    return Ok(Err((
-                        Kind::Directory,
-                        format!("it is deeper than {} levels", self.store.limits.path_depth),
-                    )));
-                }
-                if self.old.get(rel).is_some_and(|o| o.ident != (stat.st_dev, stat.st_ino)) {
-                    self.forget(rel);
-                }
-                let tree = self.dir(&sub, rel, depth + 1)?;
-                Ok(Ok(Remembered {
-                    entry: TreeEntry::Dir { tree },
-                    key: None,
-                    allocated: 0,
-                }))
-            }
+            Opened::Dir(sub, stat) => self.subdir(&sub, &stat, rel, depth),
             Opened::Symlink => match dir.read_link(name) {
                 Ok(target) => match String::from_utf8(target) {
                     Ok(target) => Ok(Ok(Remembered {
@@ -1041,6 +1008,49 @@ impl<'a> Walk<'a> {
                 format!("it is {}, which is not workspace content", kind.describe()),
             ))),
         }
+    }
+
+    /// Stores a file's content (unless a cap refuses it).
+    fn read_file(&mut self, file: &fs::File, stat: &rustix::fs::Stat) -> Result<Recorded> {
+        if let Some(over) = self.over_caps(stat) {
+            return Ok(Err((Kind::File, over)));
+        }
+        let left = self.store.limits.workspace_bytes - self.stats.bytes;
+        match self.store.store_object(file, left)? {
+            Some((hash, _size, written)) => {
+                self.stats.written_bytes += written;
+                Ok(Ok(self.file_entry(stat, StatKey::of(stat), hash)))
+            }
+            None => {
+                self.capped = true;
+                Ok(Err((
+                    Kind::File,
+                    format!(
+                        "it grew past the workspace's cap of {} bytes while being read",
+                        self.store.limits.workspace_bytes
+                    ),
+                )))
+            }
+        }
+    }
+
+    /// Records the subdirectory `sub` at `rel` (unless too deep).
+    fn subdir(&mut self, sub: &DirHandle, stat: &rustix::fs::Stat, rel: &str, depth: usize) -> Result<Recorded> {
+        if depth + 1 > self.store.limits.path_depth {
+            return Ok(Err((
+                Kind::Directory,
+                format!("it is deeper than {} levels", self.store.limits.path_depth),
+            )));
+        }
+        if self.old.get(rel).is_some_and(|o| o.ident != (stat.st_dev, stat.st_ino)) {
+            self.forget(rel);
+        }
+        let tree = self.dir(sub, rel, depth + 1)?;
+        Ok(Ok(Remembered {
+            entry: TreeEntry::Dir { tree },
+            key: None,
+            allocated: 0,
+        }))
     }
 
     /// Why a file of this size cannot be recorded, if the caps say so.

@@ -4,6 +4,7 @@
 //! process, so `mlrb gc` can find what a killed host left behind.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -114,17 +115,19 @@ impl DockerSandbox {
             .create_container(Some(options), self.container_body(setup, role))
             .await
             .with_context(|| format!("creating container {name}"))?;
-        let episode = DockerEpisode {
+        let mut episode = DockerEpisode {
             docker: self.docker.clone(),
             id: created.id,
             setup: setup.clone(),
             closed: AtomicBool::new(false),
+            procs: None,
         };
         // From here the container is removed on every path (close or drop).
         self.docker
             .start_container(&episode.id, None)
             .await
             .with_context(|| format!("starting container {name}"))?;
+        episode.procs = episode.find_procs().await;
         Ok(episode)
     }
 }
@@ -238,12 +241,52 @@ pub struct DockerEpisode {
     id: String,
     setup: EpisodeSetup,
     closed: AtomicBool,
+    /// The container's `cgroup.procs` as this host sees it, and its init's
+    /// pid: where the engine runs on this machine, whether a script left
+    /// processes behind is read here instead of asked of an exec.
+    procs: Option<(PathBuf, i32)>,
 }
 
 impl DockerEpisode {
     /// The container's id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The container's `cgroup.procs` on this host and its init's pid, if
+    /// the engine runs here and this host can read them.
+    async fn find_procs(&self) -> Option<(PathBuf, i32)> {
+        let inspected = self.docker.inspect_container(&self.id, None).await.ok()?;
+        let pid = i32::try_from(inspected.state?.pid?).ok().filter(|&p| p > 0)?;
+        let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        // The unified hierarchy, or v1's pids controller (a hybrid host has both).
+        own.lines()
+            .filter_map(|line| {
+                let mut parts = line.splitn(3, ':');
+                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                let base = match controllers {
+                    "" => Path::new("/sys/fs/cgroup").to_path_buf(),
+                    c if c.split(',').any(|c| c == "pids") => Path::new("/sys/fs/cgroup").join(c),
+                    _ => return None,
+                };
+                Some(base.join(path.trim_start_matches('/')).join("cgroup.procs"))
+            })
+            .find(|path| {
+                std::fs::read_to_string(path).is_ok_and(|text| text.lines().any(|l| l.trim() == pid.to_string()))
+            })
+            .map(|path| (path, pid))
+    }
+
+    /// True when this host can see that no process but the container's
+    /// init is left (then there is nothing to kill).
+    fn only_init_left(&self) -> bool {
+        let Some((path, init)) = &self.procs else {
+            return false;
+        };
+        std::fs::read_to_string(path).is_ok_and(|text| {
+            text.lines()
+                .all(|line| line.trim().parse::<i32>().is_ok_and(|pid| pid == *init))
+        })
     }
 
     /// Kills every process of the sandbox user (the container's init runs
@@ -513,7 +556,9 @@ impl EpisodeSandbox for DockerEpisode {
         };
         let (ended_by_host, stdout, stderr) = self.collect(&exec, &exec_id, output).await;
         // Whatever the script started goes with it, on every ending.
-        self.end_processes().await?;
+        if !self.only_init_left() {
+            self.end_processes().await?;
+        }
         let duration = started.elapsed();
         let exit_code = self.exit_code(&exec_id).await?;
         // An OOM event may trail the exit by a moment.
