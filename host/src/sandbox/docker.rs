@@ -241,10 +241,11 @@ pub struct DockerEpisode {
     id: String,
     setup: EpisodeSetup,
     closed: AtomicBool,
-    /// The container's `cgroup.procs` as this host sees it, and its init's
-    /// pid: where the engine runs on this machine, whether a script left
+    /// The container's `cgroup.procs` as this host sees it, and the
+    /// processes it held before any script (its init and main command):
+    /// where the engine runs on this machine, whether a script left
     /// processes behind is read here instead of asked of an exec.
-    procs: Option<(PathBuf, i32)>,
+    procs: Option<(PathBuf, Vec<i32>)>,
 }
 
 impl DockerEpisode {
@@ -253,9 +254,9 @@ impl DockerEpisode {
         &self.id
     }
 
-    /// The container's `cgroup.procs` on this host and its init's pid, if
-    /// the engine runs here and this host can read them.
-    async fn find_procs(&self) -> Option<(PathBuf, i32)> {
+    /// The container's `cgroup.procs` on this host and the processes in it
+    /// now, if the engine runs here and this host can read them.
+    async fn find_procs(&self) -> Option<(PathBuf, Vec<i32>)> {
         let inspected = self.docker.inspect_container(&self.id, None).await.ok()?;
         let pid = i32::try_from(inspected.state?.pid?).ok().filter(|&p| p > 0)?;
         let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
@@ -271,22 +272,19 @@ impl DockerEpisode {
                 };
                 Some(base.join(path.trim_start_matches('/')).join("cgroup.procs"))
             })
-            .find(|path| {
-                std::fs::read_to_string(path).is_ok_and(|text| text.lines().any(|l| l.trim() == pid.to_string()))
+            .find_map(|path| {
+                let pids = read_pids(&path)?;
+                pids.contains(&pid).then_some((path, pids))
             })
-            .map(|path| (path, pid))
     }
 
-    /// True when this host can see that no process but the container's
-    /// init is left (then there is nothing to kill).
-    fn only_init_left(&self) -> bool {
-        let Some((path, init)) = &self.procs else {
+    /// True when this host can see that no process but those the container
+    /// started with is left (then there is nothing to kill).
+    fn nothing_left(&self) -> bool {
+        let Some((path, before)) = &self.procs else {
             return false;
         };
-        std::fs::read_to_string(path).is_ok_and(|text| {
-            text.lines()
-                .all(|line| line.trim().parse::<i32>().is_ok_and(|pid| pid == *init))
-        })
+        read_pids(path).is_some_and(|now| now.iter().all(|pid| before.contains(pid)))
     }
 
     /// Kills every process of the sandbox user (the container's init runs
@@ -491,6 +489,12 @@ impl DockerEpisode {
     }
 }
 
+/// The pids a `cgroup.procs` file lists.
+fn read_pids(path: &Path) -> Option<Vec<i32>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().map(|line| line.trim().parse().ok()).collect()
+}
+
 /// Watches the daemon's events for an OOM kill in one container.
 struct OomWatch {
     seen: Arc<AtomicBool>,
@@ -556,7 +560,7 @@ impl EpisodeSandbox for DockerEpisode {
         };
         let (ended_by_host, stdout, stderr) = self.collect(&exec, &exec_id, output).await;
         // Whatever the script started goes with it, on every ending.
-        if !self.only_init_left() {
+        if !self.nothing_left() {
             self.end_processes().await?;
         }
         let duration = started.elapsed();
