@@ -22,28 +22,12 @@ use mlrb::sandbox::local::LocalSandbox;
 
 fn tool_call(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(tmp.path().join("ws")).unwrap();
-    for i in 0..10 {
-        std::fs::write(tmp.path().join(format!("ws/file{i}.py")), "print('hello')\n").unwrap();
-    }
-    let mut session = common::session(tmp.path(), &[]);
+    let mut session = common::small_session(tmp.path());
     c.bench_function("list-files alone, 10 entries (the file system's share)", |b| {
         b.iter(|| session.files.list_files("").unwrap())
     });
     c.bench_function("tool call: list-files, 10 entries, trace write included", |b| {
-        b.iter(|| {
-            let files = &session.files;
-            session
-                .recorder
-                .tool_call(
-                    ("workspace", "list-files"),
-                    serde_json::json!({ "dir": "" }),
-                    None,
-                    || files.list_files(""),
-                )
-                .unwrap()
-                .unwrap()
-        })
+        b.iter(|| common::list_files_call(&mut session))
     });
 }
 

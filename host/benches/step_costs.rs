@@ -33,25 +33,11 @@ fn ms(d: Duration) -> f64 {
 
 fn tool_call() {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(tmp.path().join("ws")).unwrap();
-    for i in 0..10 {
-        std::fs::write(tmp.path().join(format!("ws/file{i}.py")), "print('hello')\n").unwrap();
-    }
-    let mut session = common::session(tmp.path(), &[]);
+    let mut session = common::small_session(tmp.path());
     let mut times = Vec::new();
     for _ in 0..5000 {
-        let files = &session.files;
         let started = Instant::now();
-        session
-            .recorder
-            .tool_call(
-                ("workspace", "list-files"),
-                serde_json::json!({ "dir": "" }),
-                None,
-                || files.list_files(""),
-            )
-            .unwrap()
-            .unwrap();
+        common::list_files_call(&mut session);
         times.push(started.elapsed().as_secs_f64() * 1e6);
     }
     println!(

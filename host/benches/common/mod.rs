@@ -88,3 +88,27 @@ pub fn peak_rss_mib() -> f64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
+
+/// A session over a workspace of ten small files (in `dir`).
+pub fn small_session(dir: &Path) -> Session {
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    for i in 0..10 {
+        std::fs::write(dir.join(format!("ws/file{i}.py")), "print('hello')\n").unwrap();
+    }
+    session(dir, &[])
+}
+
+/// One `list-files` tool call through the recorder, trace write included.
+pub fn list_files_call(session: &mut Session) -> Vec<mlrb::capability::files::DirEntry> {
+    let files = &session.files;
+    session
+        .recorder
+        .tool_call(
+            ("workspace", "list-files"),
+            serde_json::json!({ "dir": "" }),
+            None,
+            || files.list_files(""),
+        )
+        .unwrap()
+        .unwrap()
+}

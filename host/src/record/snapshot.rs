@@ -696,17 +696,7 @@ impl<'a> Walk<'a> {
 
     /// Takes the unchanged subtree at `rel` as the last snapshot recorded it.
     fn reuse(&mut self, rel: &str) -> String {
-        let prefix = if rel.is_empty() {
-            String::new()
-        } else {
-            format!("{rel}/")
-        };
-        let below: Vec<String> = self
-            .old
-            .range(prefix.clone()..)
-            .take_while(|(key, _)| key.starts_with(&prefix))
-            .map(|(key, _)| key.clone())
-            .collect();
+        let below = self.below(rel);
         let state = self
             .old
             .remove(rel)
@@ -733,17 +723,25 @@ impl<'a> Walk<'a> {
     /// Forgets what the last snapshot said of the subtree at `rel` (another
     /// directory now has its name).
     fn forget(&mut self, rel: &str) {
-        let prefix = format!("{rel}/");
-        let below: Vec<String> = self
-            .old
-            .range(prefix.clone()..)
-            .take_while(|(key, _)| key.starts_with(&prefix))
-            .map(|(key, _)| key.clone())
-            .collect();
         self.old.remove(rel);
-        for key in below {
+        for key in self.below(rel) {
             self.old.remove(&key);
         }
+    }
+
+    /// The remembered directories beneath `rel` (all others for the root).
+    fn below(&self, rel: &str) -> Vec<String> {
+        let prefix = if rel.is_empty() {
+            String::new()
+        } else {
+            format!("{rel}/")
+        };
+        self.old
+            .range(prefix.clone()..)
+            .take_while(|(key, _)| key.starts_with(&prefix))
+            .filter(|(key, _)| key.as_str() != rel)
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 
     fn refuse_all(&mut self, rel: &str, names: &[RefusedName]) {
