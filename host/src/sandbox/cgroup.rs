@@ -145,6 +145,11 @@ impl Cgroup {
 
     /// True when the kernel's OOM killer fired inside this group.
     pub fn oom_killed(&self) -> bool {
+        self.oom_kills() > 0
+    }
+
+    /// How many processes the kernel's OOM killer has killed in this group.
+    pub fn oom_kills(&self) -> u64 {
         let file = match self.version {
             Version::V1 => "memory.oom_control",
             Version::V2 => "memory.events",
@@ -152,14 +157,20 @@ impl Cgroup {
         std::fs::read_to_string(self.memory_dir.join(file))
             .unwrap_or_default()
             .lines()
-            .any(|line| {
+            .find_map(|line| {
                 line.strip_prefix("oom_kill ")
                     .and_then(|n| n.trim().parse::<u64>().ok())
-                    .is_some_and(|n| n > 0)
             })
+            .unwrap_or(0)
     }
 
-    fn pids(&self) -> Vec<i32> {
+    /// True when every process in the group is one of `allowed`.
+    pub fn holds_only(&self, allowed: &[i32]) -> bool {
+        self.pids().iter().all(|pid| allowed.contains(pid))
+    }
+
+    /// The processes in the group (every controller's directory).
+    pub fn pids(&self) -> Vec<i32> {
         let mut pids: Vec<i32> = self
             .dirs
             .iter()

@@ -21,6 +21,7 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
+use super::launcher::{self, Failure, Launcher, Rendezvous, Warm};
 use super::output::HeadTail;
 use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Mount, Outcome, Sandbox, Termination};
 
@@ -37,6 +38,9 @@ const SANDBOX_UID: u32 = 1000;
 /// The container's init runs as another plain user, so no script can
 /// signal it, trace it or open its file descriptors.
 const INIT_USER: &str = "65534:65534";
+/// Where an episode's container sees the folder in which this host
+/// listens for the episode's launcher (read-only).
+const LAUNCH_DIR: &str = "/run/mlrb";
 /// How long a container outlives the time its work may take (its removal
 /// normally comes first).
 const LIFETIME_GRACE: Duration = Duration::from_secs(300);
@@ -102,8 +106,16 @@ impl DockerSandbox {
         container_body(&self.image, setup, role)
     }
 
-    async fn open(&self, setup: &EpisodeSetup, role: &str) -> Result<DockerEpisode> {
+    /// Creates and starts a container; an episode's (`warm`) gets a
+    /// launcher at its first script where this host can watch its
+    /// processes, a task step's never does.
+    async fn open(&self, setup: &EpisodeSetup, role: &str, warm: bool) -> Result<DockerEpisode> {
         prepare_mount_sources(&setup.mounts)?;
+        let launch_dir = if warm { Some(launch_dir()?) } else { None };
+        let mut setup = setup.clone();
+        if let Some(dir) = &launch_dir {
+            setup.mounts.push(Mount::read_only(dir.path(), LAUNCH_DIR));
+        }
         let name = format!(
             "mlrb-{}-{}",
             std::process::id(),
@@ -112,15 +124,18 @@ impl DockerSandbox {
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
         let created = self
             .docker
-            .create_container(Some(options), self.container_body(setup, role))
+            .create_container(Some(options), self.container_body(&setup, role))
             .await
             .with_context(|| format!("creating container {name}"))?;
         let mut episode = DockerEpisode {
+            oom: OomWatch::start(&self.docker, &created.id),
             docker: self.docker.clone(),
             id: created.id,
-            setup: setup.clone(),
+            setup,
             closed: AtomicBool::new(false),
             procs: None,
+            launch_dir,
+            warm: Warm::new(false),
         };
         // From here the container is removed on every path (close or drop).
         self.docker
@@ -128,8 +143,22 @@ impl DockerSandbox {
             .await
             .with_context(|| format!("starting container {name}"))?;
         episode.procs = episode.find_procs().await;
+        // Only a host that sees the container's processes can vouch that a
+        // script left nothing, and so keep a launcher between scripts.
+        episode.warm = Warm::new(episode.launch_dir.is_some() && episode.procs.is_some());
         Ok(episode)
     }
+}
+
+/// A folder only root may change, for the launcher's socket.
+fn launch_dir() -> Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("mlrb-launch-")
+        .tempdir()
+        .context("making a folder for the launcher's socket")?;
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(dir.path(), mode).context("opening the launcher's folder")?;
+    Ok(dir)
 }
 
 /// Bind sources must be readable by the sandbox user; a root host hands the
@@ -246,6 +275,17 @@ pub struct DockerEpisode {
     /// where the engine runs on this machine, whether a script left
     /// processes behind is read here instead of asked of an exec.
     procs: Option<(PathBuf, Vec<i32>)>,
+    /// Where this host listens for the episode's launcher.
+    launch_dir: Option<tempfile::TempDir>,
+    warm: Warm<DockerWarm>,
+    oom: OomWatch,
+}
+
+/// An episode container's launcher, started by a detached exec.
+struct DockerWarm {
+    launcher: Launcher,
+    /// The container's processes once the launcher was ready.
+    baseline: Vec<i32>,
 }
 
 impl DockerEpisode {
@@ -281,10 +321,16 @@ impl DockerEpisode {
     /// True when this host can see that no process but those the container
     /// started with is left (then there is nothing to kill).
     fn nothing_left(&self) -> bool {
-        let Some((path, before)) = &self.procs else {
+        self.procs.as_ref().is_some_and(|(_, before)| self.holds_only(before))
+    }
+
+    /// True when this host can see that every process in the container is
+    /// one of `allowed`.
+    fn holds_only(&self, allowed: &[i32]) -> bool {
+        let Some((path, _)) = &self.procs else {
             return false;
         };
-        read_pids(path).is_some_and(|now| now.iter().all(|pid| before.contains(pid)))
+        read_pids(path).is_some_and(|now| now.iter().all(|pid| allowed.contains(pid)))
     }
 
     /// Kills every process of the sandbox user (the container's init runs
@@ -403,13 +449,14 @@ done"#;
 }
 
 impl DockerEpisode {
-    /// Creates the exec of a script, as the sandbox user.
-    async fn start_exec(&self, exec: &Exec) -> Result<String> {
+    /// Creates an exec as the sandbox user in the episode's folder, with
+    /// its output attached or not (`attach`).
+    async fn create_exec(&self, argv: Vec<String>, env: &[(String, String)], attach: bool) -> Result<String> {
         let options = CreateExecOptions {
-            cmd: Some(exec.argv.clone()),
-            env: (!exec.env.is_empty()).then(|| exec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
+            cmd: Some(argv),
+            env: (!env.is_empty()).then(|| env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            attach_stdout: Some(attach),
+            attach_stderr: Some(attach),
             user: Some(SANDBOX_USER.to_string()),
             working_dir: Some(self.setup.cwd.to_string_lossy().into_owned()),
             ..Default::default()
@@ -489,66 +536,11 @@ impl DockerEpisode {
     }
 }
 
-/// The pids a `cgroup.procs` file lists.
-fn read_pids(path: &Path) -> Option<Vec<i32>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    text.lines().map(|line| line.trim().parse().ok()).collect()
-}
-
-/// Watches the daemon's events for an OOM kill in one container.
-struct OomWatch {
-    seen: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl OomWatch {
-    fn start(docker: &Docker, id: &str) -> Self {
-        let filters = HashMap::from([
-            ("container".to_string(), vec![id.to_string()]),
-            ("event".to_string(), vec!["oom".to_string()]),
-        ]);
-        let mut events = docker.events(Some(EventsOptionsBuilder::default().filters(&filters).build()));
-        let seen = Arc::new(AtomicBool::new(false));
-        let flag = seen.clone();
-        let task = tokio::spawn(async move {
-            while let Some(Ok(_)) = events.next().await {
-                flag.store(true, Ordering::SeqCst);
-            }
-        });
-        Self { seen, task }
-    }
-
-    fn seen(&self) -> bool {
-        self.seen.load(Ordering::SeqCst)
-    }
-
-    /// Whether an OOM kill is reported within `ms` milliseconds.
-    async fn seen_within(&self, ms: u64) -> bool {
-        for _ in 0..ms / 20 {
-            if self.seen() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        self.seen()
-    }
-}
-
-impl Drop for OomWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// How long the output of an exec whose process has exited may stay open
-/// (held by a background process) before that process is killed.
-const OUTPUT_GRACE: Duration = Duration::from_millis(300);
-
-#[async_trait::async_trait]
-impl EpisodeSandbox for DockerEpisode {
-    async fn exec(&self, exec: Exec) -> Result<Outcome> {
-        let oom = OomWatch::start(&self.docker, &self.id);
-        let exec_id = self.start_exec(&exec).await?;
+impl DockerEpisode {
+    /// Runs a script as an exec of its own.
+    async fn exec_directly(&self, exec: Exec) -> Result<Outcome> {
+        let ooms = self.oom.count();
+        let exec_id = self.create_exec(exec.argv.clone(), &exec.env, true).await?;
         let started = Instant::now();
         let StartExecResults::Attached { output, .. } = self
             .docker
@@ -565,22 +557,158 @@ impl EpisodeSandbox for DockerEpisode {
         }
         let duration = started.elapsed();
         let exit_code = self.exit_code(&exec_id).await?;
-        // An OOM event may trail the exit by a moment.
-        let out_of_memory = ended_by_host.is_none() && exit_code == Some(137) && oom.seen_within(500).await;
+        let out_of_memory = self
+            .out_of_memory(ooms, ended_by_host.is_none() && exit_code == Some(137))
+            .await;
         let ending = Ending {
             exit_code,
             signal: None,
             ended_by_host,
-            out_of_memory: out_of_memory || oom.seen(),
+            out_of_memory,
             memory_bytes: self.setup.limits.memory_bytes,
         };
         Ok(Outcome::from_ending(ending, duration, stdout.finish(), stderr.finish()))
+    }
+
+    /// Whether the OOM killer struck since the count was `before`; a script
+    /// that died of SIGKILL waits a moment for the event, which may trail.
+    async fn out_of_memory(&self, before: u64, killed: bool) -> bool {
+        self.oom.seen_since(before, if killed { 500 } else { 0 }).await
+    }
+
+    /// Starts the episode's launcher with a detached exec and waits until
+    /// it has connected from inside the container and said it is ready.
+    async fn start_launcher(&self) -> Result<DockerWarm> {
+        let started = self.try_start_launcher().await;
+        if started.is_err() {
+            // A launcher that started but failed later must not stay.
+            self.end_processes().await?;
+        }
+        started
+    }
+
+    async fn try_start_launcher(&self) -> Result<DockerWarm> {
+        let (Some(dir), Some((procs, _))) = (&self.launch_dir, &self.procs) else {
+            bail!("this host cannot watch the container's processes");
+        };
+        let rendezvous = Rendezvous::listen(&dir.path().join("launch.sock"))?;
+        let place = format!("{LAUNCH_DIR}/launch.sock");
+        let argv = launcher::argv("connect", &place, self.setup.lifetime);
+        let exec_id = self.create_exec(argv, &[], false).await?;
+        let detached = bollard::exec::StartExecOptions {
+            detach: true,
+            ..Default::default()
+        };
+        self.docker
+            .start_exec(&exec_id, Some(detached))
+            .await
+            .context("starting the launcher's exec")?;
+        // The connection must come from inside this container.
+        let inside = |pid| read_pids(procs).is_some_and(|pids| pids.contains(&pid));
+        let conn = tokio::select! {
+            conn = rendezvous.accept(launcher::READY_WITHIN, inside) => conn?,
+            _ = self.exited(&exec_id) => bail!("the launcher exited before it connected (is python3 in the image?)"),
+        };
+        drop(rendezvous);
+        let launcher = Launcher::ready(conn).await?;
+        let baseline = read_pids(procs).context("reading the container's processes")?;
+        Ok(DockerWarm { launcher, baseline })
+    }
+
+    /// Runs `exec` through the launcher; the flag says whether it may go on.
+    async fn run_launched(&self, warm: &DockerWarm, exec: &Exec) -> Result<(Outcome, bool), Failure> {
+        let ooms = self.oom.count();
+        let only_launcher_left = || self.holds_only(&warm.baseline);
+        let end_all = || self.end_processes();
+        let checked = warm
+            .launcher
+            .run_checked(exec, &self.setup.cwd, &self.setup.limits, only_launcher_left, end_all)
+            .await?;
+        let killed = checked.ended_by_host.is_none() && checked.exit_code == Some(137);
+        let ending = Ending {
+            exit_code: checked.exit_code,
+            signal: None,
+            ended_by_host: checked.ended_by_host,
+            out_of_memory: self.out_of_memory(ooms, killed).await,
+            memory_bytes: self.setup.limits.memory_bytes,
+        };
+        let outcome = Outcome::from_ending(ending, checked.duration, checked.stdout, checked.stderr);
+        Ok((outcome, checked.keep))
+    }
+}
+
+/// The pids a `cgroup.procs` file lists.
+fn read_pids(path: &Path) -> Option<Vec<i32>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().map(|line| line.trim().parse().ok()).collect()
+}
+
+/// Counts the daemon's OOM events for one container.
+struct OomWatch {
+    count: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl OomWatch {
+    fn start(docker: &Docker, id: &str) -> Self {
+        let filters = HashMap::from([
+            ("container".to_string(), vec![id.to_string()]),
+            ("event".to_string(), vec!["oom".to_string()]),
+        ]);
+        let mut events = docker.events(Some(EventsOptionsBuilder::default().filters(&filters).build()));
+        let count = Arc::new(AtomicU64::new(0));
+        let counter = count.clone();
+        let task = tokio::spawn(async move {
+            while let Some(Ok(_)) = events.next().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        Self { count, task }
+    }
+
+    fn count(&self) -> u64 {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Whether an OOM kill came after the count was `before`, waiting up
+    /// to `ms` milliseconds for its report.
+    async fn seen_since(&self, before: u64, ms: u64) -> bool {
+        for _ in 0..ms / 20 {
+            if self.count() > before {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.count() > before
+    }
+}
+
+impl Drop for OomWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// How long the output of an exec whose process has exited may stay open
+/// (held by a background process) before that process is killed.
+const OUTPUT_GRACE: Duration = Duration::from_millis(300);
+
+#[async_trait::async_trait]
+impl EpisodeSandbox for DockerEpisode {
+    async fn exec(&self, exec: Exec) -> Result<Outcome> {
+        let start = || self.start_launcher();
+        let run = async |warm: &DockerWarm| self.run_launched(warm, &exec).await;
+        if let Some(outcome) = self.warm.run(start, run).await? {
+            return Ok(outcome);
+        }
+        self.exec_directly(exec).await
     }
 
     async fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        self.warm.close().await;
         let options = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
         self.docker
             .remove_container(&self.id, Some(options))
@@ -632,7 +760,7 @@ impl Sandbox for DockerSandbox {
             gpus: command.gpus.clone(),
             lifetime: command.limits.timeout + LIFETIME_GRACE,
         };
-        let container = self.open(&setup, "task-step").await?;
+        let container = self.open(&setup, "task-step", false).await?;
         let outcome = container
             .exec(Exec {
                 argv: command.argv,
@@ -647,7 +775,7 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn open_episode(&self, setup: EpisodeSetup) -> Result<Box<dyn EpisodeSandbox>> {
-        Ok(Box::new(self.open(&setup, "episode").await?))
+        Ok(Box::new(self.open(&setup, "episode", true).await?))
     }
 }
 

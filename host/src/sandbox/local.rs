@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use tokio::io::AsyncReadExt;
 
 use super::cgroup::{self, Cgroup};
-use super::output::HeadTail;
+use super::launcher::{self, Failure, Launcher, Warm};
+use super::output::{HeadTail, drain, log_file};
 use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Sandbox, Termination};
 
 /// Files of the host system a script needs to start a dynamically linked
@@ -52,21 +52,100 @@ pub struct LocalSandbox {
     seccomp: Arc<Vec<Vec<u8>>>,
 }
 
-/// An episode under bubblewrap: every script gets a fresh sandbox with the
-/// episode's mounts and limits.
+/// An episode under bubblewrap. Its scripts start in one long-lived
+/// sandbox through a launcher (see `launcher`); where that cannot be had (no
+/// control group to hold it, no `python3` inside), each script gets a fresh
+/// sandbox of its own, as task steps always do.
 struct LocalEpisode {
     sandbox: LocalSandbox,
     setup: EpisodeSetup,
+    warm: Warm<WarmSandbox>,
+}
+
+/// An episode's long-lived bubblewrap: the launcher and, one at a time, the
+/// scripts it starts, all in one control group with the episode's limits.
+/// Dropping it kills everything in the group.
+struct WarmSandbox {
+    launcher: Launcher,
+    group: Cgroup,
+    /// The group's processes once the launcher was ready (bubblewrap, its
+    /// init and the launcher): after a script, anything else is left over.
+    baseline: Vec<i32>,
+    _bwrap: tokio::process::Child,
 }
 
 #[async_trait::async_trait]
 impl EpisodeSandbox for LocalEpisode {
     async fn exec(&self, exec: Exec) -> Result<Outcome> {
+        let start = || self.start_warm();
+        let run = async |sandbox: &WarmSandbox| sandbox.run(&exec, &self.setup).await;
+        if let Some(outcome) = self.warm.run(start, run).await? {
+            return Ok(outcome);
+        }
         self.sandbox.run(self.setup.command(exec)).await
     }
 
     async fn close(&self) -> Result<()> {
+        self.warm.close().await;
         Ok(())
+    }
+}
+
+impl LocalEpisode {
+    /// Starts the episode's long-lived sandbox and waits for its launcher.
+    async fn start_warm(&self) -> Result<WarmSandbox> {
+        let limits = &self.setup.limits;
+        let name = self.sandbox.next_name();
+        let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus)
+            .context("no control group can hold the sandbox")?;
+        let (host_end, guest_end) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .context("making the launcher's socket")?;
+        let command = self.setup.command(Exec {
+            argv: launcher::argv("fd", &guest_end.as_raw_fd().to_string(), self.setup.lifetime),
+            env: Vec::new(),
+            timeout: self.setup.lifetime,
+            log_prefix: None,
+            stop: Default::default(),
+        });
+        let bwrap = self.sandbox.spawn(&command, Some(&group), &[guest_end], Stdio::null)?;
+        let launcher = Launcher::ready(host_end).await?;
+        Ok(WarmSandbox {
+            launcher,
+            baseline: group.pids(),
+            group,
+            _bwrap: bwrap,
+        })
+    }
+}
+
+impl WarmSandbox {
+    /// Runs `exec` through the launcher; the flag says whether the sandbox
+    /// may go on.
+    async fn run(&self, exec: &Exec, setup: &EpisodeSetup) -> Result<(Outcome, bool), Failure> {
+        let oom_kills = self.group.oom_kills();
+        let only_launcher_left = || self.group.holds_only(&self.baseline);
+        let end_all = || async {
+            self.group.kill_all();
+            Ok(())
+        };
+        let checked = self
+            .launcher
+            .run_checked(exec, &setup.cwd, &setup.limits, only_launcher_left, end_all)
+            .await?;
+        let ending = Ending {
+            exit_code: checked.exit_code,
+            signal: None,
+            ended_by_host: checked.ended_by_host,
+            out_of_memory: self.group.oom_kills() > oom_kills,
+            memory_bytes: setup.limits.memory_bytes,
+        };
+        let outcome = Outcome::from_ending(ending, checked.duration, checked.stdout, checked.stderr);
+        Ok((outcome, checked.keep))
     }
 }
 
@@ -226,12 +305,12 @@ fn system_mounts(network: bool) -> Vec<OsString> {
 /// size, rlimits where there is no control group.
 fn child_setup(
     join: &[OwnedFd],
-    inherit: &[OwnedFd],
+    inherit: &[i32],
     max_file_bytes: u64,
     rlimit_fallback: Option<(u64, u32)>,
 ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
     let fds: Vec<i32> = join.iter().map(|fd| fd.as_raw_fd()).collect();
-    let inherit: Vec<i32> = inherit.iter().map(|fd| fd.as_raw_fd()).collect();
+    let inherit = inherit.to_vec();
     move || {
         for fd in &fds {
             // SAFETY: write(2) on an fd opened before the fork; async-signal-safe.
@@ -263,32 +342,6 @@ fn child_setup(
     }
 }
 
-async fn drain(
-    mut stream: impl tokio::io::AsyncRead + Unpin,
-    mut sink: HeadTail,
-    total: Arc<AtomicU64>,
-    flood_limit: u64,
-    flooded: Arc<tokio::sync::Notify>,
-) -> HeadTail {
-    let mut buf = vec![0u8; 64 << 10];
-    loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return sink,
-            Ok(n) => {
-                sink.push(&buf[..n]);
-                if total.fetch_add(n as u64, Ordering::Relaxed) + n as u64 > flood_limit {
-                    flooded.notify_one();
-                }
-            }
-        }
-    }
-}
-
-fn log_file(prefix: &Option<PathBuf>, stream: &str) -> Option<std::fs::File> {
-    let prefix = prefix.as_ref()?;
-    std::fs::File::create(prefix.with_extension(stream)).ok()
-}
-
 #[async_trait::async_trait]
 impl Sandbox for LocalSandbox {
     fn describe(&self) -> String {
@@ -304,6 +357,8 @@ impl Sandbox for LocalSandbox {
         Ok(Box::new(LocalEpisode {
             sandbox: self.clone(),
             setup,
+            // The warm sandbox needs a control group to vouch that a script left nothing.
+            warm: Warm::new(self.cgroups.is_some()),
         }))
     }
 
@@ -312,10 +367,10 @@ impl Sandbox for LocalSandbox {
             anyhow::bail!("the local sandbox cannot give a command GPUs: use --sandbox docker");
         }
         let limits = command.limits.clone();
-        let name = format!("{}-{}", self.host, self.counter.fetch_add(1, Ordering::Relaxed));
+        let name = self.next_name();
         let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus);
         let started = Instant::now();
-        let mut child = self.spawn(&command, group.as_ref())?;
+        let mut child = self.spawn(&command, group.as_ref(), &[], Stdio::piped)?;
         let pid = child.id().map(|p| p as i32);
         // Both streams count towards one output total; past the limit the
         // command is stopped.
@@ -382,9 +437,21 @@ impl Sandbox for LocalSandbox {
 }
 
 impl LocalSandbox {
+    /// A fresh name for a control group of this host.
+    fn next_name(&self) -> String {
+        format!("{}-{}", self.host, self.counter.fetch_add(1, Ordering::Relaxed))
+    }
+
     /// Starts bubblewrap for `command`: in `group` (or under rlimits
-    /// without one), under the seccomp filters, in its own process group.
-    fn spawn(&self, command: &Command, group: Option<&Cgroup>) -> Result<tokio::process::Child> {
+    /// without one), under the seccomp filters, in its own process group,
+    /// with `pass` open in it and its output to `output()`.
+    fn spawn(
+        &self,
+        command: &Command,
+        group: Option<&Cgroup>,
+        pass: &[OwnedFd],
+        output: fn() -> Stdio,
+    ) -> Result<tokio::process::Child> {
         let limits = &command.limits;
         let join = match group {
             Some(group) => group.join_handles().context("opening the control group")?,
@@ -397,17 +464,22 @@ impl LocalSandbox {
             .map(|program| super::seccomp::memfd_with(program))
             .collect::<Result<Vec<_>>>()?;
         let filter_fds: Vec<i32> = filters.iter().map(|fd| fd.as_raw_fd()).collect();
+        let inherit: Vec<i32> = filter_fds
+            .iter()
+            .copied()
+            .chain(pass.iter().map(|fd| fd.as_raw_fd()))
+            .collect();
         let mut child = tokio::process::Command::new(&self.bwrap);
         child
             .args(bwrap_args(command, &filter_fds))
             .env_clear()
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(output())
+            .stderr(output())
             .kill_on_drop(true)
             .process_group(0);
         // SAFETY: the closure only makes async-signal-safe system calls.
-        unsafe { child.pre_exec(child_setup(&join, &filters, limits.max_file_bytes, fallback)) };
+        unsafe { child.pre_exec(child_setup(&join, &inherit, limits.max_file_bytes, fallback)) };
         child.spawn().context("starting bubblewrap")
     }
 }

@@ -5,6 +5,7 @@ pub mod cgroup;
 pub mod docker;
 pub mod gpu;
 pub mod image;
+mod launcher;
 pub mod local;
 pub mod output;
 pub mod seccomp;

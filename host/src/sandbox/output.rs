@@ -2,6 +2,11 @@
 //! log on disk, and a running total so a flood can be stopped.
 
 use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::io::AsyncReadExt;
 
 use serde::Serialize;
 
@@ -92,6 +97,35 @@ impl HeadTail {
             total_bytes: self.total,
         }
     }
+}
+
+/// Reads `stream` into `sink` until it closes, adding to the output `total`
+/// of the command and notifying `flooded` once that passes `flood_limit`.
+pub async fn drain(
+    mut stream: impl tokio::io::AsyncRead + Unpin,
+    mut sink: HeadTail,
+    total: Arc<AtomicU64>,
+    flood_limit: u64,
+    flooded: Arc<tokio::sync::Notify>,
+) -> HeadTail {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return sink,
+            Ok(n) => {
+                sink.push(&buf[..n]);
+                if total.fetch_add(n as u64, Ordering::Relaxed) + n as u64 > flood_limit {
+                    flooded.notify_one();
+                }
+            }
+        }
+    }
+}
+
+/// The log file of one stream of a command, `<prefix>.<stream>`.
+pub fn log_file(prefix: &Option<PathBuf>, stream: &str) -> Option<std::fs::File> {
+    let prefix = prefix.as_ref()?;
+    std::fs::File::create(prefix.with_extension(stream)).ok()
 }
 
 #[cfg(test)]

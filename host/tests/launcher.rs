@@ -1,0 +1,245 @@
+//! An episode's scripts start through a launcher inside its sandbox (one
+//! bubblewrap, or one container, per episode). The launcher runs as the
+//! sandbox user, so every script can attack it: these tests kill it, stop
+//! it and leave processes behind, in both sandboxes, and check that each
+//! script still gets its own status, output, environment and a clean
+//! sandbox, and that what the host cannot vouch for is ended.
+
+mod common;
+
+use std::time::Duration;
+
+use mlrb::sandbox::docker::DockerSandbox;
+use mlrb::sandbox::image::ImageRecipe;
+use mlrb::sandbox::local::LocalSandbox;
+use mlrb::sandbox::{CommandLimits, EpisodeSandbox, EpisodeSetup, Exec, Mount, Outcome, Sandbox, Termination};
+
+struct Episode {
+    runtime: tokio::runtime::Runtime,
+    episode: Box<dyn EpisodeSandbox>,
+    _workspace: tempfile::TempDir,
+}
+
+impl Episode {
+    fn open(sandbox: impl FnOnce(&tokio::runtime::Runtime) -> Option<Box<dyn Sandbox>>) -> Option<Self> {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let sandbox = sandbox(&runtime)?;
+        let workspace = tempfile::tempdir().unwrap();
+        let setup = EpisodeSetup {
+            name: workspace.path().display().to_string(),
+            mounts: vec![Mount::writable(workspace.path(), "/workspace")],
+            cwd: "/workspace".into(),
+            network: false,
+            limits: CommandLimits::new(&mlrb::limits::Limits::default(), Duration::from_secs(60)),
+            gpus: vec![],
+            lifetime: Duration::from_secs(600),
+        };
+        let episode = runtime.block_on(sandbox.open_episode(setup)).unwrap();
+        Some(Self {
+            runtime,
+            episode,
+            _workspace: workspace,
+        })
+    }
+
+    fn local() -> Self {
+        Self::open(|_| Some(Box::new(LocalSandbox::detect().expect("bubblewrap")))).unwrap()
+    }
+
+    /// None (the test says it is skipped) only where no Docker engine is
+    /// reachable outside CI.
+    fn docker() -> Option<Self> {
+        if !common::docker_ready() {
+            return None;
+        }
+        Self::open(|runtime| {
+            let sandbox = runtime
+                .block_on(DockerSandbox::connect(&ImageRecipe::standard(false).tag()))
+                .unwrap();
+            Some(Box::new(sandbox))
+        })
+    }
+
+    fn sh_with(&self, script: &str, env: &[(&str, &str)], timeout: Duration) -> Outcome {
+        let exec = Exec {
+            argv: ["sh", "-c", script].map(String::from).to_vec(),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            timeout,
+            log_prefix: None,
+            stop: Default::default(),
+        };
+        self.runtime.block_on(self.episode.exec(exec)).unwrap()
+    }
+
+    fn sh(&self, script: &str) -> Outcome {
+        self.sh_with(script, &[], Duration::from_secs(60))
+    }
+
+    /// Which process started a script (its pid namespace, pid and start
+    /// time), after checking that it is a launcher.
+    fn launcher_pid(&self) -> String {
+        let outcome = self.sh(
+            r#"echo $(readlink /proc/self/ns/pid) $PPID $(cut -d' ' -f22 /proc/$PPID/stat); tr '\0' ' ' < /proc/$PPID/cmdline"#,
+        );
+        assert!(outcome.success(), "{}", outcome.describe());
+        let stdout = outcome.stdout.text.clone();
+        let (pid, cmdline) = stdout.split_once('\n').unwrap();
+        assert!(
+            cmdline.starts_with("python3 -I -S -c "),
+            "the script was not started by the episode's launcher: its parent is {cmdline:?}"
+        );
+        pid.to_string()
+    }
+
+    fn close(self) {
+        self.runtime.block_on(self.episode.close()).unwrap();
+    }
+}
+
+fn check_status_output_environment(episode: Episode) {
+    let launcher = episode.launcher_pid();
+    let outcome = episode.sh_with(
+        r#"echo "$GREETING"; pwd; echo oops >&2; grep -E "^Sig(Ign|Blk):" /proc/self/status; exit 3"#,
+        &[("GREETING", "hello from the host")],
+        Duration::from_secs(60),
+    );
+    assert_eq!(outcome.termination, Termination::Exited, "{}", outcome.describe());
+    assert_eq!(outcome.exit_code, Some(3));
+    let stdout = outcome.stdout.text.clone();
+    assert!(stdout.starts_with("hello from the host\n/workspace\n"), "{stdout}");
+    // A script starts with the default handling of the signals Python (the
+    // launcher) ignores: SIGPIPE and SIGXFSZ; and with none blocked.
+    let mask = |name: &str| {
+        let line = stdout.lines().find_map(|l| l.strip_prefix(name)).unwrap();
+        u64::from_str_radix(line.trim(), 16).unwrap()
+    };
+    for signal in [libc::SIGPIPE, libc::SIGXFSZ] {
+        assert_eq!(
+            mask("SigIgn:") & (1 << (signal - 1)),
+            0,
+            "signal {signal} is ignored: {stdout}"
+        );
+    }
+    assert_eq!(mask("SigBlk:"), 0, "{stdout}");
+    assert_eq!(outcome.stderr.text.clone(), "oops\n");
+
+    let killed = episode.sh("kill -TERM $$");
+    assert_eq!(killed.termination, Termination::Killed, "{}", killed.describe());
+    assert_eq!(killed.signal, Some(15));
+
+    let missing = episode.sh_with("exec /no/such/program", &[], Duration::from_secs(60));
+    assert_eq!(missing.exit_code, Some(127), "{}", missing.describe());
+    // None of this ended the launcher: the same one starts the next script.
+    assert_eq!(episode.launcher_pid(), launcher);
+    episode.close();
+}
+
+#[test]
+fn launched_scripts_keep_their_status_output_and_environment_in_bubblewrap() {
+    check_status_output_environment(Episode::local());
+}
+
+#[test]
+fn launched_scripts_keep_their_status_output_and_environment_in_docker() {
+    if let Some(episode) = Episode::docker() {
+        check_status_output_environment(episode);
+    }
+}
+
+fn check_launcher_killed(episode: Episode) {
+    let first = episode.launcher_pid();
+    // The script kills the process that started it, and everything else it can.
+    let outcome = episode.sh("kill -KILL $PPID; kill -KILL -1; sleep 1");
+    assert_eq!(outcome.termination, Termination::Killed, "{}", outcome.describe());
+    assert!(
+        outcome
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("exit status is unknown"),
+        "{}",
+        outcome.describe()
+    );
+    // The next script gets a fresh launcher and runs as if nothing happened.
+    let after = episode.sh("echo still here; exit 4");
+    assert_eq!(after.exit_code, Some(4), "{}", after.describe());
+    assert_eq!(after.stdout.text.clone(), "still here\n");
+    let second = episode.launcher_pid();
+
+    // A stopped launcher never answers: the script times out and the
+    // sandbox is ended; the next script is not held up.
+    let stopped = episode.sh_with("kill -STOP $PPID", &[], Duration::from_secs(2));
+    assert_eq!(stopped.termination, Termination::TimedOut, "{}", stopped.describe());
+    let third = episode.launcher_pid();
+    assert_ne!(first, second, "a killed launcher was not replaced");
+    assert_ne!(second, third, "a stopped launcher was kept");
+    episode.close();
+}
+
+#[test]
+fn a_script_that_kills_or_stops_its_launcher_breaks_nothing_in_bubblewrap() {
+    check_launcher_killed(Episode::local());
+}
+
+#[test]
+fn a_script_that_kills_or_stops_its_launcher_breaks_nothing_in_docker() {
+    if let Some(episode) = Episode::docker() {
+        check_launcher_killed(episode);
+    }
+}
+
+fn check_leftovers(episode: Episode) {
+    let marker = format!("{}", 100_000 + std::process::id() % 800_000);
+    let launcher = episode.launcher_pid();
+    // In the background, in a session of its own, and holding the output.
+    let outcome = episode.sh(&format!(
+        "sleep {marker} & setsid sleep {marker} & (trap '' TERM HUP; exec sleep {marker}) & echo started"
+    ));
+    assert!(outcome.success(), "{}", outcome.describe());
+    assert_eq!(outcome.stdout.text.clone(), "started\n");
+    common::assert_no_process(&format!("sleep {marker}"));
+    let none_left = episode.sh(&format!(
+        "! for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done 2>/dev/null | grep -q 'slee[p] {marker}'"
+    ));
+    assert!(none_left.success(), "{}", none_left.stdout.text.clone());
+    // The launcher swept them; it was not replaced.
+    assert_eq!(episode.launcher_pid(), launcher);
+
+    // A script past its timeout is ended with everything it started.
+    let timed_out = episode.sh_with(&format!("sleep {marker} & sleep {marker}"), &[], Duration::from_secs(1));
+    assert_eq!(timed_out.termination, Termination::TimedOut, "{}", timed_out.describe());
+    common::assert_no_process(&format!("sleep {marker}"));
+    let after = episode.sh("echo fine");
+    assert!(after.success(), "{}", after.describe());
+    assert_eq!(after.stdout.text.clone(), "fine\n");
+    episode.close();
+}
+
+#[test]
+fn nothing_a_launched_script_started_outlives_it_in_bubblewrap() {
+    check_leftovers(Episode::local());
+}
+
+#[test]
+fn nothing_a_launched_script_started_outlives_it_in_docker() {
+    if let Some(episode) = Episode::docker() {
+        check_leftovers(episode);
+    }
+}
+
+#[test]
+fn a_container_script_can_neither_reach_nor_replace_the_launchers_socket() {
+    let Some(episode) = Episode::docker() else {
+        return;
+    };
+    episode.launcher_pid();
+    // The socket is gone once the launcher has connected; the folder is read-only.
+    let outcome = episode.sh("ls -A /run/mlrb; touch /run/mlrb/launch.sock 2>/dev/null && echo planted; true");
+    assert!(outcome.success(), "{}", outcome.describe());
+    assert_eq!(
+        outcome.stdout.text.clone(),
+        "",
+        "the launcher's folder is not empty or not read-only"
+    );
+    episode.close();
+}
