@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet -p mlrb-host
-cargo build --quiet --release --target wasm32-wasip2 -p baseline -p research-agent
+cargo build --quiet --release --target wasm32-wasip2 -p baseline -p research-agent -p search-agent
 cargo build --quiet --release --target wasm32-wasip2 -p hostile-agents --examples
 cargo build --quiet --release --target wasm32-wasip2 -p other-world

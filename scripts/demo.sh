@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# Sets up, builds, and runs the baseline agent on a built-in task in the
-# local bubblewrap sandbox. Usage: scripts/demo.sh [task] (default: digits).
+# Sets up, builds, and compares two agents on a built-in task in the local
+# bubblewrap sandbox: the baseline (the starter train.py, unchanged) and the
+# search agent (estimator swaps and setting changes kept when validate()
+# says they help). Prints the comparison table and writes the HTML report.
+# Usage: scripts/demo.sh [task] [seeds] (default: digits, 2 seeds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 target_dir="${CARGO_TARGET_DIR:-target}"
-"$target_dir/debug/mlrb" run \
-    --agent "$target_dir/wasm32-wasip2/release/baseline.wasm" \
-    --task "${1:-digits}"
+agents="$target_dir/wasm32-wasip2/release"
+run="demo-$(date -u +%Y%m%d-%H%M%S)"
+"$target_dir/debug/mlrb" bench \
+    --agent "$agents/baseline.wasm" \
+    --agent "$agents/search_agent.wasm" \
+    --task "${1:-digits}" \
+    --seeds "${2:-2}" \
+    --out runs \
+    --run-name "$run"
+echo
+echo "report:       runs/$run/report.html"
+echo "trace viewer: $target_dir/debug/mlrb view runs/$run"

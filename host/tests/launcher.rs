@@ -60,15 +60,23 @@ impl Episode {
         })
     }
 
-    fn sh_with(&self, script: &str, env: &[(&str, &str)], timeout: Duration) -> Outcome {
+    fn exec(&self, argv: &[&str], env: &[(&str, &str)], timeout: Duration) -> Outcome {
         let exec = Exec {
-            argv: ["sh", "-c", script].map(String::from).to_vec(),
+            argv: argv.iter().map(|a| a.to_string()).collect(),
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             timeout,
             log_prefix: None,
             stop: Default::default(),
         };
         self.runtime.block_on(self.episode.exec(exec)).unwrap()
+    }
+
+    fn run(&self, argv: &[&str], timeout: Duration) -> Outcome {
+        self.exec(argv, &[], timeout)
+    }
+
+    fn sh_with(&self, script: &str, env: &[(&str, &str)], timeout: Duration) -> Outcome {
+        self.exec(&["sh", "-c", script], env, timeout)
     }
 
     fn sh(&self, script: &str) -> Outcome {
@@ -129,6 +137,13 @@ fn check_status_output_environment(episode: Episode) {
 
     let missing = episode.sh_with("exec /no/such/program", &[], Duration::from_secs(60));
     assert_eq!(missing.exit_code, Some(127), "{}", missing.describe());
+    let unknown = episode.run(&["no-such-program-anywhere"], Duration::from_secs(60));
+    assert_eq!(unknown.exit_code, Some(127), "{}", unknown.describe());
+    assert!(
+        unknown.stderr.text.contains("no-such-program-anywhere"),
+        "{}",
+        unknown.stderr.text
+    );
     // None of this ended the launcher: the same one starts the next script.
     assert_eq!(episode.launcher_pid(), launcher);
     episode.close();

@@ -624,16 +624,8 @@ impl DockerEpisode {
             .launcher
             .run_checked(exec, &self.setup.cwd, &self.setup.limits, only_launcher_left, end_all)
             .await?;
-        let killed = checked.ended_by_host.is_none() && checked.exit_code == Some(137);
-        let ending = Ending {
-            exit_code: checked.exit_code,
-            signal: None,
-            ended_by_host: checked.ended_by_host,
-            out_of_memory: self.out_of_memory(ooms, killed).await,
-            memory_bytes: self.setup.limits.memory_bytes,
-        };
-        let outcome = Outcome::from_ending(ending, checked.duration, checked.stdout, checked.stderr);
-        Ok((outcome, checked.keep))
+        let out_of_memory = self.out_of_memory(ooms, checked.may_be_out_of_memory()).await;
+        Ok(checked.outcome(out_of_memory, self.setup.limits.memory_bytes))
     }
 }
 

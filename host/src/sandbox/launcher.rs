@@ -1,5 +1,5 @@
 //! Scripts started by a launcher that lives in the episode's sandbox
-//! (`launcher.py`), so that a script costs a fork and an exec instead of a
+//! (`launcher.py`), so that a script costs one spawn instead of a
 //! new bubblewrap or a Docker exec.
 //!
 //! The launcher runs as the sandbox user, so a script can kill it or make
@@ -26,7 +26,7 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
 use super::output::{HeadTail, drain, log_file};
-use super::{CapturedOutput, CommandLimits, Exec, Outcome, Termination};
+use super::{CapturedOutput, CommandLimits, Ending, Exec, Outcome, Termination};
 
 /// The launcher's source, run with `python3 -I -S -c`.
 pub const SOURCE: &str = include_str!("launcher.py");
@@ -242,6 +242,37 @@ pub struct Checked {
     pub keep: bool,
 }
 
+impl Checked {
+    /// Whether the script may have been ended by the OOM killer (SIGKILL,
+    /// or its launcher gone without a word), so that its event may trail.
+    pub fn may_be_out_of_memory(&self) -> bool {
+        self.ended_by_host.is_none() && matches!(self.exit_code, Some(137) | None)
+    }
+
+    /// The outcome, given whether the sandbox saw the OOM killer strike
+    /// under its memory limit of `memory_bytes`, and whether it may go on.
+    pub fn outcome(self, out_of_memory: bool, memory_bytes: u64) -> (Outcome, bool) {
+        let ended_by_host = match (self.exit_code, self.ended_by_host) {
+            (None, None) if !out_of_memory => Some((
+                Termination::Killed,
+                "killed: the sandbox's launcher failed during the script (it was killed, or said what cannot be \
+                 believed), so the script's exit status is unknown"
+                    .to_string(),
+            )),
+            (_, ended) => ended,
+        };
+        let ending = Ending {
+            exit_code: self.exit_code,
+            signal: None,
+            ended_by_host,
+            out_of_memory,
+            memory_bytes,
+        };
+        let outcome = Outcome::from_ending(ending, self.duration, self.stdout, self.stderr);
+        (outcome, self.keep)
+    }
+}
+
 /// The drains of a script's two output pipes.
 struct Outputs {
     stdout: tokio::task::JoinHandle<HeadTail>,
@@ -411,15 +442,6 @@ impl Launcher {
                 (None, false)
             }
             None => (None, false),
-        };
-        let ended_by_host = match (exit_code, ended_by_host) {
-            (None, None) => Some((
-                Termination::Killed,
-                "killed: the sandbox's launcher failed during the script (it was killed, or said what cannot be \
-                 believed), so the script's exit status is unknown"
-                    .to_string(),
-            )),
-            (_, ended) => ended,
         };
         Ok(Launched {
             exit_code,

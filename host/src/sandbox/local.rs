@@ -137,15 +137,8 @@ impl WarmSandbox {
             .launcher
             .run_checked(exec, &setup.cwd, &setup.limits, only_launcher_left, end_all)
             .await?;
-        let ending = Ending {
-            exit_code: checked.exit_code,
-            signal: None,
-            ended_by_host: checked.ended_by_host,
-            out_of_memory: self.group.oom_kills() > oom_kills,
-            memory_bytes: setup.limits.memory_bytes,
-        };
-        let outcome = Outcome::from_ending(ending, checked.duration, checked.stdout, checked.stderr);
-        Ok((outcome, checked.keep))
+        let out_of_memory = self.group.oom_kills() > oom_kills;
+        Ok(checked.outcome(out_of_memory, setup.limits.memory_bytes))
     }
 }
 

@@ -28,9 +28,10 @@ pub fn build_guests() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let builds: [&[&str]; 5] = [
+        let builds: [&[&str]; 6] = [
             &["-p", "baseline"],
             &["-p", "research-agent"],
+            &["-p", "search-agent"],
             &["-p", "hostile-agents", "--examples"],
             &["-p", "probe-agents", "--examples"],
             &["-p", "other-world"],
@@ -48,14 +49,15 @@ pub fn build_guests() {
     });
 }
 
-/// A built agent: `baseline`, `other-world` or the name of an example agent.
+/// A built agent: `baseline`, `research-agent`, `search-agent`, `other-world`
+/// or the name of an example agent.
 pub fn agent(name: &str) -> PathBuf {
     build_guests();
     let release = target_dir().join("wasm32-wasip2/release");
     let path = if ["baseline", "other-world"].contains(&name) {
         release.join(format!("{name}.wasm"))
-    } else if name == "research-agent" {
-        release.join("research_agent.wasm")
+    } else if ["research-agent", "search-agent"].contains(&name) {
+        release.join(format!("{}.wasm", name.replace('-', "_")))
     } else {
         release.join("examples").join(format!("{name}.wasm"))
     };
