@@ -75,3 +75,27 @@ fn without_a_score_to_search_with_the_search_agent_submits_the_starter() {
     let baseline = score["baseline"].as_f64().unwrap();
     assert!((got - baseline).abs() <= 0.01, "scored {got}, the starter {baseline}");
 }
+
+#[test]
+fn a_starter_not_named_train_py_is_found_and_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("digits");
+    common::copy_dir(&common::workspace_root().join("tasks/digits"), &task);
+    std::fs::rename(task.join("env/train.py"), task.join("env/fit.py")).unwrap();
+    common::edit_task_toml(&task, "hide_score = false", "hide_score = true");
+    let finished = common::run_episode(
+        &common::agent("search-agent"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs"),
+        &["--seed", "1"],
+    );
+    assert_eq!(finished.end_reason(), "completed", "{}", finished.json);
+    let ran: Vec<String> = finished
+        .events()
+        .iter()
+        .filter(|e| e["function"] == "execute-script")
+        .map(|e| e["args"]["script"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(ran, ["fit.py"], "the workspace's only script is the starter");
+    assert!(finished.json["score"]["score"].as_f64().is_some(), "{}", finished.json);
+}

@@ -12,9 +12,9 @@
 mod edits;
 
 use edits::{Edit, Setting};
-use mlrb_sdk::{Agent, TaskInfo, Termination, ToolError, ToolErrorExt, episode, exec, workspace};
+use mlrb_sdk::{Agent, EntryKind, TaskInfo, Termination, ToolError, ToolErrorExt, episode, exec, workspace};
 
-/// The script the search edits and runs.
+/// The script the search edits and runs, where the task has it.
 const SCRIPT: &str = "train.py";
 /// Steps one trial takes: write the script, run it, validate.
 const TRIAL_STEPS: u32 = 3;
@@ -36,6 +36,8 @@ impl From<ToolError> for Stop {
 
 struct Search {
     task: TaskInfo,
+    /// The starter script, edited and run.
+    script: String,
     best: String,
     best_score: f64,
     /// Whether the workspace's outputs were made by `best`.
@@ -48,8 +50,9 @@ struct Search {
 
 impl Agent for SearchAgent {
     fn run(task: TaskInfo) -> Result<String, String> {
-        let source = workspace::read(SCRIPT).map_err(|e| format!("{SCRIPT}: {}: {}", e.kind(), e.message()))?;
-        let Some(mut search) = Search::start(task, source)? else {
+        let script = starter(&task)?;
+        let source = workspace::read(&script).map_err(|e| format!("{script}: {}: {}", e.kind(), e.message()))?;
+        let Some(mut search) = Search::start(task, script, source)? else {
             return Ok("the starter's outputs, unchanged: the task gives no validation score to search with".into());
         };
         if let Err(Stop(why)) = search.search() {
@@ -61,10 +64,10 @@ impl Agent for SearchAgent {
 
 impl Search {
     /// Runs and scores the starter; `None` when no score can be had.
-    fn start(task: TaskInfo, source: String) -> Result<Option<Self>, String> {
-        let run = exec::run(SCRIPT, &[]).map_err(|e| format!("{SCRIPT}: {}: {}", e.kind(), e.message()))?;
+    fn start(task: TaskInfo, script: String, source: String) -> Result<Option<Self>, String> {
+        let run = exec::run(&script, &[]).map_err(|e| format!("{script}: {}: {}", e.kind(), e.message()))?;
         if !(run.termination == Termination::Exited && run.exit_code == Some(0)) {
-            return Err(format!("the starter {SCRIPT} fails as given: {}", run.stderr.trim()));
+            return Err(format!("the starter {script} fails as given: {}", run.stderr.trim()));
         }
         let score = match episode::validate() {
             Ok(report) if report.valid => report.score,
@@ -75,9 +78,10 @@ impl Search {
             }
         };
         let Some(score) = score else { return Ok(None) };
-        episode::note(&format!("starter {SCRIPT}: {} {score}", task.metric));
+        episode::note(&format!("starter {script}: {} {score}", task.metric));
         Ok(Some(Self {
             task,
+            script,
             best: source,
             best_score: score,
             outputs_from_best: true,
@@ -133,9 +137,9 @@ impl Search {
     fn trial(&mut self, edit: &Edit) -> Result<bool, Stop> {
         self.check_budget()?;
         self.trials += 1;
-        workspace::write(SCRIPT, &edit.source)?;
+        workspace::write(&self.script, &edit.source)?;
         self.outputs_from_best = false;
-        let run = exec::run(SCRIPT, &[])?;
+        let run = exec::run(&self.script, &[])?;
         self.slowest_ms = self.slowest_ms.max(run.duration_ms);
         if !(run.termination == Termination::Exited && run.exit_code == Some(0)) {
             episode::note(&format!(
@@ -192,19 +196,20 @@ impl Search {
 
     /// Puts the best script back and runs it, so its outputs are submitted.
     fn finish(self) -> Result<String, String> {
+        let script = &self.script;
         if !self.outputs_from_best {
-            workspace::write(SCRIPT, &self.best)
-                .map_err(|e| format!("restoring the best {SCRIPT}: {}", e.message()))?;
-            let run = exec::run(SCRIPT, &[]).map_err(|e| format!("running the best {SCRIPT}: {}", e.message()))?;
+            workspace::write(script, &self.best)
+                .map_err(|e| format!("restoring the best {script}: {}", e.message()))?;
+            let run = exec::run(script, &[]).map_err(|e| format!("running the best {script}: {}", e.message()))?;
             if run.exit_code != Some(0) {
                 return Err(format!(
-                    "the best {SCRIPT} failed when run again: {}",
+                    "the best {script} failed when run again: {}",
                     run.stderr.trim()
                 ));
             }
         }
         let summary = format!(
-            "best of {} trials: {} {} (the starter's edits kept in {SCRIPT})",
+            "best of {} trials: {} {} (the edits kept are in {script})",
             self.trials, self.task.metric, self.best_score
         );
         episode::note(&summary);
@@ -220,6 +225,32 @@ impl Search {
             self.random ^= self.random << 17;
             items.swap(i, (self.random % (i as u64 + 1)) as usize);
         }
+    }
+}
+
+/// The starter: `train.py`, else the first Python script of the workspace
+/// root the research problem names, else the root's only one.
+fn starter(task: &TaskInfo) -> Result<String, String> {
+    let entries = workspace::list(".").map_err(|e| format!("listing the workspace: {}", e.message()))?;
+    let scripts: Vec<String> = entries
+        .into_iter()
+        .filter(|entry| entry.kind == EntryKind::File && entry.path.ends_with(".py") && !entry.path.contains('/'))
+        .map(|entry| entry.path)
+        .collect();
+    if scripts.iter().any(|name| name == SCRIPT) {
+        return Ok(SCRIPT.to_string());
+    }
+    let named = scripts
+        .iter()
+        .filter_map(|name| task.research_problem.find(name.as_str()).map(|at| (at, name)))
+        .min();
+    match (named, scripts.as_slice()) {
+        (Some((_, name)), _) => Ok(name.clone()),
+        (None, [only]) => Ok(only.clone()),
+        _ => Err(format!(
+            "no {SCRIPT} in the workspace, and the research problem names none of its scripts ({})",
+            scripts.join(", ")
+        )),
     }
 }
 
