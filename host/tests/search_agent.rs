@@ -52,12 +52,15 @@ fn the_search_agent_beats_the_digits_starter_and_submits_its_best() {
     );
 }
 
-#[test]
-fn without_a_score_to_search_with_the_search_agent_submits_the_starter() {
+/// The search agent on a copy of digits whose validation hides the score,
+/// after `change` to the copy's folder (the folder holding both goes with
+/// the episode).
+fn on_digits_without_scores(change: impl FnOnce(&std::path::Path)) -> (tempfile::TempDir, common::Finished) {
     let tmp = tempfile::tempdir().unwrap();
     let task = tmp.path().join("digits");
     common::copy_dir(&common::workspace_root().join("tasks/digits"), &task);
     common::edit_task_toml(&task, "hide_score = false", "hide_score = true");
+    change(&task);
     let finished = common::run_episode(
         &common::agent("search-agent"),
         task.to_str().unwrap(),
@@ -65,6 +68,12 @@ fn without_a_score_to_search_with_the_search_agent_submits_the_starter() {
         &["--seed", "1"],
     );
     assert_eq!(finished.end_reason(), "completed", "{}", finished.json);
+    (tmp, finished)
+}
+
+#[test]
+fn without_a_score_to_search_with_the_search_agent_submits_the_starter() {
+    let (_tmp, finished) = on_digits_without_scores(|_| {});
     let events = finished.events();
     assert!(
         !events.iter().any(|e| e["function"] == "write-file"),
@@ -78,18 +87,9 @@ fn without_a_score_to_search_with_the_search_agent_submits_the_starter() {
 
 #[test]
 fn a_starter_not_named_train_py_is_found_and_run() {
-    let tmp = tempfile::tempdir().unwrap();
-    let task = tmp.path().join("digits");
-    common::copy_dir(&common::workspace_root().join("tasks/digits"), &task);
-    std::fs::rename(task.join("env/train.py"), task.join("env/fit.py")).unwrap();
-    common::edit_task_toml(&task, "hide_score = false", "hide_score = true");
-    let finished = common::run_episode(
-        &common::agent("search-agent"),
-        task.to_str().unwrap(),
-        &tmp.path().join("runs"),
-        &["--seed", "1"],
-    );
-    assert_eq!(finished.end_reason(), "completed", "{}", finished.json);
+    let (_tmp, finished) = on_digits_without_scores(|task| {
+        std::fs::rename(task.join("env/train.py"), task.join("env/fit.py")).unwrap();
+    });
     let ran: Vec<String> = finished
         .events()
         .iter()
