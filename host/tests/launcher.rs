@@ -12,7 +12,16 @@ use std::time::Duration;
 use mlrb::sandbox::docker::DockerSandbox;
 use mlrb::sandbox::image::ImageRecipe;
 use mlrb::sandbox::local::LocalSandbox;
-use mlrb::sandbox::{CommandLimits, EpisodeSandbox, EpisodeSetup, Exec, Mount, Outcome, Sandbox, Termination};
+use mlrb::sandbox::{Command, CommandLimits, EpisodeSandbox, EpisodeSetup, Exec, Mount, Outcome, Sandbox, Termination};
+
+/// Prints the descriptors of the process that runs it.
+const LIST_FDS: &str = "import os\nfor n in os.listdir('/proc/self/fd'):\n    try:\n        print(n + '=' + os.readlink('/proc/self/fd/' + n))\n    except OSError:\n        pass\n";
+
+/// The descriptors a script holds, as `N=target`, from `argv`'s output.
+fn held(outcome: &Outcome) -> Vec<String> {
+    assert!(outcome.success(), "{}", outcome.describe());
+    outcome.stdout.text.split_whitespace().map(String::from).collect()
+}
 
 struct Episode {
     runtime: tokio::runtime::Runtime,
@@ -134,6 +143,14 @@ fn check_status_output_environment(episode: Episode) {
     let killed = episode.sh("kill -TERM $$");
     assert_eq!(killed.termination, Termination::Killed, "{}", killed.describe());
     assert_eq!(killed.signal, Some(15));
+
+    // A script holds nothing of its launcher's: no socket, only its three streams.
+    let held = held(&episode.run(&["python3", "-c", LIST_FDS], Duration::from_secs(60)));
+    assert!(
+        !held.iter().any(|fd| fd.contains("socket:")),
+        "a script holds a socket: {held:?}"
+    );
+    assert_eq!(held.len(), 3, "a script holds more than its three streams: {held:?}");
 
     let missing = episode.sh_with("exec /no/such/program", &[], Duration::from_secs(60));
     assert_eq!(missing.exit_code, Some(127), "{}", missing.describe());
@@ -257,4 +274,42 @@ fn a_container_script_can_neither_reach_nor_replace_the_launchers_socket() {
         "the launcher's folder is not empty or not read-only"
     );
     episode.close();
+}
+
+#[test]
+fn no_descriptor_of_the_host_reaches_a_script_in_bubblewrap() {
+    // A descriptor this process holds without close-on-exec, as a shell or
+    // a jobserver would leave one.
+    let mut leaked = [0; 2];
+    // SAFETY: pipe(2) into a local array.
+    assert_eq!(unsafe { libc::pipe(leaked.as_mut_ptr()) }, 0);
+    let episode = Episode::local();
+    let launched = held(&episode.run(&["python3", "-c", LIST_FDS], Duration::from_secs(60)));
+    assert_eq!(
+        launched.len(),
+        3,
+        "a launched script holds more than its streams: {launched:?}"
+    );
+    // A task step runs in a sandbox of its own, started by this host.
+    let sandbox = LocalSandbox::detect().expect("bubblewrap");
+    let workspace = tempfile::tempdir().unwrap();
+    let step = Command {
+        argv: ["python3", "-c", LIST_FDS].map(String::from).to_vec(),
+        cwd: "/workspace".into(),
+        mounts: vec![Mount::writable(workspace.path(), "/workspace")],
+        env: Vec::new(),
+        network: false,
+        limits: CommandLimits::new(&mlrb::limits::Limits::default(), Duration::from_secs(60)),
+        gpus: vec![],
+        log_prefix: None,
+        stop: Default::default(),
+    };
+    let alone = held(&episode.runtime.block_on(sandbox.run(step)).unwrap());
+    assert_eq!(alone.len(), 3, "a task step holds more than its streams: {alone:?}");
+    episode.close();
+    // SAFETY: closing the two descriptors made above.
+    unsafe {
+        libc::close(leaked[0]);
+        libc::close(leaked[1]);
+    }
 }

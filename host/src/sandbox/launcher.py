@@ -106,6 +106,9 @@ def serve(conn):
             conn.send(json.dumps({"error": "a request without its two output pipes"}).encode())
             continue
         out, err = fds
+        # Received without close-on-exec: a script gets them as 1 and 2 only.
+        os.set_inheritable(out, False)
+        os.set_inheritable(err, False)
         try:
             pid = start(json.loads(message), out, err)
         finally:
@@ -128,6 +131,8 @@ def main():
     signal.alarm(max(lifetime, 1))
     if how == "fd":
         conn = socket.socket(fileno=int(where))
+        # Inherited without close-on-exec: a script must never hold it.
+        conn.set_inheritable(False)
     else:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         conn.connect(where)

@@ -311,6 +311,16 @@ fn child_setup(
                 return Err(std::io::Error::last_os_error());
             }
         }
+        // Whatever this host inherited without close-on-exec (a jobserver
+        // pipe, a shell's descriptors) must not reach a sandbox.
+        // SAFETY: close_range(2) only sets flags; async-signal-safe.
+        let marked = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+        if marked != 0 {
+            for fd in 3..4096 {
+                // SAFETY: fcntl(2) on a descriptor number that may be closed is harmless.
+                unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            }
+        }
         for fd in &inherit {
             // SAFETY: fcntl(2) clearing FD_CLOEXEC is async-signal-safe.
             if unsafe { libc::fcntl(*fd, libc::F_SETFD, 0) } != 0 {
