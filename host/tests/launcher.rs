@@ -163,6 +163,14 @@ fn check_status_output_environment(episode: Episode) {
     );
     // None of this ended the launcher: the same one starts the next script.
     assert_eq!(episode.launcher_pid(), launcher);
+
+    // Arguments past what a launcher request carries (256 KiB) still reach
+    // the script, through a sandbox of its own.
+    let big = "x".repeat(100_000);
+    let count = "import sys; print(sum(len(a) for a in sys.argv[1:]))";
+    let large = episode.run(&["python3", "-c", count, &big, &big, &big], Duration::from_secs(60));
+    assert!(large.success(), "{}", large.describe());
+    assert_eq!(large.stdout.text.trim(), "300000");
     episode.close();
 }
 

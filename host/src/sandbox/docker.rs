@@ -22,7 +22,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use super::launcher::{self, Failure, Launcher, Rendezvous, Warm};
-use super::output::HeadTail;
+use super::output::{HeadTail, flooded, log_file, timed_out};
 use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Mount, Outcome, Sandbox, Termination};
 
 /// Label on everything mlrb creates.
@@ -481,11 +481,7 @@ impl DockerEpisode {
             Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
         >,
     ) -> (Option<(Termination, String)>, HeadTail, HeadTail) {
-        let log = |stream: &str| {
-            exec.log_prefix
-                .as_ref()
-                .and_then(|p| std::fs::File::create(p.with_extension(stream)).ok())
-        };
+        let log = |stream| log_file(&exec.log_prefix, stream);
         let limits = &self.setup.limits;
         let mut stdout = HeadTail::new(limits.output_cap, log("stdout"), limits.log_cap);
         let mut stderr = HeadTail::new(limits.output_cap, log("stderr"), limits.log_cap);
@@ -498,10 +494,7 @@ impl DockerEpisode {
                     _ => {}
                 }
                 if stdout.total() + stderr.total() > flood_limit {
-                    return Some((
-                        Termination::Killed,
-                        format!("killed: printed more than {flood_limit} bytes"),
-                    ));
+                    return Some(flooded(flood_limit));
                 }
             }
             None
@@ -510,11 +503,10 @@ impl DockerEpisode {
             self.exited(exec_id).await;
             tokio::time::sleep(OUTPUT_GRACE).await;
         };
-        let timed_out = || format!("timed out after {:.0} s", exec.timeout.as_secs_f64());
         let ended_by_host = tokio::select! {
             drained = tokio::time::timeout(exec.timeout, drain) => match drained {
                 Ok(flood) => flood,
-                Err(_) => Some((Termination::TimedOut, timed_out())),
+                Err(_) => Some(timed_out(exec.timeout)),
             },
             _ = exited => None,
             why = exec.stop.stopped() => Some((Termination::Killed, format!("killed: {why}"))),

@@ -16,8 +16,6 @@ use std::io::IoSlice;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -25,7 +23,7 @@ use rustix::net::{RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlag
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use super::output::{HeadTail, drain, log_file};
+use super::output::Capture;
 use super::{CapturedOutput, CommandLimits, Ending, Exec, Outcome, Termination};
 
 /// The launcher's source, run with `python3 -I -S -c`.
@@ -221,7 +219,7 @@ struct Launched {
     /// said something the host cannot trust.
     clean: bool,
     duration: Duration,
-    outputs: Outputs,
+    capture: Capture,
 }
 
 /// How a script started by a launcher ended, checked from outside.
@@ -270,30 +268,6 @@ impl Checked {
         };
         let outcome = Outcome::from_ending(ending, self.duration, self.stdout, self.stderr);
         (outcome, self.keep)
-    }
-}
-
-/// The drains of a script's two output pipes.
-struct Outputs {
-    stdout: tokio::task::JoinHandle<HeadTail>,
-    stderr: tokio::task::JoinHandle<HeadTail>,
-}
-
-impl Launched {
-    /// The script's output, once every holder of its pipes is gone; `Err`
-    /// gives the drains back when they are still open after `grace` (the
-    /// caller then ends the sandbox and asks again).
-    async fn outputs(&mut self, grace: Duration) -> Result<(CapturedOutput, CapturedOutput), ()> {
-        let both = async {
-            let stdout = (&mut self.outputs.stdout).await;
-            let stderr = (&mut self.outputs.stderr).await;
-            (stdout, stderr)
-        };
-        match tokio::time::timeout(grace, both).await {
-            Ok((Ok(stdout), Ok(stderr))) => Ok((stdout.finish(), stderr.finish())),
-            Ok(_) => Ok(Default::default()),
-            Err(_) => Err(()),
-        }
     }
 }
 
@@ -373,16 +347,15 @@ impl Launcher {
         if !keep {
             end_all().await.map_err(Failure::Broken)?;
         }
-        let (stdout, stderr) = match launched.outputs(OUTPUT_GRACE).await {
-            Ok(outputs) => outputs,
-            Err(()) => {
-                // Something outside the script's process tree holds its
-                // output: nothing in the sandbox is to be trusted.
-                keep = false;
-                end_all().await.map_err(Failure::Broken)?;
-                launched.outputs(OUTPUT_GRACE).await.unwrap_or_default()
-            }
-        };
+        let mut outputs = launched.capture.outputs(OUTPUT_GRACE).await;
+        if outputs.is_none() {
+            // Something outside the script's process tree holds its
+            // output: nothing in the sandbox is to be trusted.
+            keep = false;
+            end_all().await.map_err(Failure::Broken)?;
+            outputs = launched.capture.outputs(OUTPUT_GRACE).await;
+        }
+        let (stdout, stderr) = outputs.and_then(Result::ok).unwrap_or_default();
         Ok(Checked {
             exit_code: launched.exit_code,
             ended_by_host: launched.ended_by_host,
@@ -403,36 +376,19 @@ impl Launcher {
         }))?;
         let (out_read, out_write) = pipe()?;
         let (err_read, err_write) = pipe()?;
-        let total = Arc::new(AtomicU64::new(0));
-        let flooded = Arc::new(tokio::sync::Notify::new());
-        let capture = |read: OwnedFd, stream: &str| -> Result<_> {
-            let sink = HeadTail::new(limits.output_cap, log_file(&exec.log_prefix, stream), limits.log_cap);
-            let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(read)?;
-            Ok(tokio::spawn(drain(
-                receiver,
-                sink,
-                total.clone(),
-                limits.output_kill_bytes,
-                flooded.clone(),
-            )))
-        };
-        let outputs = Outputs {
-            stdout: capture(out_read, "stdout")?,
-            stderr: capture(err_read, "stderr")?,
-        };
+        let capture = Capture::start(
+            tokio::net::unix::pipe::Receiver::from_owned_fd(out_read)?,
+            tokio::net::unix::pipe::Receiver::from_owned_fd(err_read)?,
+            limits,
+            &exec.log_prefix,
+        );
         let started = Instant::now();
         self.send(&request, &out_write, &err_write).await?;
         // Only the script holds the write ends now: they close with it.
         drop((out_write, err_write));
-        let (reply, ended_by_host) = tokio::select! {
-            reply = self.receive() => (Some(reply), None),
-            _ = tokio::time::sleep(exec.timeout) => {
-                (None, Some((Termination::TimedOut, format!("timed out after {:.0} s", exec.timeout.as_secs_f64()))))
-            }
-            _ = flooded.notified() => {
-                (None, Some((Termination::Killed, format!("killed: printed more than {} bytes", limits.output_kill_bytes))))
-            }
-            why = exec.stop.stopped() => (None, Some((Termination::Killed, format!("killed: {why}")))),
+        let (reply, ended_by_host) = match capture.until(self.receive(), exec.timeout, &exec.stop).await {
+            Ok(reply) => (Some(reply), None),
+            Err(ended) => (None, Some(ended)),
         };
         let duration = started.elapsed();
         let (exit_code, clean) = match reply {
@@ -448,7 +404,7 @@ impl Launcher {
             ended_by_host,
             clean,
             duration,
-            outputs,
+            capture,
         })
     }
 }

@@ -18,8 +18,8 @@ use anyhow::{Context, Result, bail};
 
 use super::cgroup::{self, Cgroup};
 use super::launcher::{self, Failure, Launcher, Warm};
-use super::output::{HeadTail, drain, log_file};
-use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Sandbox, Termination};
+use super::output::Capture;
+use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Sandbox};
 
 /// Files of the host system a script needs to start a dynamically linked
 /// program; deliberately not the whole of `/etc`.
@@ -377,20 +377,9 @@ impl Sandbox for LocalSandbox {
         let pid = child.id().map(|p| p as i32);
         // Both streams count towards one output total; past the limit the
         // command is stopped.
-        let total = Arc::new(AtomicU64::new(0));
-        let flooded = Arc::new(tokio::sync::Notify::new());
-        let capture = |stream: Box<dyn tokio::io::AsyncRead + Unpin + Send>, name: &str| {
-            let sink = HeadTail::new(limits.output_cap, log_file(&command.log_prefix, name), limits.log_cap);
-            tokio::spawn(drain(
-                stream,
-                sink,
-                total.clone(),
-                limits.output_kill_bytes,
-                flooded.clone(),
-            ))
-        };
-        let stdout = capture(Box::new(child.stdout.take().context("child stdout")?), "stdout");
-        let stderr = capture(Box::new(child.stderr.take().context("child stderr")?), "stderr");
+        let stdout = child.stdout.take().context("child stdout")?;
+        let stderr = child.stderr.take().context("child stderr")?;
+        let mut capture = Capture::start(stdout, stderr, &limits, &command.log_prefix);
         let kill_tree = || {
             if let Some(pid) = pid {
                 // SAFETY: signals our own child's process group.
@@ -400,29 +389,15 @@ impl Sandbox for LocalSandbox {
                 group.kill_all();
             }
         };
-        let ended_by_host = tokio::select! {
-            _ = child.wait() => None,
-            _ = tokio::time::sleep(limits.timeout) => {
-                Some((Termination::TimedOut, format!("timed out after {:.0} s", limits.timeout.as_secs_f64())))
-            }
-            _ = flooded.notified() => {
-                Some((Termination::Killed, format!("killed: printed more than {} bytes", limits.output_kill_bytes)))
-            }
-            why = command.stop.stopped() => Some((Termination::Killed, format!("killed: {why}"))),
-        };
+        let ended_by_host = capture.until(child.wait(), limits.timeout, &command.stop).await.err();
         // Whatever outlived the sandbox's init (nothing should) goes too.
         kill_tree();
         let status = child.wait().await?;
         let duration = started.elapsed();
-        let grace = std::time::Duration::from_secs(5);
-        let stdout = tokio::time::timeout(grace, stdout)
+        let (stdout, stderr) = capture
+            .outputs(std::time::Duration::from_secs(5))
             .await
-            .context("stdout did not close")??
-            .finish();
-        let stderr = tokio::time::timeout(grace, stderr)
-            .await
-            .context("stderr did not close")??
-            .finish();
+            .context("the command's output did not close")??;
         use std::os::unix::process::ExitStatusExt;
         let out_of_memory = match &group {
             Some(group) => group.oom_killed(),

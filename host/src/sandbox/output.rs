@@ -1,12 +1,17 @@
 //! Capturing a command's output: the head and tail for the caller, a capped
 //! log on disk, and a running total so a flood can be stopped.
 
+use std::future::Future;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
+use anyhow::Result;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::{CommandLimits, Stopper, Termination};
 
 use serde::Serialize;
 
@@ -99,10 +104,88 @@ impl HeadTail {
     }
 }
 
+/// A command's two output streams, drained in the background into head and
+/// tail (and their log files) and counted against one flood limit.
+pub struct Capture {
+    stdout: tokio::task::JoinHandle<HeadTail>,
+    stderr: tokio::task::JoinHandle<HeadTail>,
+    flooded: Arc<tokio::sync::Notify>,
+    flood_limit: u64,
+}
+
+impl Capture {
+    /// Starts draining `stdout` and `stderr` under `limits`, logging to
+    /// `<log_prefix>.stdout` and `.stderr`.
+    pub fn start(
+        stdout: impl AsyncRead + Unpin + Send + 'static,
+        stderr: impl AsyncRead + Unpin + Send + 'static,
+        limits: &CommandLimits,
+        log_prefix: &Option<PathBuf>,
+    ) -> Self {
+        let total = Arc::new(AtomicU64::new(0));
+        let flooded = Arc::new(tokio::sync::Notify::new());
+        let sink = |stream| HeadTail::new(limits.output_cap, log_file(log_prefix, stream), limits.log_cap);
+        let flood_limit = limits.output_kill_bytes;
+        Self {
+            stdout: tokio::spawn(drain(
+                stdout,
+                sink("stdout"),
+                total.clone(),
+                flood_limit,
+                flooded.clone(),
+            )),
+            stderr: tokio::spawn(drain(stderr, sink("stderr"), total, flood_limit, flooded.clone())),
+            flooded,
+            flood_limit,
+        }
+    }
+
+    /// What `done` gives, unless the command first runs past `timeout`,
+    /// floods its output or is stopped by the host: then why, in words.
+    pub async fn until<T>(
+        &self,
+        done: impl Future<Output = T>,
+        timeout: Duration,
+        stop: &Stopper,
+    ) -> Result<T, (Termination, String)> {
+        tokio::select! {
+            value = done => Ok(value),
+            _ = tokio::time::sleep(timeout) => Err(timed_out(timeout)),
+            _ = self.flooded.notified() => Err(flooded(self.flood_limit)),
+            why = stop.stopped() => Err((Termination::Killed, format!("killed: {why}"))),
+        }
+    }
+
+    /// Both outputs once every writer of the streams is gone; `None` while
+    /// one is still open after `grace` (the caller may end the writers and
+    /// ask again).
+    pub async fn outputs(&mut self, grace: Duration) -> Option<Result<(CapturedOutput, CapturedOutput)>> {
+        let both = async {
+            let stdout = (&mut self.stdout).await?;
+            let stderr = (&mut self.stderr).await?;
+            Ok((stdout.finish(), stderr.finish()))
+        };
+        tokio::time::timeout(grace, both).await.ok()
+    }
+}
+
+/// Why a command that ran past `timeout` was ended.
+pub fn timed_out(timeout: Duration) -> (Termination, String) {
+    (
+        Termination::TimedOut,
+        format!("timed out after {:.0} s", timeout.as_secs_f64()),
+    )
+}
+
+/// Why a command that printed more than `limit` bytes was ended.
+pub fn flooded(limit: u64) -> (Termination, String) {
+    (Termination::Killed, format!("killed: printed more than {limit} bytes"))
+}
+
 /// Reads `stream` into `sink` until it closes, adding to the output `total`
 /// of the command and notifying `flooded` once that passes `flood_limit`.
-pub async fn drain(
-    mut stream: impl tokio::io::AsyncRead + Unpin,
+async fn drain(
+    mut stream: impl AsyncRead + Unpin,
     mut sink: HeadTail,
     total: Arc<AtomicU64>,
     flood_limit: u64,
