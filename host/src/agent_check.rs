@@ -8,7 +8,7 @@ use anyhow::Result;
 use serde::Serialize;
 use wasmtime::component::types::ComponentItem;
 
-use crate::capability::WIT_PACKAGE;
+use crate::capability::{EARLIER_WIT_VERSIONS, WIT_PACKAGE};
 use crate::engine::AgentEngine;
 
 /// What `mlrb agent check` finds out about a component.
@@ -69,9 +69,12 @@ pub async fn check(engine: &AgentEngine, path: &Path, network_granted: bool) -> 
     let mut refusals = Vec::new();
     if let Some(target) = &targets {
         let theirs = target.split_once('@').map_or("", |(_, v)| v);
-        if !compatible(theirs, version) {
+        let linked = std::iter::once(version).chain(EARLIER_WIT_VERSIONS.iter().copied());
+        if !linked.clone().any(|ours| compatible(theirs, ours)) {
+            let versions: Vec<&str> = linked.collect();
             refusals.push(format!(
-                "built for {target}; this host implements {WIT_PACKAGE} (rebuild against this host's wit/)"
+                "built for {target}; this host implements {WIT_PACKAGE} and runs agents of {package}@{} (rebuild against this host's wit/)",
+                versions.join(", @")
             ));
         }
     }

@@ -35,7 +35,7 @@ fn an_agent_for_this_host_is_described_and_accepted() {
     let baseline = common::agent("baseline");
     let (ok, report) = check(&baseline, &[]);
     assert!(ok, "{report}");
-    assert_eq!(report["targets"], "mlrb:agent@0.2.0");
+    assert_eq!(report["targets"], "mlrb:agent@0.3.0");
     assert_eq!(report["exports"], serde_json::json!(["run"]));
     let bytes = std::fs::read(&baseline).unwrap();
     assert_eq!(report["size"], bytes.len());
@@ -45,7 +45,7 @@ fn an_agent_for_this_host_is_described_and_accepted() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|i| i == "mlrb:agent/exec@0.2.0")
+            .any(|i| i == "mlrb:agent/exec@0.3.0")
     );
 }
 
@@ -86,7 +86,7 @@ fn a_component_for_another_world_or_wit_version_is_refused() {
     // The baseline, its mlrb:agent imports renamed to a future version
     // (same length, so the binary stays well-formed).
     let mut bytes = std::fs::read(common::agent("baseline")).unwrap();
-    let (from, to) = (b"mlrb:agent/".as_slice(), b"@0.2.0".as_slice());
+    let (from, to) = (b"mlrb:agent/".as_slice(), b"@0.3.0".as_slice());
     let mut i = 0;
     while i + from.len() < bytes.len() {
         if bytes[i..].starts_with(from)
@@ -103,7 +103,7 @@ fn a_component_for_another_world_or_wit_version_is_refused() {
     assert!(!ok, "{report}");
     assert_eq!(report["targets"], "mlrb:agent@0.9.0");
     assert!(
-        refusals(&report).contains("this host implements mlrb:agent@0.2.0"),
+        refusals(&report).contains("this host implements mlrb:agent@0.3.0 and runs agents of mlrb:agent@0.3.0, @0.2.0"),
         "{report}"
     );
 }

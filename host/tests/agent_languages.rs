@@ -211,7 +211,7 @@ fn python_agents_import_no_sockets_or_preopens_and_cannot_use_them() {
             .any(|i| i.starts_with("wasi:sockets/") || i.starts_with("wasi:filesystem/preopens")),
         "{imports:?}"
     );
-    assert!(imports.contains(&"mlrb:agent/workspace@0.2.0"), "{imports:?}");
+    assert!(imports.contains(&"mlrb:agent/workspace@0.3.0"), "{imports:?}");
 
     let (tmp, finished) = common::run_on_hostile_task_with(&agent, &[], &[]);
     assert_eq!(finished.end_reason(), "completed", "{}", finished.json);

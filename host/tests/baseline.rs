@@ -61,7 +61,7 @@ fn check_task(task: &str) {
     // Provenance.
     let episode: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("episode.json")).unwrap()).unwrap();
-    assert_eq!(episode["host"]["wit"], "mlrb:agent@0.2.0");
+    assert_eq!(episode["host"]["wit"], "mlrb:agent@0.3.0");
     assert_eq!(episode["agent"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(episode["task"]["name"], task);
     assert!(episode["end"]["final_snapshot"].is_u64());

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::llm_server::{LlmServer, Reply};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const KEY: &str = "sk-mlrb-test-0123456789-SECRET-abcdef";
 
@@ -434,12 +434,132 @@ fn step(thought: &str, action: &str, input: &str) -> Reply {
 
 #[test]
 fn the_research_agent_reads_edits_runs_and_submits_a_better_model() {
-    research_episode(&common::agent("research-agent"), &["openai", "anthropic"]);
+    research_episode(&common::agent("research-agent-prompt"), &["openai", "anthropic"]);
 }
 
 #[test]
-fn the_python_research_agent_does_the_same() {
-    research_episode(&common::built_agent("plugins/research-agent-py", None), &["anthropic"]);
+fn the_research_agent_does_the_same_by_tool_calls_and_malformed_calls_are_typed_errors() {
+    tool_calling_episode(&common::agent("research-agent"), &["openai", "anthropic"]);
+}
+
+#[test]
+fn the_python_research_agent_does_the_same_by_tool_calls() {
+    tool_calling_episode(&common::built_agent("plugins/research-agent-py", None), &["anthropic"]);
+}
+
+/// The research agent on digits by tool calling, against a script: it
+/// reads the starter, gets two malformed calls (arguments that are not
+/// JSON, arguments of the wrong type) as typed errors and goes on, gets
+/// the edit as a streamed call with its arguments split, runs the edited
+/// script and submits.
+fn tool_calling_episode(agent: &Path, apis: &[&str]) {
+    let reference =
+        std::fs::read_to_string(common::workspace_root().join("tasks/digits/scripts/reference/train.py")).unwrap();
+    let edit = r#"{"script_name": "train.py", "edit_instruction": "Replace the decision tree with an RBF SVM on pixels scaled to [0, 1].", "save_name": "train.py"}"#;
+    for &api in apis {
+        let server = LlmServer::start(vec![
+            Reply::call(
+                "understand_file",
+                r#"{"file_name": "train.py", "things_to_look_for": "the model and how submission.csv is written"}"#,
+            ),
+            Reply::Text("It trains a DecisionTreeClassifier(max_depth=8) and writes submission.csv.".into()),
+            Reply::call("edit_script", r#"{"script_name": "train.py", "edit_instruction": "#),
+            Reply::call(
+                "edit_script",
+                r#"{"script_name": 5, "edit_instruction": "x", "save_name": "train.py"}"#,
+            ),
+            Reply::StreamedCall {
+                name: "edit_script".into(),
+                pieces: vec![edit[..20].into(), edit[20..61].into(), edit[61..].into()],
+            },
+            Reply::Text(format!("Here is the edited script:\n```python\n{reference}```\n")),
+            Reply::call("execute_script", r#"{"script_name": "train.py"}"#),
+            Reply::call(
+                "final_answer",
+                r#"{"final_answer": "Replaced the decision tree with an RBF-kernel SVM."}"#,
+            ),
+        ]);
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("mlrb.toml"), server.config(api, "")).unwrap();
+        let mut command = common::run_command(
+            agent,
+            "digits",
+            &tmp.path().join("runs"),
+            &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],
+        );
+        command.env("MLRB_TEST_LLM_KEY", KEY);
+        let finished = common::finish(command);
+        assert_eq!(finished.end_reason(), "completed", "{api}: {}", finished.json);
+        assert_eq!(finished.answer(), "Replaced the decision tree with an RBF-kernel SVM.");
+        let score = &finished.json["score"];
+        assert_eq!(score["success"], true, "{api}: {score}");
+        let workspace = finished.dir.join("workspace");
+        assert_eq!(std::fs::read_to_string(workspace.join("train.py")).unwrap(), reference);
+        // Every answer is in the trace; the two malformed calls are typed
+        // errors that keep what came back.
+        let events = finished.events();
+        let completions: Vec<&Value> = events.iter().filter(|e| e["function"] == "complete").collect();
+        assert_eq!(completions.len(), 8, "{api}");
+        let malformed: Vec<&Value> = completions
+            .iter()
+            .filter(|e| e["result"]["error"]["kind"] == "malformed-answer")
+            .copied()
+            .collect();
+        assert_eq!(malformed.len(), 2, "{api}: {completions:?}");
+        let first = malformed[0]["result"]["error"]["message"].as_str().unwrap();
+        assert!(first.contains("edit_script") && first.contains("not JSON"), "{first}");
+        let second = malformed[1]["result"]["error"]["message"].as_str().unwrap();
+        assert!(second.contains("do not match the schema at /script_name"), "{second}");
+        assert_eq!(malformed[1]["result"]["answer"]["tool_calls"][0]["name"], "edit_script");
+        // The streamed call arrived whole.
+        let streamed = &completions[4]["result"]["ok"]["tool_calls"][0];
+        assert_eq!(streamed["name"], "edit_script", "{api}: {streamed}");
+        assert_eq!(
+            serde_json::from_str::<Value>(streamed["arguments"].as_str().unwrap()).unwrap(),
+            serde_json::from_str::<Value>(edit).unwrap()
+        );
+        // Malformed answers are paid for too.
+        let spent = finished.json["episode"]["end"]["llm"]["output_tokens"]
+            .as_u64()
+            .unwrap();
+        let answered: u64 = completions
+            .iter()
+            .map(|e| {
+                let answer = if e["result"]["ok"].is_object() {
+                    &e["result"]["ok"]
+                } else {
+                    &e["result"]["answer"]
+                };
+                answer["output_tokens"].as_u64().unwrap_or(0)
+            })
+            .sum();
+        assert_eq!(spent, answered, "{api}");
+        // The requests offered the tools, required a call, and carried each call's result back.
+        let received = server.received();
+        let tools = received[0].body["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 9, "{api}");
+        let (tool_names, choice) = if api == "anthropic" {
+            (
+                tools.iter().map(|t| t["name"].clone()).collect::<Vec<_>>(),
+                json!({"type": "any"}),
+            )
+        } else {
+            (
+                tools.iter().map(|t| t["function"]["name"].clone()).collect::<Vec<_>>(),
+                json!("required"),
+            )
+        };
+        assert!(tool_names.contains(&json!("execute_script")), "{tool_names:?}");
+        assert_eq!(received[0].body["tool_choice"], choice, "{api}");
+        let last = received.last().unwrap().body["messages"].to_string();
+        let result_carried = if api == "anthropic" {
+            last.contains("tool_result") && last.contains("tool_use_id")
+        } else {
+            last.contains(r#""role":"tool""#) && last.contains("tool_call_id")
+        };
+        assert!(result_carried, "{api}: {last}");
+        assert!(last.contains("The script has been executed"), "{api}: {last}");
+    }
 }
 
 /// The research agent on digits against a script: it reads the starter
@@ -629,7 +749,7 @@ fn a_long_observation_is_summarised_before_the_model_sees_it() {
     let task = common::hostile_task(tmp.path(), &[]);
     std::fs::write(tmp.path().join("mlrb.toml"), server.config("openai", "")).unwrap();
     let mut command = common::run_command(
-        &common::agent("research-agent"),
+        &common::agent("research-agent-prompt"),
         task.to_str().unwrap(),
         &tmp.path().join("runs"),
         &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],
@@ -696,4 +816,86 @@ fn retry_waits_are_capped_and_never_pass_the_deadline() {
     let stats = &episode.llm_events()[0]["llm"]["stats"];
     assert_eq!(stats["statuses"], serde_json::json!([429]), "{stats}");
     assert!(started.elapsed() < Duration::from_secs(30), "the host waited anyway");
+}
+
+/// An agent built against the previous contract (`wit/0.2.0`) still runs:
+/// every interface answers it, its model call included, and the record says
+/// which contract it was built for.
+#[test]
+fn an_agent_of_the_previous_contract_still_runs() {
+    let server = LlmServer::start(vec![Reply::Text("hello there".into())]);
+    let episode = run("legacy-agent", &server.config("openai", ""), &[]);
+    let lines = episode.lines();
+    assert_eq!(episode.finished.end_reason(), "completed", "{}", episode.finished.json);
+    assert!(lines.contains(&"write true".to_string()), "{lines:?}");
+    assert!(lines.contains(&"exec Some(0) legacy ran".to_string()), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("list ") && l != "list 0"),
+        "{lines:?}"
+    );
+    assert!(lines.contains(&"steps 3".to_string()), "{lines:?}");
+    assert!(lines.contains(&"llm hello there (stop)".to_string()), "{lines:?}");
+    // Its request went out as any other: no tools, recorded with both sides.
+    let request = &server.received()[0].body;
+    assert!(request.get("tools").is_none(), "{request}");
+    let events = episode.llm_events();
+    assert_eq!(events[0]["result"]["ok"]["text"], "hello there");
+    let agent = &episode.finished.json["episode"]["agent"];
+    assert_eq!(agent["wit"], "mlrb:agent@0.2.0", "{agent}");
+}
+
+/// A C agent's tool-calling loop on `mlrb_sdk.h`: MLAgentBench's tools from
+/// the SDK's header, a required call, the calls' results carried back, a
+/// malformed call answered as a typed error, and arguments read with JSON
+/// escapes and other keys before the one wanted.
+#[test]
+fn a_c_agent_calls_tools_through_the_sdk() {
+    let agent = common::built_agent("tests/agents/tools-c", None);
+    let edit = r#"{"script_name": "train.py", "edit_instruction": "use {braces}, [brackets] and \"quotes\"", "save_name": "b\u00e4se.py"}"#;
+    for api in ["openai", "anthropic"] {
+        let server = LlmServer::start(vec![
+            Reply::call("list_files", r#"{"dir_path": "."}"#),
+            Reply::call("list_files", r#"{"dir_path": 7}"#),
+            Reply::call("edit_script", edit),
+            Reply::call(
+                "final_answer",
+                r#"{"final_answer": "caf\u00e9 \ud83d\ude00 \"done\"\n"}"#,
+            ),
+        ]);
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("mlrb.toml"), server.config(api, "")).unwrap();
+        let mut command = common::run_command(
+            &agent,
+            "digits",
+            &tmp.path().join("runs"),
+            &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],
+        );
+        command.env("MLRB_TEST_LLM_KEY", KEY);
+        let finished = common::finish(command);
+        assert_eq!(finished.end_reason(), "completed", "{api}: {}", finished.json);
+        assert_eq!(finished.answer(), "caf\u{e9} \u{1f600} \"done\"\n", "{api}");
+        let received = server.received();
+        assert_eq!(received.len(), 4, "{api}");
+        let first = &received[0].body;
+        assert_eq!(first["tools"].as_array().unwrap().len(), 9, "{api}: {first}");
+        let choice = if api == "anthropic" {
+            json!({"type": "any"})
+        } else {
+            json!("required")
+        };
+        assert_eq!(first["tool_choice"], choice, "{api}");
+        // The listing went back as the first call's result; the malformed
+        // call was not carried into the conversation.
+        let second = received[1].body["messages"].to_string();
+        assert!(second.contains(r"data_description.txt\ntrain.py"), "{api}: {second}");
+        let third = received[2].body["messages"].to_string();
+        assert_eq!(third.matches("list_files").count(), 1, "{api}: {third}");
+        let last = received[3].body["messages"].to_string();
+        assert!(
+            last.contains("does not carry out edit_script (save_name: b\u{e4}se.py)"),
+            "{api}: {last}"
+        );
+        let notes = std::fs::read_to_string(finished.dir.join("events.jsonl")).unwrap();
+        assert!(notes.contains("turn 1: malformed-answer"), "{api}");
+    }
 }

@@ -5,20 +5,29 @@
 
 mod common;
 
+/// False (and says so) when the local model is not installed; under CI the
+/// test fails instead, since setup installs it.
+fn local_model_installed() -> bool {
+    if mlrb::llm::local::installed() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "the local model is not installed; scripts/setup.sh installs it"
+    );
+    eprintln!("skipped: the local model is not installed (scripts/setup.sh installs it)");
+    false
+}
+
 #[test]
 fn the_research_agent_finishes_an_episode_against_the_local_model() {
-    if !mlrb::llm::local::installed() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "the local model is not installed; scripts/setup.sh installs it"
-        );
-        eprintln!("skipped: the local model is not installed (scripts/setup.sh installs it)");
+    if !local_model_installed() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
     // Two steps and a token budget keep a CPU-bound model's episode short.
     let finished = common::run_episode(
-        &common::agent("research-agent"),
+        &common::agent("research-agent-prompt"),
         "digits",
         tmp.path(),
         &[
@@ -50,4 +59,57 @@ fn the_research_agent_finishes_an_episode_against_the_local_model() {
         json["episode"]["end"]["llm"]["output_tokens"].as_u64().unwrap() > 0,
         "{json}"
     );
+}
+
+/// Tool calling with the local model: the host turns the tools into a JSON
+/// Schema that constrains llama.cpp's decoding, so even the 135M model can
+/// only answer with a call of an offered tool whose arguments fit its schema.
+/// The host checks every answer against the schemas (a misfit would be a
+/// recorded `malformed-answer`), so each tool request must have answered ok.
+#[test]
+fn every_local_model_answer_to_a_tool_request_is_a_well_formed_call() {
+    if !local_model_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let finished = common::run_episode(
+        &common::agent("research-agent"),
+        "digits",
+        tmp.path(),
+        &["--llm", "local", "--max-steps", "4", "--wall-seconds", "900"],
+    );
+    let json = &finished.json;
+    assert!(json["score"].is_object(), "{json}");
+    let events = finished.events();
+    let asked: Vec<_> = events
+        .iter()
+        .filter(|e| e["interface"] == "llm" && e["args"]["tools"].is_array())
+        .collect();
+    assert!(
+        !asked.is_empty(),
+        "the agent never asked the model for a tool call: {json}"
+    );
+    for event in &asked {
+        let calls = event["result"]["ok"]["tool_calls"]
+            .as_array()
+            .unwrap_or_else(|| panic!("not a well-formed call: {}", event["result"]));
+        assert!(
+            !calls.is_empty(),
+            "a required tool call is missing: {}",
+            event["result"]
+        );
+        let offered: Vec<&str> = event["args"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        for call in calls {
+            let name = call["name"].as_str().unwrap();
+            assert!(offered.contains(&name), "{name} was not offered: {offered:?}");
+            let arguments: serde_json::Value = serde_json::from_str(call["arguments"].as_str().unwrap())
+                .unwrap_or_else(|e| panic!("arguments of {name} are not JSON ({e}): {call}"));
+            assert!(arguments.is_object(), "{call}");
+        }
+    }
 }

@@ -56,7 +56,7 @@ fn a_component_for_a_different_world() {
     run_fails(
         &common::agent("other-world"),
         "digits",
-        &["other-world.wasm", "mlrb:agent@0.2.0"],
+        &["other-world.wasm", "mlrb:agent@0.3.0"],
     );
 }
 

@@ -1,32 +1,24 @@
 """The research agent in Python: MLAgentBench's method, the same as
-plugins/research-agent (Rust), on mlrb_sdk and its high-level actions."""
-
-import json
+plugins/research-agent (Rust), on mlrb_sdk's toolbox. ``METHOD`` picks how
+the model is asked: ``"tools"`` (tool calling: the host checks every call
+against the action's schema) or ``"prompt"`` (MLAgentBench's original
+format, the action parsed out of free text)."""
 
 import prompt
-from mlrb_sdk import Agent, LlmError, TaskInfo, ToolError, actions, episode, exec, llm, workspace
-from mlrb_sdk.actions import ActionError, Models, ResearchLog
+from mlrb_sdk import Agent, LlmError, TaskInfo, actions, episode, llm
+from mlrb_sdk.toolbox import Toolbox, stops
 
+METHOD = "tools"
 STEPS_IN_CONTEXT = 3
 ATTEMPTS = 3
 OBSERVATION_LIMIT = 10_000
+#: Tool-calling turns share the context with the tools' schemas.
+TOOL_OBSERVATION_LIMIT = 4_000
 MODEL = "main"
-
-
-class Final(Exception):
-    """The agent submitted."""
 
 
 class Stop(Exception):
     """The host will not go on (budget, no model)."""
-
-
-def _stop_for(error: LlmError) -> None:
-    """A spent budget, no model or a rejected request ends the loop; other
-    failures are a failed step, told to the model."""
-    episode.note(f"llm call failed ({error.kind}): {error.message}")
-    if error.kind in ("budget-exhausted", "unavailable", "invalid-request"):
-        raise Stop(f"stopped: the model is not available ({error.kind}: {error.message})")
 
 
 def ask_well_formed(context: str):
@@ -37,7 +29,9 @@ def ask_well_formed(context: str):
         try:
             response = llm.complete(MODEL, messages, max_tokens=2000, temperature=0.5, stop=["\nObservation:"]).text
         except LlmError as error:
-            _stop_for(error)
+            why = stops(error)
+            if why is not None:
+                raise Stop(why) from None
             return "", f"EnvError: the model failed ({error.kind}): {error.message}"
         try:
             return response, prompt.parse(response)
@@ -55,96 +49,95 @@ def ask_well_formed(context: str):
     return last
 
 
-def _text(value, key):
-    if not isinstance(value.get(key), str):
-        raise ActionError(f'Action Input needs "{key}" (a string)')
-    return value[key]
+def by_prompt(task: TaskInfo) -> str:
+    toolbox = Toolbox()
+    steps = []
+    head = prompt.initial(task.research_problem)
+    for number in range(1, task.budget.max_steps + 1):
+        context = prompt.with_history(head, toolbox.log.retrieve(), steps[-STEPS_IN_CONTEXT:])
+        response, parsed = ask_well_formed(context)
+        if isinstance(parsed, tuple):
+            outcome = toolbox.run(*parsed)
+            if outcome.final is not None:
+                toolbox.log.append(f"Step {number}: submitted the final answer")
+                return outcome.final
+            if outcome.stop is not None:
+                return outcome.stop
+            observation = outcome.observation
+        else:
+            observation = parsed
+        observation = actions.condense_observation(toolbox.models, response, observation, OBSERVATION_LIMIT)
+        toolbox.log.append(f"Step {number}: {prompt.action_line(response)}\nObservation: {observation[:300]}")
+        steps.append((response, observation))
+    return f"stopped after {task.budget.max_steps} steps without a final answer"
 
 
-def _number(value, key):
+def offered(toolbox: Toolbox, turns: list) -> list:
+    """The tools for the next step: a call the model just made twice in a
+    row observes nothing new, so its tool is withheld for one step."""
+    tools = toolbox.tools()
+    if len(turns) >= 2:
+        a, b = turns[-2][0].tool_calls, turns[-1][0].tool_calls
+        if a and [(c.name, c.arguments) for c in a] == [(c.name, c.arguments) for c in b]:
+            tools = [t for t in tools if all(c.name != t["name"] for c in a)]
+    return tools
+
+
+def by_tool_calls(task: TaskInfo) -> str:
+    toolbox = Toolbox()
+    # One look at the workspace first: the tools then name its files.
+    outcome = toolbox.run("List Files", {"dir_path": "."})
+    if outcome.stop is not None:
+        return outcome.stop
+    turns = []
+    system = prompt.tool_instructions(task.research_problem)
+    asked = well_formed = 0
     try:
-        return int(str(value.get(key)).strip())
-    except ValueError:
-        raise ActionError(f'Action Input needs "{key}" (a line number)') from None
-
-
-def act(models: Models, log: ResearchLog, action: str, value: dict) -> str:
-    """Runs one action and returns its observation."""
-    if action == "Final Answer":
-        answer = value.get("final_answer")
-        raise Final(answer if isinstance(answer, str) else json.dumps(value))
-    try:
-        if action == "List Files":
-            entries = workspace.list(value.get("dir_path") or ".")
-            return "\n".join(
-                e.path.rsplit("/", 1)[-1] + ("/" if e.kind.name == "DIRECTORY" else "") for e in entries
-            )
-        if action == "Copy File":
-            source, destination = _text(value, "source"), _text(value, "destination")
-            workspace.copy(source, destination)
-            return f"File {source} copied to {destination}"
-        if action == "Undo Edit Script":
-            script = _text(value, "script_name")
-            workspace.undo(script)
-            return f"Content of {script} after undo the most recent edit:\n{workspace.read(script)}"
-        if action == "Execute Script":
-            result = exec.run(_text(value, "script_name"))
-            output = (
-                f"The script has been executed ({result.termination.name}, exit code {result.exit_code}). "
-                f"Here is the output:\n{result.stdout}"
-            )
-            if result.stderr.strip():
-                output += f"\nstderr:\n{result.stderr}"
-            return output
-        if action == "Understand File":
-            return actions.understand_file(models, _text(value, "file_name"), _text(value, "things_to_look_for"))
-        if action == "Inspect Script Lines":
-            return actions.inspect_script_lines(
-                _text(value, "script_name"), _number(value, "start_line_number"), _number(value, "end_line_number")
-            )
-        if action == "Edit Script (AI)":
-            script = _text(value, "script_name")
-            save_name = value.get("save_name") if isinstance(value.get("save_name"), str) else script
-            return actions.edit_script(models, script, _text(value, "edit_instruction"), save_name)
-        if action == "Reflection":
-            return actions.reflection(models, log, _text(value, "things_to_reflect_on"))
-        return f"EnvError: Invalid action: {action}. Use one of: {', '.join(prompt.ACTION_NAMES)}"
-    except ToolError as error:
-        if error.kind == "budget-exhausted":
-            raise Stop(f"stopped: {error.message}") from None
-        return f"EnvError: {error.kind}: {error.message}"
-    except ActionError as error:
-        if isinstance(error.cause, ToolError) and error.cause.kind == "budget-exhausted":
-            raise Stop(f"stopped: {error.cause.message}") from None
-        if isinstance(error.cause, LlmError):
-            _stop_for(error.cause)
-        return f"EnvError: {error}"
+        for number in range(1, task.budget.max_steps + 1):
+            log = toolbox.log.retrieve() or "(none: this is the first step)"
+            messages = [("system", system), ("user", f"Here is a summary of the steps so far:\n{log}")]
+            for turn in turns[-STEPS_IN_CONTEXT:]:
+                messages += turn
+            asked += 1
+            try:
+                answer = llm.complete(
+                    MODEL, messages, max_tokens=1000, temperature=0.5, tools=offered(toolbox, turns), tool_choice="required"
+                )
+            except LlmError as error:
+                if error.kind == "malformed-answer":
+                    toolbox.log.append(f"Step {number}: the answer was not a well-formed call: {error.message}")
+                    continue
+                why = stops(error)
+                if why is not None:
+                    return why
+                continue
+            well_formed += 1
+            turn = [llm.assistant_calls(answer)]
+            for call in answer.tool_calls:
+                outcome = toolbox.call(call)
+                if outcome.final is not None:
+                    toolbox.log.append(f"Step {number}: submitted the final answer")
+                    return outcome.final
+                if outcome.stop is not None:
+                    return outcome.stop
+                what = f"{call.name} {call.arguments}"
+                observation = actions.condense_observation(
+                    toolbox.models, what, outcome.observation, TOOL_OBSERVATION_LIMIT
+                )
+                toolbox.log.append(f"Step {number}: {what}\nObservation: {observation[:300]}")
+                turn.append(llm.tool_result(call.id, observation))
+            turns.append(turn)
+        return f"stopped after {task.budget.max_steps} steps without a final answer"
+    finally:
+        episode.note(f"{well_formed} of {asked} answers were well-formed tool calls")
 
 
 class ResearchAgent(Agent):
     def run(self, task: TaskInfo) -> str:
-        models = Models()
-        log = ResearchLog()
-        steps = []
-        head = prompt.initial(task.research_problem)
         try:
-            for number in range(1, task.budget.max_steps + 1):
-                context = prompt.with_history(head, log.retrieve(), steps[-STEPS_IN_CONTEXT:])
-                response, parsed = ask_well_formed(context)
-                if isinstance(parsed, tuple):
-                    try:
-                        observation = act(models, log, *parsed)
-                    except Final as final:
-                        log.append(f"Step {number}: submitted the final answer")
-                        return str(final)
-                else:
-                    observation = parsed
-                observation = actions.condense_observation(models, response, observation, OBSERVATION_LIMIT)
-                log.append(f"Step {number}: {prompt.action_line(response)}\nObservation: {observation[:300]}")
-                steps.append((response, observation))
+            return by_tool_calls(task) if METHOD == "tools" else by_prompt(task)
         except Stop as stop:
             return str(stop)
-        return f"stopped after {task.budget.max_steps} steps without a final answer"
 
 
 WitWorld = ResearchAgent.export()

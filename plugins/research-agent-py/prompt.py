@@ -108,6 +108,18 @@ def initial(research_problem: str) -> str:
     )
 
 
+def tool_instructions(research_problem: str) -> str:
+    """The system prompt of the tool-calling method."""
+    return (
+        "You are a helpful research assistant. You work on the research problem below by calling the tools you are "
+        "given, one call per turn, and see each call's result.\n\n"
+        + f"Research Problem: {research_problem}\n\n"
+        + _INSTRUCTIONS
+        + "Each turn, call the one tool that brings you closest to the goal: look at the files, run the training "
+        "script to measure the baseline, edit it to improve it, run it again to confirm."
+    )
+
+
 def with_history(head: str, log: str, recent: List[Tuple[str, str]]) -> str:
     """The prompt for the next step: the fixed part, the research log of
     older steps, and the recent (response, observation) steps in full."""

@@ -13,6 +13,11 @@ const FILES: &[(&str, &str)] = &[
     ("rust/wit/mlrb-agent.wit", include_str!("../../../wit/mlrb-agent.wit")),
     ("rust/src/lib.rs", include_str!("../../../sdk/rust/src/lib.rs")),
     ("rust/src/actions.rs", include_str!("../../../sdk/rust/src/actions.rs")),
+    ("rust/src/toolbox.rs", include_str!("../../../sdk/rust/src/toolbox.rs")),
+    (
+        "rust/src/mlagentbench-tools.json",
+        include_str!("../../../sdk/mlagentbench-tools.json"),
+    ),
     ("rust/Cargo.toml", RUST_MANIFEST),
     (
         "python/mlrb_sdk/__init__.py",
@@ -42,8 +47,20 @@ const FILES: &[(&str, &str)] = &[
         "python/mlrb_sdk/actions.py",
         include_str!("../../../sdk/python/mlrb_sdk/actions.py"),
     ),
+    (
+        "python/mlrb_sdk/toolbox.py",
+        include_str!("../../../sdk/python/mlrb_sdk/toolbox.py"),
+    ),
+    (
+        "python/mlrb_sdk/mlagentbench-tools.json",
+        include_str!("../../../sdk/mlagentbench-tools.json"),
+    ),
     ("python/mlrb_sdk/py.typed", ""),
     ("c/mlrb_sdk.h", include_str!("../../../sdk/c/mlrb_sdk.h")),
+    (
+        "c/mlrb_mlagentbench_tools.h",
+        include_str!("../../../sdk/c/mlrb_mlagentbench_tools.h"),
+    ),
 ];
 
 /// The Rust SDK's manifest outside mlrb's own workspace (`build.rs`
@@ -139,5 +156,71 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The C SDK's tool definitions are `sdk/mlagentbench-tools.json` as C
+    /// literals. `MLRB_BLESS=1` rewrites the header after the JSON changed.
+    #[test]
+    fn the_c_tool_definitions_are_the_json_ones() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let json = std::fs::read_to_string(repo.join("sdk/mlagentbench-tools.json")).unwrap();
+        let expected = c_tools_header(&json);
+        let path = repo.join("sdk/c/mlrb_mlagentbench_tools.h");
+        if std::env::var_os("MLRB_BLESS").is_some() {
+            std::fs::write(&path, &expected).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == expected,
+            "sdk/c/mlrb_mlagentbench_tools.h is stale: run `MLRB_BLESS=1 cargo test -p mlrb-host --lib the_c_tool_definitions`"
+        );
+    }
+
+    fn c_tools_header(json: &str) -> String {
+        let tools: Vec<serde_json::Value> = serde_json::from_str(json).unwrap();
+        let mut out = String::from(
+            "// mlrb_mlagentbench_tools.h: MLAgentBench's actions as tool definitions for\n\
+             // mlrb:agent's llm interface; generated from sdk/mlagentbench-tools.json\n\
+             // (the file the Rust and Python SDKs read), do not edit.\n\n\
+             #ifndef MLRB_MLAGENTBENCH_TOOLS_H\n#define MLRB_MLAGENTBENCH_TOOLS_H\n\n\
+             #include <stddef.h>\n\n\
+             // A tool: its name for the model, MLAgentBench's action name, what it\n\
+             // does, and the JSON Schema of its arguments.\n\
+             typedef struct {\n    const char *name;\n    const char *action;\n    const char *description;\n    const char *parameters;\n} mlrb_tool_def_t;\n\n\
+             static const mlrb_tool_def_t mlrb_mlagentbench_tools[] = {\n",
+        );
+        for tool in &tools {
+            let field = |key: &str| c_literal(tool[key].as_str().unwrap());
+            let schema = c_literal(&serde_json::to_string(&tool["parameters"]).unwrap());
+            out.push_str(&format!(
+                "    {{{}, {},\n     {},\n     {}}},\n",
+                field("name"),
+                field("action"),
+                field("description"),
+                schema
+            ));
+        }
+        out.push_str(&format!(
+            "}};\n\nenum {{ MLRB_MLAGENTBENCH_TOOL_COUNT = {} }};\n\n#endif\n",
+            tools.len()
+        ));
+        out
+    }
+
+    /// A C string literal; bytes outside printable ASCII as octal escapes
+    /// (three digits, so the next character cannot extend them).
+    fn c_literal(text: &str) -> String {
+        let mut out = String::from("\"");
+        for byte in text.bytes() {
+            match byte {
+                b'"' => out.push_str("\\\""),
+                b'\\' => out.push_str("\\\\"),
+                b'?' => out.push_str("\\?"),
+                0x20..=0x7e => out.push(byte as char),
+                _ => out.push_str(&format!("\\{byte:03o}")),
+            }
+        }
+        out.push('"');
+        out
     }
 }

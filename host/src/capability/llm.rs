@@ -12,7 +12,7 @@ use super::recorder::{Call, Stop, end};
 use super::replay::Matched;
 use crate::limits::Limits;
 use crate::llm::replay::Replayed;
-use crate::llm::{CallStats, Completion, LlmError, LlmRequest, LlmSource, LlmUsage};
+use crate::llm::{CallStats, Completion, LlmError, LlmRequest, LlmSource, LlmUsage, Tool, ToolCall, tools};
 use crate::record::trace::raw;
 
 /// The text one LLM request may carry (every provider's context is smaller).
@@ -52,7 +52,17 @@ link_view! {
 
 impl From<wit::Request> for LlmRequest {
     fn from(request: wit::Request) -> Self {
-        use crate::llm::Role;
+        use crate::llm::{Role, ToolChoice};
+        let calls = |calls: Vec<wit::ToolCall>| {
+            calls
+                .into_iter()
+                .map(|c| ToolCall {
+                    id: c.id,
+                    name: c.name,
+                    arguments: c.arguments,
+                })
+                .collect()
+        };
         Self {
             model: request.model,
             messages: request
@@ -63,13 +73,53 @@ impl From<wit::Request> for LlmRequest {
                         wit::Role::System => Role::System,
                         wit::Role::User => Role::User,
                         wit::Role::Assistant => Role::Assistant,
+                        wit::Role::Tool => Role::Tool,
                     },
                     content: m.content,
+                    tool_calls: calls(m.tool_calls),
+                    tool_call_id: m.tool_call_id,
                 })
                 .collect(),
             max_tokens: request.max_tokens,
             temperature: request.temperature,
             stop: request.stop,
+            tools: request
+                .tools
+                .into_iter()
+                .map(|t| Tool {
+                    name: t.name,
+                    description: t.description,
+                    parameters: t.parameters,
+                })
+                .collect(),
+            tool_choice: match request.tool_choice {
+                wit::ToolChoice::Auto => ToolChoice::Auto,
+                wit::ToolChoice::Required => ToolChoice::Required,
+                wit::ToolChoice::Named(name) => ToolChoice::Named(name),
+                wit::ToolChoice::None => ToolChoice::None,
+            },
+            response_schema: request.response_schema,
+        }
+    }
+}
+
+impl From<Completion> for wit::Completion {
+    fn from(c: Completion) -> Self {
+        Self {
+            text: c.text,
+            model: c.model,
+            input_tokens: c.input_tokens,
+            output_tokens: c.output_tokens,
+            finish_reason: c.finish_reason,
+            tool_calls: c
+                .tool_calls
+                .into_iter()
+                .map(|c| wit::ToolCall {
+                    id: c.id,
+                    name: c.name,
+                    arguments: c.arguments,
+                })
+                .collect(),
         }
     }
 }
@@ -84,6 +134,7 @@ impl From<LlmError> for wit::LlmError {
             E::Timeout(m) => Self::Timeout(m),
             E::InvalidRequest(m) => Self::InvalidRequest(m),
             E::Unavailable(m) => Self::Unavailable(m),
+            E::MalformedAnswer(m) => Self::MalformedAnswer(m),
         }
     }
 }
@@ -91,15 +142,7 @@ impl From<LlmError> for wit::LlmError {
 impl wit::Host for LlmView<'_> {
     async fn complete(&mut self, request: wit::Request) -> wasmtime::Result<Result<wit::Completion, wit::LlmError>> {
         let result = self.complete_recorded(request.into()).await?;
-        Ok(result
-            .map(|c| wit::Completion {
-                text: c.text,
-                model: c.model,
-                input_tokens: c.input_tokens,
-                output_tokens: c.output_tokens,
-                finish_reason: c.finish_reason,
-            })
-            .map_err(Into::into))
+        Ok(result.map(Into::into).map_err(Into::into))
     }
 }
 
@@ -107,7 +150,10 @@ impl LlmView<'_> {
     /// One `llm.complete`: checked against the budget, answered by the
     /// episode's source, paid for, and recorded with both sides and how the
     /// call went. Not a step.
-    async fn complete_recorded(&mut self, request: LlmRequest) -> wasmtime::Result<Result<Completion, LlmError>> {
+    pub(super) async fn complete_recorded(
+        &mut self,
+        request: LlmRequest,
+    ) -> wasmtime::Result<Result<Completion, LlmError>> {
         let args = serde_json::to_value(&request).unwrap_or_default();
         if let Some(matched) = self.recorder.replayed(("llm", "complete"), &args)? {
             return self.replayed_completion(matched);
@@ -128,9 +174,19 @@ impl LlmView<'_> {
             self.llm.usage.waiting_ms += stats.queued_ms + stats.backoff_ms;
             self.llm.usage.provider_ms += stats.provider_ms;
         }
-        let recorded = match &result {
-            Ok(completion) => json!({ "ok": completion }),
-            Err(error) => json!({ "error": error }),
+        // An answer that does not fit the request is paid for and kept in
+        // the trace beside the error the agent gets.
+        let (result, refused_answer) = match result {
+            Ok(completion) => match tools::check_answer(&request, &completion) {
+                Ok(()) => (Ok(completion), None),
+                Err(why) => (Err(LlmError::MalformedAnswer(why)), Some(completion)),
+            },
+            Err(error) => (Err(error), None),
+        };
+        let recorded = match (&result, &refused_answer) {
+            (Ok(completion), _) => json!({ "ok": completion }),
+            (Err(error), Some(answer)) => json!({ "error": error, "answer": answer }),
+            (Err(error), None) => json!({ "error": error }),
         };
         let call = json!({ "source": self.llm_source_kind(), "stats": stats, "cost_usd": cost });
         self.recorder.write(Call {
@@ -154,6 +210,7 @@ impl LlmView<'_> {
                 format!("a recorded completion does not parse: {e}"),
             )
         };
+        let refused_answer: Option<Completion> = serde_json::from_value(matched.result["answer"].clone()).ok();
         let result: Result<Completion, LlmError> = match matched.result {
             Value::Object(mut map) if map.contains_key("ok") => {
                 Ok(serde_json::from_value(map.remove("ok").unwrap_or_default()).map_err(unparsed)?)
@@ -165,7 +222,7 @@ impl LlmView<'_> {
         };
         let usage = &mut self.llm.usage;
         usage.calls += 1;
-        if let Ok(completion) = &result {
+        if let Some(completion) = result.as_ref().ok().or(refused_answer.as_ref()) {
             usage.input_tokens += completion.input_tokens as u64;
             usage.output_tokens += completion.output_tokens as u64;
         }
@@ -206,8 +263,10 @@ impl LlmView<'_> {
                 None,
             ));
         }
-        let bytes: usize = request.messages.iter().map(|m| m.content.len()).sum::<usize>()
-            + request.stop.iter().map(String::len).sum::<usize>();
+        if let Err(why) = tools::check_request(request) {
+            return Ok((Err(LlmError::InvalidRequest(why)), None));
+        }
+        let bytes = request.text_bytes();
         if bytes > MAX_LLM_REQUEST_BYTES {
             return Ok((
                 Err(LlmError::InvalidRequest(format!(

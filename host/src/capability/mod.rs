@@ -46,6 +46,7 @@ pub mod agent_log;
 pub mod episode;
 pub mod exec;
 pub mod files;
+pub mod legacy;
 pub mod limiter;
 pub mod llm;
 pub mod observed;
@@ -71,8 +72,27 @@ mod bindings {
 }
 pub use bindings::*;
 
+/// The previous contract, `mlrb:agent@0.2.0` (`wit/0.2.0/`), linked beside
+/// the current one so that agents built against it run unchanged. Its
+/// `types` are the current ones; the rest is mapped in [`legacy`].
+#[allow(missing_docs)]
+pub mod v0_2 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.2.0",
+        world: "agent",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: {
+            "mlrb:agent/types@0.2.0": super::bindings::mlrb::agent::types,
+        },
+    });
+}
+
 /// The WIT package this host implements, as `wit/mlrb-agent.wit` names it.
 pub const WIT_PACKAGE: &str = env!("MLRB_WIT_PACKAGE");
+
+/// Earlier versions of the package this host still links ([`legacy`]).
+pub const EARLIER_WIT_VERSIONS: &[&str] = &["0.2.0"];
 
 /// What a wasmtime store holds for one agent: WASI (stdout, clocks,
 /// randomness), its memory limiter, and each interface's state.
@@ -116,6 +136,7 @@ pub fn linker(engine: &wasmtime::Engine) -> anyhow::Result<Linker<AgentState>> {
     wit::exec::add_to_linker::<AgentState, exec::ExecCapability>(l, exec::view)?;
     wit::episode::add_to_linker::<AgentState, episode::EpisodeCapability>(l, episode::view)?;
     wit::llm::add_to_linker::<AgentState, llm::LlmCapability>(l, llm::view)?;
+    legacy::add_to_linker(l)?;
     Ok(linker)
 }
 

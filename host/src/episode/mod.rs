@@ -46,6 +46,8 @@ pub struct LoadedAgent {
     pub from_cache: bool,
     /// How long reading, compiling and checking took, in milliseconds.
     pub load_ms: f64,
+    /// The contract it was built against (`mlrb:agent@0.2.0`), from its imports.
+    pub wit: Option<String>,
     pre: AgentPre<AgentState>,
 }
 
@@ -158,10 +160,22 @@ impl Runner {
                 first(e)
             )
         })?;
+        let package = world.split('@').next().unwrap_or(world);
+        let wit = loaded
+            .component
+            .component_type()
+            .imports(self.engine.engine())
+            .find_map(|(name, _)| {
+                name.strip_prefix(&format!("{package}/"))?
+                    .split_once('@')
+                    .map(|(_, v)| v.to_string())
+            })
+            .map(|version| format!("{package}@{version}"));
         Ok(Arc::new(LoadedAgent {
             path: path.to_path_buf(),
             sha256,
             size,
+            wit,
             from_cache: loaded.from_cache,
             load_ms: started.elapsed().as_secs_f64() * 1000.0,
             pre,

@@ -27,6 +27,9 @@ pub struct AgentProvenance {
     pub compiled_from_cache: bool,
     /// Reading, compiling or loading from the cache, and type-checking.
     pub load_ms: f64,
+    /// The contract it was built against, e.g. `mlrb:agent@0.2.0` (absent in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wit: Option<String>,
 }
 
 /// Which task an episode ran, and against which prepared data.
@@ -219,6 +222,7 @@ impl EpisodeRecord {
                 size: agent.size,
                 compiled_from_cache: agent.from_cache,
                 load_ms: agent.load_ms,
+                wit: agent.wit.clone(),
             },
             task: TaskProvenance {
                 name: task.spec.name.clone(),

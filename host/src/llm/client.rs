@@ -34,6 +34,10 @@ pub enum LlmError {
     InvalidRequest(String),
     /// No answer can be had now: no key, no local model, a provider shutting down.
     Unavailable(String),
+    /// The answer does not fit the request: a call to an unknown tool,
+    /// arguments not of the tool's schema, a missing required call, text not
+    /// of the response schema.
+    MalformedAnswer(String),
 }
 
 /// How a call went, for the trace.
@@ -163,7 +167,7 @@ impl LlmClient {
             );
         }
         let max_tokens = request.max_tokens.unwrap_or(model.max_tokens).min(model.max_tokens);
-        let body = wire::encode(provider.config.api, &model.model, request, max_tokens);
+        let body = wire::encode(&provider.config, &model.model, request, max_tokens);
         let url = format!(
             "{}{}",
             provider.config.base_url.trim_end_matches('/'),
@@ -172,7 +176,9 @@ impl LlmClient {
 
         loop {
             stats.attempts += 1;
-            let outcome = self.attempt(&provider, &url, &body, deadline, &mut stats).await;
+            let outcome = self
+                .attempt(&provider, request, &url, &body, deadline, &mut stats)
+                .await;
             let (why, timed_out, after) = match outcome {
                 Attempt::Done(result) => return (result, stats),
                 Attempt::Retry { why, timed_out, after } => (why, timed_out, after),
@@ -207,6 +213,7 @@ impl LlmClient {
     async fn attempt(
         &self,
         provider: &Provider,
+        request: &LlmRequest,
         url: &str,
         body: &serde_json::Value,
         deadline: Instant,
@@ -265,7 +272,7 @@ impl LlmClient {
             Ok(Ok(answer)) => answer,
         };
         stats.statuses.push(status.as_u16());
-        judge(provider, status, retry_after, &bytes)
+        judge(provider, request, status, retry_after, &bytes)
     }
 }
 
@@ -273,13 +280,14 @@ impl LlmClient {
 /// error of the request, or a failure worth retrying.
 fn judge(
     provider: &Provider,
+    request: &LlmRequest,
     status: reqwest::StatusCode,
     retry_after: Option<std::time::Duration>,
     bytes: &[u8],
 ) -> Attempt {
     let said = || provider.scrub(&wire::error_message(bytes));
     match status.as_u16() {
-        200..=299 => Attempt::Done(match wire::decode(provider.config.api, bytes) {
+        200..=299 => Attempt::Done(match wire::decode(&provider.config, request, bytes) {
             Ok(Decoded::Completion(completion)) => Ok(completion),
             Ok(Decoded::Refused(why)) => Err(LlmError::Refused(provider.scrub(&why))),
             Err(malformed) => Err(LlmError::Provider(format!("provider {}: {malformed}", provider.name))),

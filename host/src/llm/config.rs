@@ -51,6 +51,27 @@ pub struct ProviderConfig {
     /// Requests in flight at once, shared by every episode of the host (default 4).
     #[serde(default = "default_concurrency")]
     pub max_concurrency: usize,
+    /// How tools reach the model: `native` (the API's own tool calling, the
+    /// default) or `grammar` (a llama.cpp server: described in the prompt,
+    /// the answer constrained to a JSON Schema of the calls).
+    #[serde(default)]
+    pub tool_calls: ToolCalls,
+    /// Ask for the answer as a stream of events (default false). The host
+    /// still hands the agent the whole answer; a stream keeps a slow
+    /// provider's connection busy, so idle timeouts on the way do not cut it.
+    #[serde(default)]
+    pub stream: bool,
+}
+
+/// How a provider is given tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolCalls {
+    /// The API's own `tools` (OpenAI functions, Anthropic tool use).
+    #[default]
+    Native,
+    /// Grammar-constrained JSON (`response_format` with a schema), for llama.cpp servers.
+    Grammar,
 }
 
 fn default_concurrency() -> usize {

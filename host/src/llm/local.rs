@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::client::LlmClient;
-use super::config::{Api, LlmConfig, ModelConfig, ProviderConfig};
+use super::config::{Api, LlmConfig, ModelConfig, ProviderConfig, ToolCalls};
 
 /// The model name the local server is asked for (it serves one model).
 pub const MODEL: &str = "smollm2-135m-instruct";
@@ -168,6 +168,10 @@ pub fn config(port: u16) -> LlmConfig {
         base_url: format!("http://127.0.0.1:{port}/v1"),
         api_key_env: None,
         max_concurrency: 1,
+        // The small model has no tool-calling template; a grammar makes
+        // every answer a well-formed call.
+        tool_calls: ToolCalls::Grammar,
+        stream: false,
     };
     let model = ModelConfig {
         provider: "local".into(),

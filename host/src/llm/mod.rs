@@ -2,7 +2,9 @@
 //!
 //! * [`config`]: `mlrb.toml`, the providers, model aliases and prices;
 //! * [`keys`]: keys from the environment or `.env`, never printed;
-//! * [`wire`]: the OpenAI-compatible and Anthropic wire formats;
+//! * [`wire`]: the OpenAI-compatible and Anthropic wire formats, streamed
+//!   or whole, and tools by grammar for llama.cpp servers;
+//! * [`tools`]: the checks on tools, tool calls and response schemas;
 //! * [`client`]: concurrency limits, timeouts and retries;
 //! * [`replay`]: answering an episode's requests from a recorded one;
 //! * [`local`]: the offline default, a small real model on loopback.
@@ -12,6 +14,7 @@ pub mod config;
 pub mod keys;
 pub mod local;
 pub mod replay;
+pub mod tools;
 pub mod wire;
 
 use std::path::Path;
@@ -21,7 +24,7 @@ use anyhow::{Result, bail};
 use serde::Serialize;
 
 pub use client::{CallStats, LlmClient, LlmError};
-pub use wire::{Completion, LlmRequest, Message, Role};
+pub use wire::{Completion, LlmRequest, Message, Role, Tool, ToolCall, ToolChoice};
 
 /// Where an episode's completions come from.
 #[derive(Clone)]

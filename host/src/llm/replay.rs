@@ -50,7 +50,10 @@ impl Recording {
             }
             let request: LlmRequest = serde_json::from_value(event["args"].clone())
                 .with_context(|| format!("{}:{}: an llm event without its request", path.display(), number + 1))?;
-            let result = if let Some(ok) = event["result"].get("ok") {
+            // A malformed answer is replayed as the answer itself: the check
+            // that refused it refuses it again, and its tokens count again.
+            let answer = event["result"].get("ok").or_else(|| event["result"].get("answer"));
+            let result = if let Some(ok) = answer {
                 Ok(serde_json::from_value(ok.clone())
                     .with_context(|| format!("{}:{}: an unreadable completion", path.display(), number + 1))?)
             } else {
@@ -143,6 +146,15 @@ fn first_difference(recorded: &LlmRequest, now: &LlmRequest) -> Option<String> {
             )
         };
         return Some(format!("{} (recorded {})", shown(now), shown(recorded)));
+    }
+    if recorded.tools != now.tools || recorded.tool_choice != now.tool_choice {
+        return Some("the tools offered or the tool choice".into());
+    }
+    if recorded.response_schema != now.response_schema {
+        return Some("the response schema".into());
+    }
+    if recorded.messages != now.messages {
+        return Some("the tool calls or results of the conversation".into());
     }
     None
 }

@@ -36,6 +36,92 @@ pub enum Reply {
     Refuse,
     /// Answers with `text` after sleeping `delay`.
     Slow(Duration, String),
+    /// A call of the tool `name` with `arguments` (JSON text, sent as given,
+    /// so it may be malformed), in the API's own tool-calling form.
+    Call { name: String, arguments: String },
+    /// The same call streamed as server-sent events, its arguments split
+    /// into these pieces.
+    StreamedCall { name: String, pieces: Vec<String> },
+}
+
+impl Reply {
+    /// A call of `name` with `arguments`.
+    pub fn call(name: &str, arguments: &str) -> Reply {
+        Reply::Call {
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// A tool call in the API's form, whole.
+fn tool_call(anthropic: bool, name: &str, arguments: &str, prompt_words: u64) -> Value {
+    let id = format!("call_{}", words(arguments) * 7 + prompt_words);
+    if anthropic {
+        // Anthropic sends the input as JSON; a malformed one is sent as a string.
+        let input = serde_json::from_str::<Value>(arguments).unwrap_or_else(|_| json!(arguments));
+        json!({
+            "id": "msg_test", "type": "message", "role": "assistant", "model": "scripted-1",
+            "content": [{"type": "tool_use", "id": id, "name": name, "input": input}],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": prompt_words, "output_tokens": words(arguments)}
+        })
+    } else {
+        json!({
+            "id": "chatcmpl-test", "object": "chat.completion", "model": "scripted-1",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}]},
+                "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": prompt_words, "completion_tokens": words(arguments)}
+        })
+    }
+}
+
+/// A tool call as server-sent events, the arguments in `pieces`.
+fn streamed_call(anthropic: bool, name: &str, pieces: &[String], prompt_words: u64) -> String {
+    let output = words(&pieces.concat());
+    let mut events: Vec<(Option<&str>, Value)> = Vec::new();
+    if anthropic {
+        events.push((Some("message_start"), json!({"type": "message_start", "message": {"id": "msg_test", "type": "message", "role": "assistant", "model": "scripted-1", "content": [], "usage": {"input_tokens": prompt_words, "output_tokens": 1}}})));
+        events.push((Some("content_block_start"), json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_streamed", "name": name, "input": {}}})));
+        for piece in pieces {
+            events.push((Some("content_block_delta"), json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": piece}})));
+        }
+        events.push((
+            Some("content_block_stop"),
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        events.push((
+            Some("message_delta"),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": output}}),
+        ));
+        events.push((Some("message_stop"), json!({"type": "message_stop"})));
+    } else {
+        let chunk = |delta: Value, finish: Value| json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": "scripted-1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        events.push((None, chunk(json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_streamed", "type": "function", "function": {"name": name, "arguments": ""}}]}), Value::Null)));
+        for piece in pieces {
+            events.push((
+                None,
+                chunk(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+                    Value::Null,
+                ),
+            ));
+        }
+        events.push((None, chunk(json!({}), json!("tool_calls"))));
+        events.push((None, json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": "scripted-1", "choices": [], "usage": {"prompt_tokens": prompt_words, "completion_tokens": output}})));
+    }
+    let mut body = String::new();
+    for (event, data) in events {
+        if let Some(event) = event {
+            body.push_str(&format!("event: {event}\n"));
+        }
+        body.push_str(&format!("data: {data}\n\n"));
+    }
+    if !anthropic {
+        body.push_str("data: [DONE]\n\n");
+    }
+    body
 }
 
 /// A request as the server saw it.
@@ -210,6 +296,17 @@ async fn answer(
             json_response(200, completion(&text, false))
         }
         Reply::Refuse => json_response(200, completion("", true)),
+        Reply::Call { name, arguments } => json_response(200, tool_call(anthropic, &name, &arguments, prompt_words)),
+        Reply::StreamedCall { name, pieces } => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "text/event-stream")
+            .body(Full::new(Bytes::from(streamed_call(
+                anthropic,
+                &name,
+                &pieces,
+                prompt_words,
+            ))))
+            .unwrap(),
         Reply::Raw(raw) => Response::builder()
             .status(StatusCode::OK)
             .header("content-type", "application/json")

@@ -28,13 +28,16 @@ pub fn build_guests() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let builds: [&[&str]; 6] = [
+        let builds: [&[&str]; 8] = [
+            // The research agent with MLAgentBench's prompt, kept under its own name.
+            &["-p", "research-agent", "--features", "prompt-method"],
             &["-p", "baseline"],
             &["-p", "research-agent"],
             &["-p", "search-agent"],
             &["-p", "hostile-agents", "--examples"],
             &["-p", "probe-agents", "--examples"],
             &["-p", "other-world"],
+            &["-p", "legacy-agent"],
         ];
         for selection in builds {
             let status = Command::new(&cargo)
@@ -45,6 +48,14 @@ pub fn build_guests() {
                 .status()
                 .expect("running cargo to build the guest agents");
             assert!(status.success(), "building the guest agents {selection:?} failed");
+            if selection.contains(&"prompt-method") {
+                let release = target_dir().join("wasm32-wasip2/release");
+                std::fs::copy(
+                    release.join("research_agent.wasm"),
+                    release.join("research_agent_prompt.wasm"),
+                )
+                .unwrap();
+            }
         }
     });
 }
@@ -56,7 +67,14 @@ pub fn agent(name: &str) -> PathBuf {
     let release = target_dir().join("wasm32-wasip2/release");
     let path = if ["baseline", "other-world"].contains(&name) {
         release.join(format!("{name}.wasm"))
-    } else if ["research-agent", "search-agent"].contains(&name) {
+    } else if [
+        "research-agent",
+        "research-agent-prompt",
+        "search-agent",
+        "legacy-agent",
+    ]
+    .contains(&name)
+    {
         release.join(format!("{}.wasm", name.replace('-', "_")))
     } else {
         release.join("examples").join(format!("{name}.wasm"))

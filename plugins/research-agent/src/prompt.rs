@@ -88,8 +88,17 @@ pub fn initial(research_problem: &str) -> String {
         })
         .collect();
     format!(
-        "You are a helpful research assistant. You have access to the following tools:\n{}\n\n\
-         Research Problem: {research_problem}\n\n\
+        "You are a helpful research assistant. You have access to the following tools:\n{}\n\n{}\
+         Always respond in this format exactly:\n{FORMAT}\nObservation: \n```\nthe result of the action\n```\n\n",
+        tools.join("\n"),
+        instructions(research_problem)
+    )
+}
+
+/// The research problem and MLAgentBench's instructions, shared by both methods.
+pub fn instructions(research_problem: &str) -> String {
+    format!(
+        "Research Problem: {research_problem}\n\n\
          You do not know anything about this problem so far. \n\n\
          Follow these instructions and do not forget them:\n\
          - First, come up with a high level plan based on your understanding of the problem and available tools and record it in the Research Plan and Status. You can revise the plan later.\n\
@@ -100,9 +109,7 @@ pub fn initial(research_problem: &str) -> String {
          - Follow the plan and try to achieve the goal as straightforwardly as possible.\n\
          - Highlight the supporting experiment results and reasoning before drawing any conclusions. \n\
          - Do not try installing any new packages or libraries.\n\
-         - If you believe you have solved the problem, you can use the Final Answer action to submit your answer. You can only submit once, so double check that you have achieved the goal before submitting.\n\n\
-         Always respond in this format exactly:\n{FORMAT}\nObservation: \n```\nthe result of the action\n```\n\n",
-        tools.join("\n")
+         - If you believe you have solved the problem, you can use the Final Answer action to submit your answer. You can only submit once, so double check that you have achieved the goal before submitting.\n\n"
     )
 }
 

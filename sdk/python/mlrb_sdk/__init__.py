@@ -8,7 +8,10 @@ in a small, typed API, the same as the Rust SDK's:
 * :mod:`mlrb_sdk.workspace`: list, read, write, append, copy, undo, inspect lines;
 * :mod:`mlrb_sdk.exec`: run a script of the workspace in the host's sandbox;
 * :mod:`mlrb_sdk.episode`: the task, the usage so far, the research log, validation;
-* :mod:`mlrb_sdk.llm`: a language model, through the host (the agent holds no key).
+* :mod:`mlrb_sdk.llm`: a language model, through the host (the agent holds no key),
+  with tool calling and structured answers;
+* :mod:`mlrb_sdk.actions`: MLAgentBench's high-level actions;
+* :mod:`mlrb_sdk.toolbox`: those actions as tools, and what carries out the model's calls.
 
 Every tool call either returns its value or raises :class:`ToolError`, whose
 ``kind`` (``"not-found"``, ``"permission-denied"``, ...) and ``message`` say
@@ -53,7 +56,7 @@ from ._core import (
     ToolError,
     Usage,
 )
-from . import episode, exec, llm, workspace
+from . import actions, episode, exec, llm, toolbox, workspace
 
 __all__ = [
     "WIT_PACKAGE",
@@ -69,9 +72,11 @@ __all__ = [
     "Termination",
     "ToolError",
     "Usage",
+    "actions",
     "episode",
     "exec",
     "llm",
+    "toolbox",
     "workspace",
 ]
 __version__ = "0.1.0"

@@ -6,7 +6,7 @@ import sys
 from typing import Any, Callable, TypeVar
 
 #: The WIT package this SDK targets.
-WIT_PACKAGE = "mlrb:agent@0.2.0"
+WIT_PACKAGE = "mlrb:agent@0.3.0"
 
 try:  # Inside a component built by componentize-py.
     import wit_world as _world
@@ -52,7 +52,7 @@ class LlmError(Exception):
     """An LLM call that gave no completion.
 
     ``kind`` is one of ``budget-exhausted``, ``refused``, ``provider``,
-    ``timeout``, ``invalid-request`` and ``unavailable``.
+    ``timeout``, ``invalid-request``, ``unavailable`` and ``malformed-answer``.
     """
 
     def __init__(self, kind: str, message: str) -> None:

@@ -9,7 +9,9 @@
 //! * [`episode`]: the task, the usage so far, the research log, validation;
 //! * [`llm`]: a language model, through the host (the agent holds no key);
 //! * [`actions`]: the MLAgentBench research agent's high-level actions
-//!   (Understand File, Edit Script (AI), Reflection, the research log, ...).
+//!   (Understand File, Edit Script (AI), Reflection, the research log, ...);
+//! * [`toolbox`]: those actions as tools of a tool-calling request, and
+//!   what carries out the model's calls.
 //!
 //! Every tool call returns `Result<_, ToolError>`; a failure is information
 //! for the agent, never a crash ([`ToolErrorExt`] gives its kind and message).
@@ -48,10 +50,11 @@ pub mod bindings {
 use bindings::mlrb::agent as wit;
 
 pub mod actions;
+pub mod toolbox;
 
 pub use wit::episode::ScoreReport;
 pub use wit::exec::{ExecResult, Termination};
-pub use wit::llm::{Completion, LlmError, Message, Request as LlmRequest, Role};
+pub use wit::llm::{Completion, LlmError, Message, Request as LlmRequest, Role, Tool, ToolCall, ToolChoice};
 pub use wit::types::{Budget, TaskInfo, ToolError, Usage};
 pub use wit::workspace::{DirEntry, EntryKind};
 
@@ -190,34 +193,80 @@ pub mod episode {
 
 /// A language model, through the host: the host picks the provider for a
 /// model alias, enforces the episode's token and cost budget, and records
-/// the exchange. A call is not a step.
+/// the exchange. A call is not a step. Since `mlrb:agent@0.3.0` a request
+/// may offer tools ([`crate::toolbox`] has the MLAgentBench ones) and ask
+/// for JSON of a schema; the host checks the answer against both.
 pub mod llm {
-    use super::{Completion, LlmError, LlmRequest, Message, Role, wit::llm as l};
+    use super::{Completion, LlmError, LlmRequest, Message, Role, ToolChoice, wit::llm as l};
 
     /// Sends a full request.
     pub fn complete(request: &LlmRequest) -> Result<Completion, LlmError> {
         l::complete(request)
     }
 
-    /// One question with an optional system prompt; the answer's text.
-    pub fn ask(model: &str, system: Option<&str>, prompt: &str, max_tokens: u32) -> Result<String, LlmError> {
-        let mut messages = Vec::new();
-        if let Some(system) = system {
-            messages.push(Message {
-                role: Role::System,
-                content: system.to_string(),
-            });
-        }
-        messages.push(Message {
-            role: Role::User,
-            content: prompt.to_string(),
-        });
-        let request = LlmRequest {
-            model: model.to_string(),
+    /// A plain request to the model `alias`: no limits, tools or schema
+    /// (set the rest with `LlmRequest { tools, ..request(alias, messages) }`).
+    pub fn request(alias: &str, messages: Vec<Message>) -> LlmRequest {
+        LlmRequest {
+            model: alias.to_string(),
             messages,
-            max_tokens: Some(max_tokens),
+            max_tokens: None,
             temperature: None,
             stop: Vec::new(),
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+            response_schema: None,
+        }
+    }
+
+    fn text(role: Role, content: &str) -> Message {
+        Message {
+            role,
+            content: content.to_string(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: &str) -> Message {
+        text(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: &str) -> Message {
+        text(Role::User, content)
+    }
+
+    /// An assistant message of plain text.
+    pub fn assistant(content: &str) -> Message {
+        text(Role::Assistant, content)
+    }
+
+    /// The assistant's turn of a completion, its tool calls included: what
+    /// goes into the conversation before the calls' results.
+    pub fn assistant_calls(completion: &Completion) -> Message {
+        Message {
+            tool_calls: completion.tool_calls.clone(),
+            ..text(Role::Assistant, &completion.text)
+        }
+    }
+
+    /// The result of the tool call `call_id`.
+    pub fn tool_result(call_id: &str, content: &str) -> Message {
+        Message {
+            tool_call_id: Some(call_id.to_string()),
+            ..text(Role::Tool, content)
+        }
+    }
+
+    /// One question with an optional system prompt; the answer's text.
+    pub fn ask(model: &str, system_prompt: Option<&str>, prompt: &str, max_tokens: u32) -> Result<String, LlmError> {
+        let mut messages: Vec<Message> = system_prompt.map(system).into_iter().collect();
+        messages.push(user(prompt));
+        let request = LlmRequest {
+            max_tokens: Some(max_tokens),
+            ..request(model, messages)
         };
         complete(&request).map(|c| c.text)
     }
@@ -231,6 +280,7 @@ pub mod llm {
             LlmError::Timeout(m) => ("timeout", m),
             LlmError::InvalidRequest(m) => ("invalid-request", m),
             LlmError::Unavailable(m) => ("unavailable", m),
+            LlmError::MalformedAnswer(m) => ("malformed-answer", m),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Probe agents for mlrb's benchmarks (see host/benches/) and tests.
 
-use mlrb_sdk::{LlmRequest, Message, Role, ToolErrorExt, exec, llm, workspace};
+use mlrb_sdk::{LlmRequest, ToolErrorExt, exec, llm, workspace};
 
 /// Asks model `main` once per prompt, in order, stopping after two refusals
 /// for a spent budget. Each answer is appended to `answers.txt` in the
@@ -13,20 +13,13 @@ pub fn llm_calls(prompts: &[&str]) -> String {
     let mut exhausted = 0;
     for (i, prompt) in prompts.iter().enumerate() {
         let request = LlmRequest {
-            model: "main".into(),
-            messages: vec![
-                Message {
-                    role: Role::System,
-                    content: "You are a test double's audience.".into(),
-                },
-                Message {
-                    role: Role::User,
-                    content: prompt.to_string(),
-                },
-            ],
             max_tokens: Some(64),
             temperature: Some(0.0),
             stop: vec!["STOP".into()],
+            ..llm::request(
+                "main",
+                vec![llm::system("You are a test double's audience."), llm::user(prompt)],
+            )
         };
         match llm::complete(&request) {
             Ok(c) => {
