@@ -4,7 +4,7 @@
 # search agent (estimator swaps and setting changes kept when validate()
 # says they help), and, when the local model is installed (setup installs
 # it), the research agent calling tools of SmolLM2-135M offline, each of its
-# episodes capped at 40k tokens. Prints the comparison table and writes the
+# episodes capped at 24k tokens. Prints the comparison table and writes the
 # HTML report.
 # Usage: scripts/demo.sh [task] [seeds] (default: digits, 2 seeds).
 set -euo pipefail
@@ -17,7 +17,7 @@ run="demo-$(date -u +%Y%m%d-%H%M%S)"
 research=()
 llm_venv="${MLRB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb/tools}/llm"
 if "$llm_venv/bin/python" -c "import llama_cpp.server" 2>/dev/null; then
-    research=(--agent "$agents/research_agent.wasm" --llm local --llm-tokens 40000)
+    research=(--agent "$agents/research_agent.wasm" --llm local --llm-tokens 24000)
 fi
 "$target_dir/debug/mlrb" bench \
     --agent "$agents/baseline.wasm" \

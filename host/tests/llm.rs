@@ -55,6 +55,23 @@ fn run(agent: &str, config: &str, extra: &[&str]) -> Episode {
     }
 }
 
+/// One episode of `agent` on the built-in digits task, its model `server`
+/// speaking `api`; the folder it ran in lives as long as the first value.
+fn on_digits(agent: &Path, server: &LlmServer, api: &str) -> (tempfile::TempDir, common::Finished) {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("mlrb.toml");
+    std::fs::write(&config, server.config(api, "")).unwrap();
+    let mut command = common::run_command(
+        agent,
+        "digits",
+        &tmp.path().join("runs"),
+        &["--config", config.to_str().unwrap(), "--json"],
+    );
+    command.env("MLRB_TEST_LLM_KEY", KEY);
+    let finished = common::finish(command);
+    (tmp, finished)
+}
+
 fn texts(n: usize) -> Vec<Reply> {
     (1..=n).map(|i| Reply::Text(format!("answer number {i}"))).collect()
 }
@@ -479,16 +496,7 @@ fn tool_calling_episode(agent: &Path, apis: &[&str]) {
                 r#"{"final_answer": "Replaced the decision tree with an RBF-kernel SVM."}"#,
             ),
         ]);
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("mlrb.toml"), server.config(api, "")).unwrap();
-        let mut command = common::run_command(
-            agent,
-            "digits",
-            &tmp.path().join("runs"),
-            &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],
-        );
-        command.env("MLRB_TEST_LLM_KEY", KEY);
-        let finished = common::finish(command);
+        let (_tmp, finished) = on_digits(agent, &server, api);
         assert_eq!(finished.end_reason(), "completed", "{api}: {}", finished.json);
         assert_eq!(finished.answer(), "Replaced the decision tree with an RBF-kernel SVM.");
         let score = &finished.json["score"];
@@ -536,20 +544,39 @@ fn tool_calling_episode(agent: &Path, apis: &[&str]) {
         assert_eq!(spent, answered, "{api}");
         // The requests offered the tools, required a call, and carried each call's result back.
         let received = server.received();
-        let tools = received[0].body["tools"].as_array().unwrap();
-        assert_eq!(tools.len(), 9, "{api}");
-        let (tool_names, choice) = if api == "anthropic" {
-            (
-                tools.iter().map(|t| t["name"].clone()).collect::<Vec<_>>(),
-                json!({"type": "any"}),
-            )
-        } else {
-            (
-                tools.iter().map(|t| t["function"]["name"].clone()).collect::<Vec<_>>(),
-                json!("required"),
-            )
+        let offered = |i: usize| -> Vec<String> {
+            let tools = received[i].body["tools"].as_array().unwrap();
+            let name = |t: &Value| {
+                if api == "anthropic" {
+                    t["name"].clone()
+                } else {
+                    t["function"]["name"].clone()
+                }
+            };
+            tools.iter().map(|t| name(t).as_str().unwrap().to_string()).collect()
         };
-        assert!(tool_names.contains(&json!("execute_script")), "{tool_names:?}");
+        // At first nothing to undo and no change to submit; after the
+        // edit, undo and a run; after the run, the final answer but no
+        // second run of the unchanged script.
+        let has = |tools: &[String], name: &str| tools.iter().any(|t| t == name);
+        let first = offered(0);
+        assert_eq!(first.len(), 7, "{api}: {first:?}");
+        assert!(has(&first, "execute_script") && !has(&first, "undo_edit_script") && !has(&first, "final_answer"));
+        let after_edit = offered(6);
+        assert!(
+            has(&after_edit, "undo_edit_script") && !has(&after_edit, "final_answer"),
+            "{after_edit:?}"
+        );
+        let after_run = offered(7);
+        assert!(
+            has(&after_run, "final_answer") && !has(&after_run, "execute_script"),
+            "{api}: {after_run:?}"
+        );
+        let choice = if api == "anthropic" {
+            json!({"type": "any"})
+        } else {
+            json!("required")
+        };
         assert_eq!(received[0].body["tool_choice"], choice, "{api}");
         let last = received.last().unwrap().body["messages"].to_string();
         let result_carried = if api == "anthropic" {
@@ -597,16 +624,7 @@ fn research_episode(agent: &Path, apis: &[&str]) {
                 r#"{"final_answer": "Replaced the decision tree with an RBF-kernel SVM."}"#,
             ),
         ]);
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("mlrb.toml"), server.config(api, "")).unwrap();
-        let mut command = common::run_command(
-            agent,
-            "digits",
-            &tmp.path().join("runs"),
-            &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],
-        );
-        command.env("MLRB_TEST_LLM_KEY", KEY);
-        let finished = common::finish(command);
+        let (_tmp, finished) = on_digits(agent, &server, api);
         assert_eq!(finished.end_reason(), "completed", "{api}: {}", finished.json);
         assert_eq!(finished.answer(), "Replaced the decision tree with an RBF-kernel SVM.");
         let score = &finished.json["score"];
@@ -862,16 +880,7 @@ fn a_c_agent_calls_tools_through_the_sdk() {
                 r#"{"final_answer": "caf\u00e9 \ud83d\ude00 \"done\"\n"}"#,
             ),
         ]);
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("mlrb.toml"), server.config(api, "")).unwrap();
-        let mut command = common::run_command(
-            &agent,
-            "digits",
-            &tmp.path().join("runs"),
-            &["--config", tmp.path().join("mlrb.toml").to_str().unwrap(), "--json"],
-        );
-        command.env("MLRB_TEST_LLM_KEY", KEY);
-        let finished = common::finish(command);
+        let (_tmp, finished) = on_digits(&agent, &server, api);
         assert_eq!(finished.end_reason(), "completed", "{api}: {}", finished.json);
         assert_eq!(finished.answer(), "caf\u{e9} \u{1f600} \"done\"\n", "{api}");
         let received = server.received();

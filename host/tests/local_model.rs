@@ -113,3 +113,97 @@ fn every_local_model_answer_to_a_tool_request_is_a_well_formed_call() {
         }
     }
 }
+
+/// The pids of llama_cpp.server processes (the server itself, not the
+/// wrapper that runs it) descending from `ancestor`.
+fn local_servers_under(ancestor: u32) -> Vec<u32> {
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+    };
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            args.iter().any(|a| *a == b"llama_cpp.server") && !args.iter().any(|a| *a == b"-c")
+        })
+        .filter(|&pid| {
+            let mut current = pid;
+            for _ in 0..4 {
+                match parent(current) {
+                    Some(p) if p == ancestor => return true,
+                    Some(p) if p > 1 => current = p,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+/// A local model server that dies (here: killed; in the wild, a request
+/// that crashes llama.cpp) is started again at the next request, so one
+/// episode cannot take the model away from the rest of the host's.
+#[test]
+fn a_local_model_server_that_dies_is_started_again() {
+    if !local_model_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let mut command = common::run_command(
+        &common::agent("llm_survivor"),
+        "digits",
+        &out,
+        &["--llm", "local", "--json", "--wall-seconds", "600"],
+    );
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let answered = |out: &std::path::Path| {
+        walkdir::WalkDir::new(out)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_name() == "events.jsonl")
+            .any(|e| {
+                std::fs::read_to_string(e.path())
+                    .unwrap_or_default()
+                    .contains("\"interface\":\"llm\"")
+            })
+    };
+    while !answered(&out) {
+        assert!(
+            started.elapsed().as_secs() < 300,
+            "no answer from the local model in 300 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let first = local_servers_under(child.id());
+    assert_eq!(first.len(), 1, "{first:?}");
+    unsafe { libc::kill(first[0] as i32, libc::SIGKILL) };
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let answer = json["episode"]["end"]["answer"].as_str().unwrap_or_default();
+    let lines: Vec<&str> = answer.lines().collect();
+    assert_eq!(lines.len(), 60, "{answer}");
+    // Some call failed when the server died, and a later one was answered.
+    let failed = lines
+        .iter()
+        .position(|l| *l != "ok")
+        .expect("no call failed: the kill came too late");
+    assert!(
+        lines[failed..].contains(&"ok"),
+        "no call was answered after the server died: {lines:?}"
+    );
+}

@@ -72,15 +72,62 @@ def by_prompt(task: TaskInfo) -> str:
     return f"stopped after {task.budget.max_steps} steps without a final answer"
 
 
-def offered(toolbox: Toolbox, turns: list) -> list:
-    """The tools for the next step: a call the model just made twice in a
-    row observes nothing new, so its tool is withheld for one step."""
-    tools = toolbox.tools()
+# Tools that look or prepare (a copy is a backup); the others change what a
+# run measures or end the episode.
+LOOKING = ("list_files", "understand_file", "inspect_script_lines", "reflection", "copy_file")
+
+# Looking calls in a row after which the next call must act.
+LOOKS_BEFORE_ACTING = 3
+
+
+class Progress:
+    """What the episode's history makes pointless to offer: running a script
+    when nothing changed since the last run observes nothing new; undoing
+    needs an edit; after a few looks in a row it is time to act; and the
+    final answer waits until a change has been measured (an edit, then a
+    run) or the budget is nearly spent, since submitting the starter as it
+    is only reproduces the baseline."""
+
+    def __init__(self) -> None:
+        self.changed_since_run = True
+        self.edits = 0
+        self.looks_in_a_row = 0
+        self.measured_change = False
+        self.last_steps = False
+
+    def record(self, tool: str) -> None:
+        """Counts a call that succeeded."""
+        self.looks_in_a_row = self.looks_in_a_row + 1 if tool in LOOKING else 0
+        if tool == "edit_script":
+            self.changed_since_run = True
+            self.edits += 1
+        elif tool == "undo_edit_script":
+            self.changed_since_run = True
+            self.edits = max(0, self.edits - 1)
+        elif tool == "execute_script":
+            self.measured_change |= self.changed_since_run and self.edits > 0
+            self.changed_since_run = False
+
+    def pointless(self, tool: str) -> bool:
+        if tool == "execute_script":
+            return not self.changed_since_run
+        if tool == "undo_edit_script":
+            return self.edits == 0
+        if tool == "final_answer":
+            return not self.measured_change and not self.last_steps
+        return tool in LOOKING and self.looks_in_a_row >= LOOKS_BEFORE_ACTING
+
+
+def offered(toolbox: Toolbox, turns: list, progress: Progress) -> list:
+    """The tools for the next step: none that ``Progress`` finds pointless,
+    and a call the model just made twice in a row is withheld for one step."""
+    every = toolbox.tools()
+    tools = [t for t in every if not progress.pointless(t["name"])]
     if len(turns) >= 2:
         a, b = turns[-2][0].tool_calls, turns[-1][0].tool_calls
         if a and [(c.name, c.arguments) for c in a] == [(c.name, c.arguments) for c in b]:
             tools = [t for t in tools if all(c.name != t["name"] for c in a)]
-    return tools
+    return tools or every
 
 
 def by_tool_calls(task: TaskInfo) -> str:
@@ -90,10 +137,12 @@ def by_tool_calls(task: TaskInfo) -> str:
     if outcome.stop is not None:
         return outcome.stop
     turns = []
+    progress = Progress()
     system = prompt.tool_instructions(task.research_problem)
     asked = well_formed = 0
     try:
         for number in range(1, task.budget.max_steps + 1):
+            progress.last_steps = number + 2 > task.budget.max_steps
             log = toolbox.log.retrieve() or "(none: this is the first step)"
             messages = [("system", system), ("user", f"Here is a summary of the steps so far:\n{log}")]
             for turn in turns[-STEPS_IN_CONTEXT:]:
@@ -101,7 +150,7 @@ def by_tool_calls(task: TaskInfo) -> str:
             asked += 1
             try:
                 answer = llm.complete(
-                    MODEL, messages, max_tokens=1000, temperature=0.5, tools=offered(toolbox, turns), tool_choice="required"
+                    MODEL, messages, max_tokens=1000, temperature=0.5, tools=offered(toolbox, turns, progress), tool_choice="required"
                 )
             except LlmError as error:
                 if error.kind == "malformed-answer":
@@ -120,6 +169,8 @@ def by_tool_calls(task: TaskInfo) -> str:
                     return outcome.final
                 if outcome.stop is not None:
                     return outcome.stop
+                if not outcome.observation.startswith("EnvError"):
+                    progress.record(call.name)
                 what = f"{call.name} {call.arguments}"
                 observation = actions.condense_observation(
                     toolbox.models, what, outcome.observation, TOOL_OBSERVATION_LIMIT

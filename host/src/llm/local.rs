@@ -55,7 +55,7 @@ pub fn model_file() -> Result<PathBuf> {
 
 /// A running server; stopped when dropped.
 pub struct LocalModel {
-    child: Child,
+    child: std::sync::Mutex<Child>,
     /// The write end of the server's lifeline: when this process ends, for
     /// any reason (SIGKILL included), the kernel closes it and the server goes.
     _lifeline: Option<std::process::ChildStdin>,
@@ -80,8 +80,17 @@ sys.exit(server.wait())
 
 impl Drop for LocalModel {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl LocalModel {
+    /// Whether the server process is still running.
+    pub fn alive(&self) -> bool {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(child.try_wait(), Ok(None))
     }
 }
 
@@ -141,14 +150,14 @@ pub fn start(port: Option<u16>, inherit_output: bool) -> Result<LocalModel> {
         .spawn()
         .with_context(|| format!("starting {} -m llama_cpp.server", python().display()))?;
     let lifeline = child.stdin.take();
-    let mut server = LocalModel {
-        child,
+    let server = LocalModel {
+        child: std::sync::Mutex::new(child),
         _lifeline: lifeline,
         port,
     };
     let started = Instant::now();
     while !ready(port) {
-        if let Some(status) = server.child.try_wait()? {
+        if let Some(status) = server.child.lock().unwrap_or_else(|e| e.into_inner()).try_wait()? {
             bail!("the local model server exited ({status}) before it answered on 127.0.0.1:{port}");
         }
         if started.elapsed() > Duration::from_secs(120) {
@@ -196,26 +205,38 @@ pub fn config(port: u16) -> LlmConfig {
 type Started = Result<(Arc<LlmClient>, Arc<LocalModel>), String>;
 
 /// The local model, started at the first request of any episode of this
-/// host and shared by all of them.
+/// host and shared by all of them; started again if it died (a request
+/// that crashes llama.cpp must not take the model away from every other
+/// episode). A server that could not start is not tried again.
 #[derive(Default)]
 pub struct OnDemand {
-    started: tokio::sync::OnceCell<Started>,
+    started: tokio::sync::Mutex<Option<Started>>,
 }
 
 impl OnDemand {
     /// The client for the local model; the first call starts the server.
     pub async fn client(&self) -> Result<Arc<LlmClient>, String> {
-        let started = self
-            .started
-            .get_or_init(|| async {
-                let server = tokio::task::spawn_blocking(|| start(None, false))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| format!("{e:#}"))?;
-                let client = LlmClient::new(config(server.port), &[]).map_err(|e| format!("{e:#}"))?;
-                Ok((Arc::new(client), Arc::new(server)))
-            })
-            .await;
-        started.as_ref().map(|(client, _)| client.clone()).map_err(Clone::clone)
+        let mut started = self.started.lock().await;
+        let current = match started.take() {
+            Some(Ok(running)) if running.1.alive() => Ok(running),
+            Some(Err(why)) => Err(why),
+            Some(Ok((_, dead))) => {
+                tracing::warn!(port = dead.port, "the local model server died; starting it again");
+                Self::start().await
+            }
+            None => Self::start().await,
+        };
+        let client = current.as_ref().map(|(client, _)| client.clone()).map_err(Clone::clone);
+        *started = Some(current);
+        client
+    }
+
+    async fn start() -> Started {
+        let server = tokio::task::spawn_blocking(|| start(None, false))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("{e:#}"))?;
+        let client = LlmClient::new(config(server.port), &[]).map_err(|e| format!("{e:#}"))?;
+        Ok((Arc::new(client), Arc::new(server)))
     }
 }

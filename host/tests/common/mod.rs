@@ -28,9 +28,7 @@ pub fn build_guests() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let builds: [&[&str]; 8] = [
-            // The research agent with MLAgentBench's prompt, kept under its own name.
-            &["-p", "research-agent", "--features", "prompt-method"],
+        let builds: [&[&str]; 7] = [
             &["-p", "baseline"],
             &["-p", "research-agent"],
             &["-p", "search-agent"],
@@ -39,24 +37,33 @@ pub fn build_guests() {
             &["-p", "other-world"],
             &["-p", "legacy-agent"],
         ];
-        for selection in builds {
+        let build = |target: &Path, selection: &[&str]| {
             let status = Command::new(&cargo)
                 .current_dir(workspace_root())
-                .env("CARGO_TARGET_DIR", target_dir())
+                .env("CARGO_TARGET_DIR", target)
                 .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
                 .args(selection)
                 .status()
                 .expect("running cargo to build the guest agents");
             assert!(status.success(), "building the guest agents {selection:?} failed");
-            if selection.contains(&"prompt-method") {
-                let release = target_dir().join("wasm32-wasip2/release");
-                std::fs::copy(
-                    release.join("research_agent.wasm"),
-                    release.join("research_agent_prompt.wasm"),
-                )
-                .unwrap();
-            }
+        };
+        for selection in builds {
+            build(&target_dir(), selection);
         }
+        // The research agent with MLAgentBench's prompt, built in a target
+        // folder of its own: built in the shared one, it would replace
+        // research_agent.wasm while other test processes run it. Put in
+        // place by a rename, so no test reads a half-copied file.
+        let prompt_target = target_dir().join("prompt-method");
+        build(&prompt_target, &["-p", "research-agent", "--features", "prompt-method"]);
+        let release = target_dir().join("wasm32-wasip2/release");
+        let staging = release.join(format!("research_agent_prompt.{}.wasm", std::process::id()));
+        std::fs::copy(
+            prompt_target.join("wasm32-wasip2/release/research_agent.wasm"),
+            &staging,
+        )
+        .unwrap();
+        std::fs::rename(&staging, release.join("research_agent_prompt.wasm")).unwrap();
     });
 }
 

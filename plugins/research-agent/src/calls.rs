@@ -46,11 +46,86 @@ fn context(task: &TaskInfo, toolbox: &Toolbox, turns: &[Turn]) -> Vec<Message> {
     messages
 }
 
-/// The tools for the next step: a call the model just made twice in a row
-/// observes nothing new, so its tool is withheld for one step (a small
-/// model otherwise repeats itself to the end of the budget).
-fn offered(toolbox: &Toolbox, turns: &[Turn]) -> Vec<mlrb_sdk::Tool> {
-    let mut tools = toolbox.tools();
+/// Tools that look or prepare (a copy is a backup); the others change what
+/// a run measures or end the episode.
+const LOOKING: &[&str] = &[
+    "list_files",
+    "understand_file",
+    "inspect_script_lines",
+    "reflection",
+    "copy_file",
+];
+
+/// Looking calls in a row after which the next call must act.
+const LOOKS_BEFORE_ACTING: u32 = 3;
+
+/// What the episode's history makes pointless to offer: running a script
+/// when nothing changed since the last run observes nothing new; undoing
+/// needs an edit; after a few looks in a row it is time to act; and the
+/// final answer waits until a change has been measured (an edit, then a
+/// run) or the budget is nearly spent, since submitting the starter as it
+/// is only reproduces the baseline.
+#[derive(Debug)]
+struct Progress {
+    changed_since_run: bool,
+    edits: u32,
+    looks_in_a_row: u32,
+    measured_change: bool,
+    last_steps: bool,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Self {
+            changed_since_run: true,
+            edits: 0,
+            looks_in_a_row: 0,
+            measured_change: false,
+            last_steps: false,
+        }
+    }
+
+    /// Counts a call that succeeded.
+    fn record(&mut self, tool: &str) {
+        self.looks_in_a_row = if LOOKING.contains(&tool) {
+            self.looks_in_a_row + 1
+        } else {
+            0
+        };
+        match tool {
+            "edit_script" => {
+                self.changed_since_run = true;
+                self.edits += 1;
+            }
+            "undo_edit_script" => {
+                self.changed_since_run = true;
+                self.edits = self.edits.saturating_sub(1);
+            }
+            "execute_script" => {
+                self.measured_change |= self.changed_since_run && self.edits > 0;
+                self.changed_since_run = false;
+            }
+            _ => {}
+        }
+    }
+
+    fn pointless(&self, tool: &str) -> bool {
+        match tool {
+            "execute_script" => !self.changed_since_run,
+            "undo_edit_script" => self.edits == 0,
+            "final_answer" => !self.measured_change && !self.last_steps,
+            _ => LOOKING.contains(&tool) && self.looks_in_a_row >= LOOKS_BEFORE_ACTING,
+        }
+    }
+}
+
+/// The tools for the next step: none that `Progress` finds pointless, and
+/// a call the model just made twice in a row is withheld for one step (a
+/// small model otherwise repeats itself to the end of the budget).
+fn offered(toolbox: &Toolbox, turns: &[Turn], progress: &Progress) -> Vec<mlrb_sdk::Tool> {
+    let all = toolbox.tools();
+    let mut tools = all.clone();
+    tools.retain(|t| !progress.pointless(&t.name));
     if let [.., a, b] = turns
         && !a.call.tool_calls.is_empty()
         && a.call.tool_calls.iter().map(|c| (&c.name, &c.arguments)).eq(b
@@ -61,7 +136,7 @@ fn offered(toolbox: &Toolbox, turns: &[Turn]) -> Vec<mlrb_sdk::Tool> {
     {
         tools.retain(|t| a.call.tool_calls.iter().all(|c| c.name != t.name));
     }
-    tools
+    if tools.is_empty() { all } else { tools }
 }
 
 /// Runs the loop; the final answer, or why it stopped.
@@ -72,13 +147,15 @@ pub fn run(task: &TaskInfo) -> Result<String, String> {
         return Ok(why);
     }
     let mut turns: Vec<Turn> = Vec::new();
+    let mut progress = Progress::new();
     let (mut asked, mut well_formed) = (0u32, 0u32);
     let tally = |asked: u32, well_formed: u32| {
         episode::note(&format!("{well_formed} of {asked} answers were well-formed tool calls"));
     };
     for number in 1..=task.budget.max_steps {
+        progress.last_steps = number + 2 > task.budget.max_steps;
         let request = LlmRequest {
-            tools: offered(&toolbox, &turns),
+            tools: offered(&toolbox, &turns, &progress),
             tool_choice: ToolChoice::Required,
             max_tokens: Some(1000),
             temperature: Some(0.5),
@@ -118,6 +195,9 @@ pub fn run(task: &TaskInfo) -> Result<String, String> {
                     return Ok(why);
                 }
             };
+            if !observation.starts_with("EnvError") {
+                progress.record(&call.name);
+            }
             let what = format!("{} {}", call.name, call.arguments);
             let observation = actions::condense_observation(&toolbox.models, &what, &observation, OBSERVATION_LIMIT);
             let short: String = observation.chars().take(300).collect();

@@ -41,6 +41,7 @@ pub fn rewrite(request: &LlmRequest) -> Emulated {
     } else {
         request.response_schema.as_deref().map(parsed)
     };
+    let schema = schema.map(without_patterns);
     Emulated {
         request: LlmRequest {
             messages,
@@ -51,6 +52,32 @@ pub fn rewrite(request: &LlmRequest) -> Emulated {
         },
         schema,
     }
+}
+
+/// `schema` without its `pattern`s: llama-cpp-python's server dies on
+/// some (the schema of MLAgentBench's tools with a path pattern on each
+/// file argument killed it), which would take the local model away from
+/// every episode of the host. Without them `maxLength` bounds the strings
+/// again; the host's check of the answer still applies the whole schema,
+/// patterns included.
+fn without_patterns(mut schema: Value) -> Value {
+    match &mut schema {
+        Value::Object(map) => {
+            if map.get("pattern").is_some_and(Value::is_string) {
+                map.remove("pattern");
+            }
+            for value in map.values_mut() {
+                *value = without_patterns(value.take());
+            }
+        }
+        Value::Array(items) => {
+            for value in items.iter_mut() {
+                *value = without_patterns(value.take());
+            }
+        }
+        _ => {}
+    }
+    schema
 }
 
 /// The tools that may be called, as `tool_choice` narrows them.
@@ -153,4 +180,29 @@ pub fn calls(request: &LlmRequest, mut completion: Completion) -> Completion {
         };
     }
     completion
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// Patterns go (a property named `pattern` stays); bounds stay.
+    #[test]
+    fn the_grammar_schema_has_no_patterns() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "maxLength": 200, "pattern": "^[a-z]{0,199}$"},
+                "pattern": {"type": "string"},
+                "both": {"oneOf": [{"type": "string", "pattern": "x+"}, {"type": "integer"}]}
+            }
+        });
+        let cleared = super::without_patterns(schema);
+        assert_eq!(
+            cleared["properties"]["path"],
+            json!({"type": "string", "maxLength": 200})
+        );
+        assert_eq!(cleared["properties"]["pattern"], json!({"type": "string"}));
+        assert_eq!(cleared["properties"]["both"]["oneOf"][0], json!({"type": "string"}));
+    }
 }
