@@ -7,6 +7,7 @@ pub mod invalidate;
 pub mod journal;
 pub mod metrics;
 pub mod progress;
+pub mod queue;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

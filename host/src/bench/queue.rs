@@ -1,0 +1,403 @@
+//! A bench as a queue of episodes with leases, in SQLite (WAL mode) in the
+//! run directory: workers lease one episode at a time with an expiry, renew
+//! the lease by heartbeat and report the result; a lease that expires (its
+//! node died, its job was preempted) returns the episode to the queue, and
+//! a result reported twice is recorded once. What an episode is (agent,
+//! task, seed, limits) is the caller's JSON; the queue only hands it out.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::Serialize;
+
+/// The queue of one run.
+pub struct Queue {
+    db: Mutex<Connection>,
+}
+
+/// An episode handed to a worker.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Lease {
+    /// The episode's id in the run, e.g. `digits/baseline/1`.
+    pub episode: String,
+    /// What the worker needs to run it, as enqueued.
+    pub spec: serde_json::Value,
+    /// The lease's secret: renewing, releasing and reporting name it.
+    pub token: String,
+    /// 1 for the first lease of this episode, 2 after one expired, ...
+    pub attempt: u32,
+    /// When the lease expires unless renewed, in ms since the Unix epoch.
+    pub expires_ms: i64,
+}
+
+/// What became of a reported result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reported {
+    /// Recorded: the episode is done.
+    Recorded,
+    /// The episode was already done with this same result; nothing changed.
+    Duplicate,
+}
+
+/// How many episodes are in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Waiting for a worker (expired leases included).
+    pub pending: u64,
+    /// Leased and not expired.
+    pub leased: u64,
+    /// With a recorded result.
+    pub done: u64,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS episodes (
+    id TEXT PRIMARY KEY,
+    position INTEGER NOT NULL,
+    spec TEXT NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    token TEXT,
+    worker TEXT,
+    expires_ms INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    result TEXT,
+    result_hash TEXT
+);
+CREATE INDEX IF NOT EXISTS episodes_waiting ON episodes (done, expires_ms, position);
+CREATE TABLE IF NOT EXISTS leases (
+    token TEXT PRIMARY KEY,
+    episode TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    leased_ms INTEGER NOT NULL
+);
+";
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn new_token() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::getrandom(&mut bytes).map_err(|e| anyhow::anyhow!("drawing a lease token: {e}"))?;
+    Ok(hex::encode(bytes))
+}
+
+impl Queue {
+    /// Opens (creating if needed) the queue in `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let db = Connection::open(path).with_context(|| format!("{}: cannot open the queue", path.display()))?;
+        // WAL: readers never wait for the writer; NORMAL is durable across
+        // a process crash, which is what a lease queue must survive.
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.pragma_update(None, "synchronous", "NORMAL")?;
+        db.busy_timeout(Duration::from_secs(30))?;
+        db.execute_batch(SCHEMA)
+            .with_context(|| format!("{}: not an mlrb queue", path.display()))?;
+        Ok(Self { db: Mutex::new(db) })
+    }
+
+    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.db.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds episodes in order; one already in the queue is left as it is
+    /// (so enqueueing a plan again after a restart changes nothing).
+    pub fn enqueue<'a>(&self, episodes: impl IntoIterator<Item = (&'a str, &'a serde_json::Value)>) -> Result<u64> {
+        let mut db = self.db();
+        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut added = 0;
+        {
+            let next: i64 = tx.query_row("SELECT COALESCE(MAX(position), 0) FROM episodes", [], |r| r.get(0))?;
+            let mut insert = tx.prepare("INSERT OR IGNORE INTO episodes (id, position, spec) VALUES (?1, ?2, ?3)")?;
+            for (i, (id, spec)) in episodes.into_iter().enumerate() {
+                added += insert.execute(params![id, next + 1 + i as i64, spec.to_string()])? as u64;
+            }
+        }
+        tx.commit()?;
+        Ok(added)
+    }
+
+    /// Leases the next waiting episode to `worker` for `ttl`: the first
+    /// never leased, or one whose lease expired. None when nothing waits.
+    pub fn lease(&self, worker: &str, ttl: Duration, now: i64) -> Result<Option<Lease>> {
+        let mut db = self.db();
+        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let next = tx
+            .query_row(
+                "SELECT id, spec, attempts FROM episodes
+                 WHERE done = 0 AND (expires_ms IS NULL OR expires_ms <= ?1)
+                 ORDER BY position LIMIT 1",
+                [now],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?)),
+            )
+            .optional()?;
+        let Some((episode, spec, attempts)) = next else {
+            return Ok(None);
+        };
+        let token = new_token()?;
+        let expires_ms = now + ttl.as_millis() as i64;
+        tx.execute(
+            "UPDATE episodes SET token = ?2, worker = ?3, expires_ms = ?4, attempts = attempts + 1 WHERE id = ?1",
+            params![episode, token, worker, expires_ms],
+        )?;
+        // Every lease ever given, so that the work of an expired one can
+        // still be reported (and who ran what stays on record).
+        tx.execute(
+            "INSERT INTO leases (token, episode, worker, leased_ms) VALUES (?1, ?2, ?3, ?4)",
+            params![token, episode, worker, now],
+        )?;
+        tx.commit()?;
+        Ok(Some(Lease {
+            spec: serde_json::from_str(&spec).with_context(|| format!("{episode}: its spec is not JSON"))?,
+            episode,
+            token,
+            attempt: attempts + 1,
+            expires_ms,
+        }))
+    }
+
+    /// Extends a lease to `now + ttl`; false when it is no longer held (it
+    /// expired and was leased again, or the episode is done).
+    pub fn renew(&self, token: &str, ttl: Duration, now: i64) -> Result<bool> {
+        let changed = self.db().execute(
+            "UPDATE episodes SET expires_ms = ?2 WHERE token = ?1 AND done = 0",
+            params![token, now + ttl.as_millis() as i64],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// Gives a lease back (a worker stopping cleanly): the episode waits
+    /// for the next worker at once. False when the lease was not held.
+    pub fn release(&self, token: &str) -> Result<bool> {
+        let changed = self.db().execute(
+            "UPDATE episodes SET token = NULL, worker = NULL, expires_ms = NULL WHERE token = ?1 AND done = 0",
+            [token],
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// Records the result of `episode`, reported under a lease `token` it
+    /// was given (an expired one still counts if nobody finished it since:
+    /// the work was done). The first result wins; the same result again is
+    /// a `Duplicate`; a different result for a done episode, or a token
+    /// this episode never had, is refused.
+    pub fn report(&self, episode: &str, token: &str, result: &serde_json::Value) -> Result<Reported> {
+        let text = result.to_string();
+        let hash = blake3::hash(text.as_bytes()).to_hex().to_string();
+        let mut db = self.db();
+        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let row = tx
+            .query_row(
+                "SELECT done, token, result_hash FROM episodes WHERE id = ?1",
+                [episode],
+                |r| {
+                    Ok((
+                        r.get::<_, bool>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                    ))
+                },
+            )
+            .optional()?;
+        let Some((done, current, recorded)) = row else {
+            bail!("{episode}: no such episode in this run");
+        };
+        if done {
+            return match recorded.as_deref() == Some(hash.as_str()) {
+                true => Ok(Reported::Duplicate),
+                false => bail!("{episode}: already done with another result"),
+            };
+        }
+        let known: bool = current.as_deref() == Some(token)
+            || tx.query_row(
+                "SELECT COUNT(*) FROM leases WHERE episode = ?1 AND token = ?2",
+                params![episode, token],
+                |r| r.get::<_, i64>(0),
+            )? > 0;
+        if !known {
+            bail!("{episode}: the lease token was never given for this episode");
+        }
+        tx.execute(
+            "UPDATE episodes SET done = 1, result = ?2, result_hash = ?3, token = NULL, expires_ms = NULL WHERE id = ?1",
+            params![episode, text, hash],
+        )?;
+        tx.commit()?;
+        Ok(Reported::Recorded)
+    }
+
+    /// How many episodes wait, are leased and are done, at `now`.
+    pub fn counts(&self, now: i64) -> Result<Counts> {
+        let (pending, leased, done) = self.db().query_row(
+            "SELECT
+                 COUNT(*) FILTER (WHERE done = 0 AND (expires_ms IS NULL OR expires_ms <= ?1)),
+                 COUNT(*) FILTER (WHERE done = 0 AND expires_ms > ?1),
+                 COUNT(*) FILTER (WHERE done = 1)
+             FROM episodes",
+            [now],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)),
+        )?;
+        Ok(Counts {
+            pending: pending as u64,
+            leased: leased as u64,
+            done: done as u64,
+        })
+    }
+
+    /// The recorded results, in the order the episodes were enqueued.
+    pub fn results(&self) -> Result<Vec<(String, serde_json::Value)>> {
+        let db = self.db();
+        let mut select = db.prepare("SELECT id, result FROM episodes WHERE done = 1 ORDER BY position")?;
+        let rows = select.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        rows.map(|row| {
+            let (id, text) = row?;
+            Ok((id, serde_json::from_str(&text)?))
+        })
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::{Queue, Reported};
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    fn queue(n: usize) -> (tempfile::TempDir, Queue) {
+        let tmp = tempfile::tempdir().unwrap();
+        let queue = Queue::open(&tmp.path().join("queue.sqlite")).unwrap();
+        let specs: Vec<(String, serde_json::Value)> = (1..=n)
+            .map(|i| (format!("digits/baseline/{i}"), json!({"seed": i})))
+            .collect();
+        assert_eq!(
+            queue.enqueue(specs.iter().map(|(id, s)| (id.as_str(), s))).unwrap(),
+            n as u64
+        );
+        (tmp, queue)
+    }
+
+    #[test]
+    fn episodes_are_leased_once_each_in_order_then_none() {
+        let (_tmp, queue) = queue(3);
+        let leased: Vec<_> = (0..3).map(|_| queue.lease("w", TTL, 1_000).unwrap().unwrap()).collect();
+        assert_eq!(leased[0].episode, "digits/baseline/1");
+        assert_eq!(leased[2].spec, json!({"seed": 3}));
+        assert!(leased.iter().all(|l| l.attempt == 1 && l.expires_ms == 61_000));
+        assert!(queue.lease("w", TTL, 1_000).unwrap().is_none());
+        let counts = queue.counts(1_000).unwrap();
+        assert_eq!((counts.pending, counts.leased, counts.done), (0, 3, 0));
+    }
+
+    #[test]
+    fn an_expired_lease_returns_the_episode_and_its_old_token_loses_the_renewal() {
+        let (_tmp, queue) = queue(1);
+        let first = queue.lease("dead-node", TTL, 0).unwrap().unwrap();
+        assert!(queue.renew(&first.token, TTL, 30_000).unwrap(), "a held lease renews");
+        assert!(
+            queue.lease("other", TTL, 60_000).unwrap().is_none(),
+            "renewed: not expired at 60 s"
+        );
+        let second = queue.lease("other", TTL, 90_001).unwrap().unwrap();
+        assert_eq!((second.episode.as_str(), second.attempt), ("digits/baseline/1", 2));
+        assert_ne!(second.token, first.token);
+        assert!(
+            !queue.renew(&first.token, TTL, 90_002).unwrap(),
+            "the old lease is gone"
+        );
+        assert!(queue.renew(&second.token, TTL, 90_002).unwrap());
+    }
+
+    #[test]
+    fn a_result_reported_twice_is_recorded_once() {
+        let (_tmp, queue) = queue(1);
+        let first = queue.lease("a", TTL, 0).unwrap().unwrap();
+        // Its lease expired and another worker took the episode over; the
+        // first worker's late result is the one recorded.
+        let second = queue.lease("b", TTL, 120_000).unwrap().unwrap();
+        let result = json!({"score": 0.83});
+        assert_eq!(
+            queue.report(&first.episode, &first.token, &result).unwrap(),
+            Reported::Recorded
+        );
+        assert_eq!(
+            queue.report(&second.episode, &second.token, &result).unwrap(),
+            Reported::Duplicate
+        );
+        let other = queue
+            .report(&second.episode, &second.token, &json!({"score": 0.9}))
+            .unwrap_err();
+        assert!(
+            other.to_string().contains("already done with another result"),
+            "{other}"
+        );
+        assert_eq!(queue.results().unwrap(), vec![(first.episode.clone(), result)]);
+        assert!(
+            queue.lease("c", TTL, 999_999).unwrap().is_none(),
+            "a done episode is never leased again"
+        );
+        assert!(!queue.renew(&second.token, TTL, 1).unwrap());
+        assert_eq!(queue.counts(0).unwrap().done, 1);
+    }
+
+    #[test]
+    fn a_report_with_a_foreign_token_or_episode_is_refused_and_changes_nothing() {
+        let (_tmp, queue) = queue(2);
+        let one = queue.lease("a", TTL, 0).unwrap().unwrap();
+        let two = queue.lease("a", TTL, 0).unwrap().unwrap();
+        let wrong = queue.report(&one.episode, &two.token, &json!(1)).unwrap_err();
+        assert!(wrong.to_string().contains("never given for this episode"), "{wrong}");
+        let missing = queue.report("nope/x/1", &one.token, &json!(1)).unwrap_err();
+        assert!(missing.to_string().contains("no such episode"), "{missing}");
+        assert_eq!(queue.counts(0).unwrap().done, 0);
+    }
+
+    #[test]
+    fn a_released_lease_is_leased_again_at_once_and_enqueueing_again_changes_nothing() {
+        let (tmp, queue) = queue(1);
+        let lease = queue.lease("stopping", TTL, 0).unwrap().unwrap();
+        assert!(queue.release(&lease.token).unwrap());
+        assert!(!queue.release(&lease.token).unwrap());
+        let again = queue.lease("next", TTL, 1).unwrap().unwrap();
+        assert_eq!(again.attempt, 2);
+        drop(queue);
+        // Reopened (the server restarted): the plan enqueued again adds nothing.
+        let reopened = Queue::open(&tmp.path().join("queue.sqlite")).unwrap();
+        let spec = json!({"seed": 1});
+        assert_eq!(reopened.enqueue([("digits/baseline/1", &spec)]).unwrap(), 0);
+        assert_eq!(reopened.counts(1).unwrap().leased, 1);
+    }
+
+    #[test]
+    fn concurrent_workers_never_share_an_episode() {
+        let (_tmp, queue) = queue(200);
+        let queue = std::sync::Arc::new(queue);
+        let handles: Vec<_> = (0..8)
+            .map(|w| {
+                let queue = queue.clone();
+                std::thread::spawn(move || {
+                    let mut mine = Vec::new();
+                    while let Some(lease) = queue.lease(&format!("w{w}"), TTL, 0).unwrap() {
+                        queue.report(&lease.episode, &lease.token, &json!(w)).unwrap();
+                        mine.push(lease.episode);
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let mut all: Vec<String> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 200);
+        assert_eq!(queue.counts(0).unwrap().done, 200);
+    }
+}
