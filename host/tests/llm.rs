@@ -72,6 +72,18 @@ fn on_digits(agent: &Path, server: &LlmServer, api: &str) -> (tempfile::TempDir,
     (tmp, finished)
 }
 
+/// The research agent's scripted digits episode ended as scripted: its
+/// final answer submitted, train.py rewritten into the task's reference
+/// model, and the score a success.
+fn submitted_the_reference(finished: &common::Finished, api: &str, reference: &str) {
+    assert_eq!(finished.end_reason(), "completed", "{api}: {}", finished.json);
+    assert_eq!(finished.answer(), "Replaced the decision tree with an RBF-kernel SVM.");
+    let score = &finished.json["score"];
+    assert_eq!(score["success"], true, "{api}: {score}");
+    let train = std::fs::read_to_string(finished.dir.join("workspace/train.py")).unwrap();
+    assert_eq!(train, reference, "{api}");
+}
+
 fn texts(n: usize) -> Vec<Reply> {
     (1..=n).map(|i| Reply::Text(format!("answer number {i}"))).collect()
 }
@@ -497,12 +509,7 @@ fn tool_calling_episode(agent: &Path, apis: &[&str]) {
             ),
         ]);
         let (_tmp, finished) = on_digits(agent, &server, api);
-        assert_eq!(finished.end_reason(), "completed", "{api}: {}", finished.json);
-        assert_eq!(finished.answer(), "Replaced the decision tree with an RBF-kernel SVM.");
-        let score = &finished.json["score"];
-        assert_eq!(score["success"], true, "{api}: {score}");
-        let workspace = finished.dir.join("workspace");
-        assert_eq!(std::fs::read_to_string(workspace.join("train.py")).unwrap(), reference);
+        submitted_the_reference(&finished, api, &reference);
         // Every answer is in the trace; the two malformed calls are typed
         // errors that keep what came back.
         let events = finished.events();
@@ -625,17 +632,14 @@ fn research_episode(agent: &Path, apis: &[&str]) {
             ),
         ]);
         let (_tmp, finished) = on_digits(agent, &server, api);
-        assert_eq!(finished.end_reason(), "completed", "{api}: {}", finished.json);
-        assert_eq!(finished.answer(), "Replaced the decision tree with an RBF-kernel SVM.");
+        submitted_the_reference(&finished, api, &reference);
         let score = &finished.json["score"];
         assert!(
             score["score"].as_f64().unwrap() > score["baseline"].as_f64().unwrap() + 0.1,
             "{api}: {score}"
         );
-        assert_eq!(score["success"], true, "{score}");
         // The edit landed, with a backup; the starter is what was backed up.
         let workspace = finished.dir.join("workspace");
-        assert_eq!(std::fs::read_to_string(workspace.join("train.py")).unwrap(), reference);
         let backup = std::fs::read_to_string(workspace.join("backup/train.py_0")).unwrap();
         assert!(backup.contains("DecisionTreeClassifier(max_depth=8"), "{backup}");
         // Seven model calls (one malformed answer asked again), one script run.

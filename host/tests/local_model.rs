@@ -186,15 +186,8 @@ fn a_local_model_server_that_dies_is_started_again() {
     let first = local_servers_under(child.id());
     assert_eq!(first.len(), 1, "{first:?}");
     unsafe { libc::kill(first[0] as i32, libc::SIGKILL) };
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let answer = json["episode"]["end"]["answer"].as_str().unwrap_or_default();
+    let finished = common::finished(child.wait_with_output().unwrap());
+    let answer = finished.answer();
     let lines: Vec<&str> = answer.lines().collect();
     assert_eq!(lines.len(), 60, "{answer}");
     // Some call failed when the server died, and a later one was answered.

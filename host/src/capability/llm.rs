@@ -53,16 +53,6 @@ link_view! {
 impl From<wit::Request> for LlmRequest {
     fn from(request: wit::Request) -> Self {
         use crate::llm::{Role, ToolChoice};
-        let calls = |calls: Vec<wit::ToolCall>| {
-            calls
-                .into_iter()
-                .map(|c| ToolCall {
-                    id: c.id,
-                    name: c.name,
-                    arguments: c.arguments,
-                })
-                .collect()
-        };
         Self {
             model: request.model,
             messages: request
@@ -76,7 +66,7 @@ impl From<wit::Request> for LlmRequest {
                         wit::Role::Tool => Role::Tool,
                     },
                     content: m.content,
-                    tool_calls: calls(m.tool_calls),
+                    tool_calls: m.tool_calls.into_iter().map(Into::into).collect(),
                     tool_call_id: m.tool_call_id,
                 })
                 .collect(),
@@ -111,15 +101,27 @@ impl From<Completion> for wit::Completion {
             input_tokens: c.input_tokens,
             output_tokens: c.output_tokens,
             finish_reason: c.finish_reason,
-            tool_calls: c
-                .tool_calls
-                .into_iter()
-                .map(|c| wit::ToolCall {
-                    id: c.id,
-                    name: c.name,
-                    arguments: c.arguments,
-                })
-                .collect(),
+            tool_calls: c.tool_calls.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<wit::ToolCall> for ToolCall {
+    fn from(c: wit::ToolCall) -> Self {
+        Self {
+            id: c.id,
+            name: c.name,
+            arguments: c.arguments,
+        }
+    }
+}
+
+impl From<ToolCall> for wit::ToolCall {
+    fn from(c: ToolCall) -> Self {
+        Self {
+            id: c.id,
+            name: c.name,
+            arguments: c.arguments,
         }
     }
 }

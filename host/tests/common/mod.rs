@@ -200,7 +200,12 @@ pub fn run_episode(agent_path: &Path, task: &str, out: &Path, extra: &[&str]) ->
 /// Runs a prepared `mlrb run ... --json` and parses what it printed;
 /// panics with stderr on failure.
 pub fn finish(mut command: Command) -> Finished {
-    let output = command.output().unwrap();
+    finished(command.output().unwrap())
+}
+
+/// What a finished `mlrb run ... --json` printed, parsed; panics with
+/// stderr on failure.
+pub fn finished(output: Output) -> Finished {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

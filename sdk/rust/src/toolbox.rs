@@ -43,6 +43,17 @@ pub struct Action {
     pub parameters: Value,
 }
 
+impl Action {
+    /// The action as a tool of an LLM request.
+    pub fn into_tool(self) -> Tool {
+        Tool {
+            name: self.name,
+            description: self.description,
+            parameters: self.parameters.to_string(),
+        }
+    }
+}
+
 /// The MLAgentBench actions.
 pub fn actions() -> Vec<Action> {
     let parsed: Value = serde_json::from_str(DEFINITIONS).expect("mlagentbench-tools.json is JSON");
@@ -61,14 +72,7 @@ pub fn actions() -> Vec<Action> {
 
 /// The actions as tools of an LLM request.
 pub fn tools() -> Vec<Tool> {
-    actions()
-        .into_iter()
-        .map(|a| Tool {
-            name: a.name,
-            description: a.description,
-            parameters: a.parameters.to_string(),
-        })
-        .collect()
+    actions().into_iter().map(Action::into_tool).collect()
 }
 
 /// What came of a call.
@@ -121,14 +125,7 @@ impl Toolbox {
                 }
             }
         }
-        tools
-            .into_iter()
-            .map(|a| Tool {
-                name: a.name,
-                description: a.description,
-                parameters: a.parameters.to_string(),
-            })
-            .collect()
+        tools.into_iter().map(Action::into_tool).collect()
     }
 
     /// Carries out a tool call (by tool name).
