@@ -24,6 +24,21 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Slurm (a one-node cluster the tests start by hand) and munge, its
+# authentication: without recommends, so no systemd units or MPI stacks.
+slurm_packages=(slurm-wlm slurmctld slurmd slurm-client munge)
+slurm_missing=()
+for p in "${slurm_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || slurm_missing+=("$p")
+done
+if [ ${#slurm_missing[@]} -gt 0 ]; then
+    echo "mlrb setup: installing ${slurm_missing[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    [ ${#missing[@]} -gt 0 ] || $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${slurm_missing[@]}" >/dev/null
+fi
+
 if ! rustup target list --installed | grep -q '^wasm32-wasip2$'; then
     echo "mlrb setup: adding the wasm32-wasip2 Rust target"
     rustup target add wasm32-wasip2

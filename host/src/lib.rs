@@ -11,6 +11,7 @@ pub mod agent_check;
 pub mod bench;
 pub mod capability;
 pub mod cli;
+pub mod cluster;
 pub mod engine;
 pub mod episode;
 pub mod format;

@@ -72,6 +72,15 @@ impl Journal {
         Ok(Self { file })
     }
 
+    /// Appends one entry without waiting for the disk: for a journal that
+    /// another store (a cluster run's queue) is the durable record of.
+    pub fn write_unsynced(&mut self, entry: &Entry) -> Result<()> {
+        let mut line = serde_json::to_vec(entry)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        Ok(())
+    }
+
     /// Appends one entry and waits until it is on disk.
     pub fn write(&mut self, entry: &Entry) -> Result<()> {
         let mut line = serde_json::to_vec(entry)?;

@@ -6,6 +6,7 @@ pub mod html;
 pub mod invalidate;
 pub mod journal;
 pub mod metrics;
+pub mod placement;
 pub mod progress;
 pub mod queue;
 
@@ -105,6 +106,18 @@ pub struct Plan {
     /// What the plan changes of every task's limits (`max_steps = 3`, ...).
     #[serde(flatten)]
     pub limits: Overrides,
+    /// Where the episodes run [default: `slurm` with a `[slurm]` table, else `local`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on: Option<placement::On>,
+    /// The queue server, when the bench runs on a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<placement::ClusterSetup>,
+    /// The Slurm job array of workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<placement::SlurmSetup>,
+    /// The Kubernetes Job of workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k8s: Option<placement::K8sSetup>,
 }
 
 impl Default for Plan {
@@ -118,6 +131,10 @@ impl Default for Plan {
             retries: default_retries(),
             host: HostSetup::default(),
             limits: Overrides::default(),
+            on: None,
+            cluster: None,
+            slurm: None,
+            k8s: None,
         }
     }
 }
@@ -153,9 +170,20 @@ impl Plan {
     /// The names a plan's fields go by, its own and those of the setup and
     /// limits it holds flattened.
     fn fields() -> Vec<String> {
-        let mut names: Vec<String> = ["agents", "tasks", "seeds", "parallel", "cpu_slots", "retries"]
-            .map(String::from)
-            .to_vec();
+        let mut names: Vec<String> = [
+            "agents",
+            "tasks",
+            "seeds",
+            "parallel",
+            "cpu_slots",
+            "retries",
+            "on",
+            "cluster",
+            "slurm",
+            "k8s",
+        ]
+        .map(String::from)
+        .to_vec();
         let all_set = |value: serde_json::Value| -> Vec<String> {
             value
                 .as_object()
@@ -187,6 +215,15 @@ impl Plan {
         names.extend(all_set(serde_json::to_value(host).unwrap_or_default()));
         names.extend(all_set(serde_json::to_value(limits).unwrap_or_default()));
         names
+    }
+
+    /// Where the episodes run: `on`, else Slurm when the plan has `[slurm]`.
+    pub fn placement(&self) -> placement::On {
+        match (self.on, &self.slurm) {
+            (Some(on), _) => on,
+            (None, Some(_)) => placement::On::Slurm,
+            (None, None) => placement::On::Local,
+        }
     }
 
     /// Refuses a plan that cannot run, saying what to fix.
@@ -231,6 +268,40 @@ struct Cell {
     task: usize,
     agent: usize,
     seed: u64,
+}
+
+/// The episodes of a plan, task by agent by seed, as `(id, task name,
+/// agent name, seed)`: what a queue hands out, known without opening a
+/// sandbox (the tasks are only read).
+pub fn plan_episodes(plan: &Plan) -> Result<Vec<(String, String, String, u64)>> {
+    let tasks: Vec<String> = plan
+        .tasks
+        .iter()
+        .map(|t| Ok(task::resolve(t)?.spec.name))
+        .collect::<Result<_>>()?;
+    let agents: Vec<String> = plan.agents.iter().map(AgentEntry::name).collect();
+    Ok(matrix(&tasks, &agents, &plan.seeds.list())
+        .into_iter()
+        .map(|c| (c.id, tasks[c.task].clone(), agents[c.agent].clone(), c.seed))
+        .collect())
+}
+
+/// Every cell of tasks × agents × seeds, in run order.
+fn matrix(tasks: &[String], agents: &[String], seeds: &[u64]) -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for (t, task) in tasks.iter().enumerate() {
+        for (a, agent) in agents.iter().enumerate() {
+            for &seed in seeds {
+                cells.push(Cell {
+                    id: episode_id(task, agent, seed),
+                    task: t,
+                    agent: a,
+                    seed,
+                });
+            }
+        }
+    }
+    cells
 }
 
 /// Everything a bench run needs, resolved.
@@ -472,21 +543,8 @@ impl Bench {
 
     /// Every episode of the matrix, task by agent by seed.
     fn cells(&self) -> Vec<Cell> {
-        let mut cells = Vec::new();
-        for (t, task) in self.tasks.iter().enumerate() {
-            for (a, agent) in self.agent_names.iter().enumerate() {
-                for seed in self.plan.seeds.list() {
-                    let id = episode_id(&task.spec.name, agent, seed);
-                    cells.push(Cell {
-                        id,
-                        task: t,
-                        agent: a,
-                        seed,
-                    });
-                }
-            }
-        }
-        cells
+        let tasks: Vec<String> = self.tasks.iter().map(|t| t.spec.name.clone()).collect();
+        matrix(&tasks, &self.agent_names, &self.plan.seeds.list())
     }
 
     /// The journal so far (a resume's must list the same episodes), or a
@@ -717,6 +775,84 @@ impl Bench {
         at.progress
             .finished(at.line, &cell.id, &format!("infrastructure failure, gave up: {error}"));
         Ok(Some(result))
+    }
+}
+
+/// A plan opened to run any one of its episodes on request: what a
+/// cluster worker runs the episodes it leases with. Episodes are written
+/// under its own directory (with its own journal), retried after
+/// infrastructure failures as in a local bench.
+pub struct Matrix {
+    bench: Bench,
+    cells: Vec<Cell>,
+    journal: tokio::sync::Mutex<Journal>,
+    progress: Progress,
+}
+
+impl Matrix {
+    /// Opens `plan` (its tasks, agents, sandbox and model source) to run
+    /// episodes into `dir`, a new directory.
+    pub async fn open(plan: Plan, dir: &Path, cache_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let bench = Bench::open(plan, dir, cache_dir).await?;
+        let cells = bench.cells();
+        let journal = Journal::create(&dir.join("journal.jsonl"))?;
+        let progress = Progress::new(cells.len() as u64, 0, true);
+        Ok(Self {
+            bench,
+            cells,
+            journal: tokio::sync::Mutex::new(journal),
+            progress,
+        })
+    }
+
+    /// Where the folder of episode `id` is written.
+    pub fn episode_dir(&self, id: &str) -> PathBuf {
+        self.bench.dir.join(id)
+    }
+
+    /// The most CPUs and GPUs one episode of the plan takes.
+    pub fn largest_episode(&self) -> (f64, u32) {
+        let cpus = self
+            .bench
+            .tasks
+            .iter()
+            .map(|t| t.spec.resources.cpus)
+            .fold(1.0, f64::max);
+        let gpus = self
+            .bench
+            .tasks
+            .iter()
+            .map(|t| t.spec.resources.gpus)
+            .max()
+            .unwrap_or(0);
+        (cpus, gpus)
+    }
+
+    /// The GPUs this host may hand out.
+    pub fn gpu_count(&self) -> usize {
+        self.bench.runner.gpu_count()
+    }
+
+    /// The longest wall-clock budget of an episode of the plan, in seconds.
+    pub fn longest_episode_seconds(&self) -> u64 {
+        self.cells
+            .iter()
+            .map(|c| self.bench.request(c, Arc::default()).limits.wall_seconds)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Runs episode `id` to its final result (retrying infrastructure
+    /// failures); None when `stop` ended it first.
+    pub async fn run(&self, id: &str, stop: &tokio_util::sync::CancellationToken) -> Result<Option<ResultLine>> {
+        let Some(cell) = self.cells.iter().find(|c| c.id == id) else {
+            bail!("{id}: not an episode of this plan");
+        };
+        let ran = AtomicU32::new(0);
+        self.bench
+            .run_cell(cell, 0, &self.journal, &self.progress, stop, &ran)
+            .await
     }
 }
 

@@ -93,6 +93,19 @@ impl Progress {
         }
     }
 
+    /// An episode run elsewhere (by a cluster worker) ended with `what`.
+    pub fn arrived(&self, id: &str, what: &str) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        match &self.bars {
+            Some((_, overall)) => {
+                overall.inc(1);
+                overall.println(format!("{id}: {what}"));
+            }
+            None if self.quiet => {}
+            None => eprintln!("[{done}/{}] {id}: {what}", self.total),
+        }
+    }
+
     /// Removes an episode's line without counting it as done (a retry).
     pub fn abandoned(&self, line: EpisodeLine, id: &str, what: &str) {
         if let Some(ticker) = line.ticker {

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The queue of one run.
 pub struct Queue {
@@ -19,7 +19,7 @@ pub struct Queue {
 }
 
 /// An episode handed to a worker.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lease {
     /// The episode's id in the run, e.g. `digits/baseline/1`.
     pub episode: String,
@@ -34,7 +34,7 @@ pub struct Lease {
 }
 
 /// What became of a reported result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Reported {
     /// Recorded: the episode is done.
@@ -44,7 +44,7 @@ pub enum Reported {
 }
 
 /// How many episodes are in each state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     /// Waiting for a worker (expired leases included).
     pub pending: u64,
@@ -67,7 +67,12 @@ CREATE TABLE IF NOT EXISTS episodes (
     result TEXT,
     result_hash TEXT
 );
-CREATE INDEX IF NOT EXISTS episodes_waiting ON episodes (done, expires_ms, position);
+-- Two partial indexes so that a lease is two index lookups, not a sort of
+-- every waiting episode: never leased (or released) by position, leased
+-- by expiry.
+DROP INDEX IF EXISTS episodes_waiting;
+CREATE INDEX IF NOT EXISTS episodes_fresh ON episodes (position) WHERE done = 0 AND expires_ms IS NULL;
+CREATE INDEX IF NOT EXISTS episodes_expiring ON episodes (expires_ms) WHERE done = 0 AND expires_ms IS NOT NULL;
 CREATE TABLE IF NOT EXISTS leases (
     token TEXT PRIMARY KEY,
     episode TEXT NOT NULL,
@@ -129,15 +134,28 @@ impl Queue {
     pub fn lease(&self, worker: &str, ttl: Duration, now: i64) -> Result<Option<Lease>> {
         let mut db = self.db();
         let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let next = tx
+        let row = |r: &rusqlite::Row| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?));
+        // An expired lease first: its episode started longest ago.
+        let expired = tx
             .query_row(
                 "SELECT id, spec, attempts FROM episodes
-                 WHERE done = 0 AND (expires_ms IS NULL OR expires_ms <= ?1)
-                 ORDER BY position LIMIT 1",
+                 WHERE done = 0 AND expires_ms IS NOT NULL AND expires_ms <= ?1
+                 ORDER BY expires_ms LIMIT 1",
                 [now],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?)),
+                row,
             )
             .optional()?;
+        let next = match expired {
+            Some(next) => Some(next),
+            None => tx
+                .query_row(
+                    "SELECT id, spec, attempts FROM episodes
+                     WHERE done = 0 AND expires_ms IS NULL ORDER BY position LIMIT 1",
+                    [],
+                    row,
+                )
+                .optional()?,
+        };
         let Some((episode, spec, attempts)) = next else {
             return Ok(None);
         };
@@ -230,6 +248,26 @@ impl Queue {
         )?;
         tx.commit()?;
         Ok(Reported::Recorded)
+    }
+
+    /// Whether `token` was ever a lease of `episode`, and whether the
+    /// episode is done; None when the run has no such episode.
+    pub fn lease_of(&self, episode: &str, token: &str) -> Result<Option<(bool, bool)>> {
+        let db = self.db();
+        let done = db
+            .query_row("SELECT done FROM episodes WHERE id = ?1", [episode], |r| {
+                r.get::<_, bool>(0)
+            })
+            .optional()?;
+        let Some(done) = done else {
+            return Ok(None);
+        };
+        let known = db.query_row(
+            "SELECT COUNT(*) FROM leases WHERE episode = ?1 AND token = ?2",
+            params![episode, token],
+            |r| r.get::<_, i64>(0),
+        )? > 0;
+        Ok(Some((known, done)))
     }
 
     /// How many episodes wait, are leased and are done, at `now`.

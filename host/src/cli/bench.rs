@@ -10,7 +10,7 @@ use clap::Args;
 use super::{EXIT_INTERRUPTED, ctrl_c, say};
 use crate::episode::HostSetup;
 use crate::limits::Overrides;
-use crate::{bench, paths, report};
+use crate::{bench, cluster, paths, report};
 
 /// Options of `mlrb bench`.
 #[derive(Args, Debug)]
@@ -46,6 +46,14 @@ pub struct BenchArgs {
     /// Attempts after an infrastructure failure [default: 2].
     #[arg(long)]
     retries: Option<u32>,
+    /// Where the episodes run: here, or through a queue served to workers
+    /// (`server`: you start them; `slurm`: a job array; `k8s`: a Job)
+    /// [default: the plan's `on`, else `slurm` with a `[slurm]` table, else `local`].
+    #[arg(long, value_enum)]
+    on: Option<bench::placement::On>,
+    /// With --on k8s: print the workers' Job manifest and start nothing.
+    #[arg(long)]
+    dry_run: bool,
     #[command(flatten)]
     place: super::RunPlace,
     /// No progress display.
@@ -81,6 +89,7 @@ impl BenchArgs {
         // Kept absolute in plan.json, so a resume elsewhere finds the config.
         plan.host = self.host.clone().or(plan.host).absolute()?;
         plan.limits = self.limits.clone().or(&plan.limits);
+        plan.on = self.on.or(plan.on);
         Ok(plan)
     }
 
@@ -92,7 +101,20 @@ impl BenchArgs {
             None => (Some(self.plan()?), self.place.dir()),
         };
         let quiet = self.quiet || self.json;
-        let outcome = bench::run(plan, &dir, &paths::cache_dir(), quiet, self.rerun_stale, interrupt).await?;
+        let on = match &plan {
+            Some(plan) => plan.placement(),
+            None if cluster::is_cluster_run(&dir) => bench::placement::On::Server,
+            None => bench::placement::On::Local,
+        };
+        if self.dry_run {
+            return self.dry_run(plan.as_ref(), &dir);
+        }
+        let outcome = match on {
+            bench::placement::On::Local => {
+                bench::run(plan, &dir, &paths::cache_dir(), quiet, self.rerun_stale, interrupt).await?
+            }
+            _ => cluster::bench(plan, &dir, cluster::Watch { quiet }, interrupt).await?,
+        };
         if self.json {
             say!("{}", serde_json::to_string_pretty(&outcome.summary)?);
         } else {
@@ -109,6 +131,25 @@ impl BenchArgs {
             eprintln!("interrupted: `mlrb bench --resume {}` runs what is left", dir.display());
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+impl BenchArgs {
+    /// `--dry-run`: the Kubernetes Job the plan's workers would run as.
+    fn dry_run(&self, plan: Option<&bench::Plan>, dir: &std::path::Path) -> Result<ExitCode> {
+        let Some(plan) = plan.filter(|p| p.placement() == bench::placement::On::K8s) else {
+            anyhow::bail!("--dry-run prints the manifest of a new bench with --on k8s");
+        };
+        plan.check()?;
+        let setup = plan.cluster.clone().unwrap_or_default();
+        let url = setup.url.clone().unwrap_or_else(|| "http://mlrb-serve:8700".into());
+        let job = cluster::k8s::manifest(plan, dir, &url)?;
+        say!("{}", serde_json::to_string_pretty(&job)?);
+        eprintln!(
+            "the token goes in the Secret {}-token (key `token`); docs/scale.md says how",
+            cluster::k8s::object_name(dir)
+        );
         Ok(ExitCode::SUCCESS)
     }
 }

@@ -14,10 +14,12 @@ mod replay;
 mod report;
 mod run;
 mod runs;
+mod serve;
 mod sign;
 mod tasks;
 mod verify;
 mod view;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -58,6 +60,12 @@ enum Command {
     /// Run every agent on every task over several seeds: a journalled
     /// benchmark run that `--resume` completes after a crash.
     Bench(bench::BenchArgs),
+    /// Serve a cluster bench's queue to its workers (a bench made with
+    /// `mlrb bench --on server|slurm|k8s`), e.g. after a restart.
+    Serve(serve::ServeArgs),
+    /// Run episodes leased from a served bench until its queue is empty,
+    /// its time is up or it is told to stop (SIGTERM gives leases back).
+    Worker(worker::WorkerArgs),
     /// The tables of a bench run (from its results.jsonl); rewrites its
     /// summary.json and report.html.
     Report(report::ReportArgs),
@@ -203,6 +211,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => args.run().await,
         Command::Bench(args) => args.run().await,
+        Command::Serve(args) => args.run().await,
+        Command::Worker(args) => args.run().await,
         Command::Report(args) => args.run(),
         Command::View(args) => args.run().await,
         Command::Agent(command) => command.run().await,
@@ -278,6 +288,27 @@ impl RunPlace {
             .clone()
             .unwrap_or_else(|| chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string());
         self.out.join(paths::safe_component(&name))
+    }
+}
+
+/// Resolves on SIGTERM (what Slurm and Kubernetes send before a kill) or SIGINT.
+fn terminated() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate()).ok();
+    let interrupt = ctrl_c();
+    async move {
+        let term = async move {
+            match term {
+                Some(mut term) => {
+                    term.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = term => {}
+            _ = interrupt => {}
+        }
     }
 }
 

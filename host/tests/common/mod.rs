@@ -8,7 +8,9 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod cluster;
 pub mod llm_server;
+pub mod slurm;
 pub mod viewer;
 
 pub fn workspace_root() -> PathBuf {

@@ -1,0 +1,438 @@
+//! `mlrb serve`: a run's queue over HTTP (hyper, JSON) for workers on other
+//! nodes. Every request carries the run's bearer token; a refused request
+//! gets a 4xx with its reason and changes nothing. An upload is size-capped
+//! while it streams, hash-checked against what the worker states, unpacked
+//! beneath a staging folder, and moved into the run only once the queue has
+//! recorded it.
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::protocol::{
+    EPISODE_HEADER, HASH_HEADER, LEASE_HEADER, LeaseAnswer, LeaseRequest, Refusal, ReportAnswer, RunInfo, TokenRequest,
+};
+use super::upload;
+use crate::bench::journal::{Entry, Journal};
+use crate::bench::metrics::ResultLine;
+use crate::bench::queue::{Queue, Reported, now_ms};
+
+/// The most a JSON request body may be.
+const MAX_REQUEST: usize = 64 << 10;
+/// Uploads up to this size stay in memory; larger ones go to a file.
+const IN_MEMORY: usize = 16 << 20;
+
+type Answer = Response<Full<Bytes>>;
+
+/// A run's queue, served.
+pub struct Server {
+    dir: PathBuf,
+    queue: Queue,
+    token: blake3::Hash,
+    info: Bytes,
+    agents: Vec<PathBuf>,
+    lease: Duration,
+    max_upload: u64,
+    max_leases: u32,
+    journal: std::sync::Mutex<Journal>,
+    // One report at a time is moved into the run and recorded.
+    finalize: tokio::sync::Mutex<()>,
+    arrived: tokio::sync::mpsc::UnboundedSender<ResultLine>,
+}
+
+/// What a server is made of.
+pub struct ServerParts {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Its queue.
+    pub queue: Queue,
+    /// The run's bearer token.
+    pub token: String,
+    /// What workers are told.
+    pub info: RunInfo,
+    /// The agents' component files, in the plan's order.
+    pub agents: Vec<PathBuf>,
+    /// Leases given to an episode before it is given up.
+    pub max_leases: u32,
+    /// The run's journal.
+    pub journal: Journal,
+}
+
+impl Server {
+    /// A server; each result recorded is also sent to `arrived`.
+    pub fn new(parts: ServerParts, arrived: tokio::sync::mpsc::UnboundedSender<ResultLine>) -> Result<Self> {
+        Ok(Self {
+            token: blake3::hash(parts.token.as_bytes()),
+            lease: Duration::from_millis(parts.info.lease_ms),
+            max_upload: parts.info.max_upload,
+            info: Bytes::from(serde_json::to_vec(&parts.info)?),
+            dir: parts.dir,
+            queue: parts.queue,
+            agents: parts.agents,
+            max_leases: parts.max_leases,
+            journal: std::sync::Mutex::new(parts.journal),
+            finalize: tokio::sync::Mutex::new(()),
+            arrived,
+        })
+    }
+
+    /// The queue served.
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// Serves on `listener` until the task is dropped.
+    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> Result<()> {
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let _ = stream.set_nodelay(true);
+            let server = self.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let server = server.clone();
+                    async move { Ok::<_, Infallible>(server.respond(request).await) }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                if let Err(error) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await
+                {
+                    tracing::debug!(%error, "queue connection");
+                }
+            });
+        }
+    }
+
+    async fn respond(&self, request: Request<Incoming>) -> Answer {
+        if !self.authorized(&request) {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong bearer token: pass this run's token (its cluster/token file)",
+            );
+        }
+        let path = request.uri().path().to_string();
+        let answer = match (request.method(), path.as_str()) {
+            (&Method::GET, "/v1/run") => Ok(json_bytes(StatusCode::OK, self.info.clone())),
+            (&Method::GET, "/v1/status") => self.queue.counts(now_ms()).map(|c| json(StatusCode::OK, &c)),
+            (&Method::GET, p) if p.starts_with("/v1/agents/") => Ok(self.agent(&p["/v1/agents/".len()..]).await),
+            (&Method::POST, "/v1/lease") => match body::<LeaseRequest>(request).await {
+                Ok(ask) => self.lease(&ask.worker),
+                Err(refusal) => return refusal,
+            },
+            (&Method::POST, "/v1/renew") => match body::<TokenRequest>(request).await {
+                Ok(ask) => self.renew(&ask.token),
+                Err(refusal) => return refusal,
+            },
+            (&Method::POST, "/v1/release") => match body::<TokenRequest>(request).await {
+                Ok(ask) => self
+                    .queue
+                    .release(&ask.token)
+                    .map(|released| json(StatusCode::OK, &serde_json::json!({ "released": released }))),
+                Err(refusal) => return refusal,
+            },
+            (&Method::POST, "/v1/report") => self.report(request).await,
+            _ => Ok(refuse(StatusCode::NOT_FOUND, &format!("no such endpoint: {path}"))),
+        };
+        answer.unwrap_or_else(|error| {
+            tracing::error!(error = %format!("{error:#}"), "queue server");
+            refuse(StatusCode::INTERNAL_SERVER_ERROR, &format!("{error:#}"))
+        })
+    }
+
+    fn authorized(&self, request: &Request<Incoming>) -> bool {
+        let Some(given) = request
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+        else {
+            return false;
+        };
+        // blake3's Hash compares in constant time.
+        blake3::hash(given.trim().as_bytes()) == self.token
+    }
+
+    async fn agent(&self, index: &str) -> Answer {
+        let Some(path) = index.parse::<usize>().ok().and_then(|i| self.agents.get(i)) else {
+            return refuse(StatusCode::NOT_FOUND, &format!("no agent {index} in this run"));
+        };
+        match tokio::fs::read(path).await {
+            Ok(bytes) => Response::builder()
+                .header(hyper::header::CONTENT_TYPE, "application/wasm")
+                .body(Full::new(Bytes::from(bytes)))
+                .unwrap_or_default(),
+            Err(error) => refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("{}: {error}", path.display()),
+            ),
+        }
+    }
+
+    /// The next episode; one leased too often is given up as an
+    /// infrastructure failure (whatever kills its workers would go on).
+    fn lease(&self, worker: &str) -> Result<Answer> {
+        let worker: String = worker.chars().take(200).collect();
+        loop {
+            let now = now_ms();
+            let lease = self.queue.lease(&worker, self.lease, now)?;
+            if let Some(lease) = lease.as_ref().filter(|l| l.attempt > self.max_leases) {
+                let error = format!(
+                    "leased {} times and never reported: its workers died or were cut off each time",
+                    self.max_leases
+                );
+                let spec = &lease.spec;
+                let field = |name: &str| spec.get(name).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+                let seed = spec.get("seed").and_then(|v| v.as_u64()).unwrap_or(0);
+                let (task, agent) = (field("task"), field("agent"));
+                let id = &lease.episode;
+                let result = ResultLine::infra_failed(id, &task, &agent, seed, id, lease.attempt - 1, &error);
+                self.record(&lease.episode, &lease.token, result)?;
+                continue;
+            }
+            let counts = self.queue.counts(now)?;
+            return Ok(json(StatusCode::OK, &LeaseAnswer { lease, counts }));
+        }
+    }
+
+    fn renew(&self, token: &str) -> Result<Answer> {
+        Ok(match self.queue.renew(token, self.lease, now_ms())? {
+            true => json(StatusCode::OK, &serde_json::json!({ "held": true })),
+            false => refuse(
+                StatusCode::CONFLICT,
+                "the lease is no longer held: it expired and was given to another worker, or the episode is done",
+            ),
+        })
+    }
+
+    /// Records a result under the queue's rules, journals it and says so.
+    fn record(&self, episode: &str, token: &str, result: ResultLine) -> Result<Reported> {
+        let reported = self.queue.report(episode, token, &serde_json::to_value(&result)?)?;
+        if reported == Reported::Recorded {
+            let done = Entry::Done {
+                id: episode.to_string(),
+                result: Box::new(result.clone()),
+            };
+            self.journal
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .write_unsynced(&done)?;
+            let _ = self.arrived.send(result);
+        }
+        Ok(reported)
+    }
+
+    async fn report(&self, request: Request<Incoming>) -> Result<Answer> {
+        let header = |name: &str| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let (Some(episode), Some(token), Some(claimed)) =
+            (header(EPISODE_HEADER), header(LEASE_HEADER), header(HASH_HEADER))
+        else {
+            return Ok(refuse(
+                StatusCode::BAD_REQUEST,
+                &format!("an upload needs the headers {EPISODE_HEADER}, {LEASE_HEADER} and {HASH_HEADER}"),
+            ));
+        };
+        match self.queue.lease_of(&episode, &token)? {
+            None => {
+                return Ok(refuse(
+                    StatusCode::NOT_FOUND,
+                    &format!("{episode}: no such episode in this run"),
+                ));
+            }
+            Some((false, _)) => {
+                return Ok(refuse(
+                    StatusCode::FORBIDDEN,
+                    &format!("{episode}: this lease token was never given for this episode"),
+                ));
+            }
+            Some((true, _)) => {}
+        }
+        let spool = match self.spool(request.into_body()).await? {
+            Ok(spool) => spool,
+            Err(refusal) => return Ok(refusal),
+        };
+        let actual = spool.hash.to_hex().to_string();
+        if !claimed.eq_ignore_ascii_case(&actual) {
+            return Ok(refuse(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "the upload's blake3 is {actual}, not the {claimed} stated: it was damaged on the way; send it again"
+                ),
+            ));
+        }
+        let staging = self.dir.join("cluster/staging").join(super::new_secret()?);
+        std::fs::create_dir_all(staging.parent().unwrap_or(&self.dir))?;
+        let answer = self.finish(&episode, &token, spool, &staging).await;
+        if staging.exists() {
+            let _ = crate::record::walk::remove_tree(&staging);
+        }
+        answer
+    }
+
+    /// Unpacks a checked upload, moves it into the run and records it.
+    async fn finish(&self, episode: &str, token: &str, spool: Spool, staging: &Path) -> Result<Answer> {
+        let unpacked = match spool.unpack(staging) {
+            Ok(unpacked) => unpacked,
+            Err(error) => return Ok(refuse(StatusCode::BAD_REQUEST, &format!("{error:#}"))),
+        };
+        let result = unpacked.result;
+        if result.id != episode || result.dir != episode {
+            return Ok(refuse(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "the upload's result is for {} (in {}), not {episode}",
+                    result.id, result.dir
+                ),
+            ));
+        }
+        let _one = self.finalize.lock().await;
+        if let Some((_, true)) = self.queue.lease_of(episode, token)? {
+            return Ok(
+                match self.queue.report(episode, token, &serde_json::to_value(&result)?) {
+                    Ok(reported) => json(StatusCode::OK, &ReportAnswer { reported }),
+                    Err(error) => refuse(
+                        StatusCode::CONFLICT,
+                        &format!("{error:#}; the first result stands and this one was not kept"),
+                    ),
+                },
+            );
+        }
+        // Into place before it is recorded: a crash in between leaves an
+        // episode still to run, never a result without its records.
+        let target = self.dir.join(episode);
+        if target.exists() {
+            crate::record::walk::remove_tree(&target).with_context(|| format!("replacing {}", target.display()))?;
+        }
+        if let Some(folder) = &unpacked.episode {
+            std::fs::create_dir_all(target.parent().unwrap_or(&self.dir))?;
+            std::fs::rename(folder, &target).with_context(|| format!("moving the upload to {}", target.display()))?;
+        }
+        let reported = self.record(episode, token, result)?;
+        Ok(json(StatusCode::OK, &ReportAnswer { reported }))
+    }
+
+    /// Reads an upload's body, hashing it and stopping at the cap.
+    async fn spool(&self, mut body: Incoming) -> Result<Result<Spool, Answer>> {
+        let mut spool = Spool::default();
+        let mut hasher = blake3::Hasher::new();
+        while let Some(frame) = body.frame().await {
+            let frame = match frame {
+                Ok(frame) => frame,
+                Err(error) => {
+                    return Ok(Err(refuse(
+                        StatusCode::BAD_REQUEST,
+                        &format!("reading the upload: {error}"),
+                    )));
+                }
+            };
+            let Ok(data) = frame.into_data() else { continue };
+            spool.size += data.len() as u64;
+            if spool.size > self.max_upload {
+                return Ok(Err(refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "the upload is over the run's cap of {} MiB (`max_upload_mb` in the plan's [cluster])",
+                        self.max_upload >> 20
+                    ),
+                )));
+            }
+            hasher.update(&data);
+            spool.push(&data, &self.dir)?;
+        }
+        spool.hash = hasher.finalize();
+        Ok(Ok(spool))
+    }
+}
+
+/// An upload's body: in memory, or in a file once it is large.
+struct Spool {
+    memory: Vec<u8>,
+    file: Option<tempfile::NamedTempFile>,
+    size: u64,
+    hash: blake3::Hash,
+}
+
+impl Default for Spool {
+    fn default() -> Self {
+        Self {
+            memory: Vec::new(),
+            file: None,
+            size: 0,
+            hash: blake3::hash(b""),
+        }
+    }
+}
+
+impl Spool {
+    fn push(&mut self, data: &[u8], dir: &Path) -> Result<()> {
+        use std::io::Write;
+        if self.file.is_none() && self.memory.len() + data.len() > IN_MEMORY {
+            let mut file = tempfile::NamedTempFile::new_in(dir.join("cluster"))?;
+            file.write_all(&self.memory)?;
+            self.memory = Vec::new();
+            self.file = Some(file);
+        }
+        match &mut self.file {
+            Some(file) => file.write_all(data)?,
+            None => self.memory.extend_from_slice(data),
+        }
+        Ok(())
+    }
+
+    fn unpack(self, into: &Path) -> Result<upload::Unpacked> {
+        match self.file {
+            Some(file) => upload::unpack(std::io::BufReader::new(file.reopen()?), into),
+            None => upload::unpack(self.memory.as_slice(), into),
+        }
+    }
+}
+
+/// A JSON request body, or the 4xx that says why it is not one.
+async fn body<T: DeserializeOwned>(request: Request<Incoming>) -> Result<T, Answer> {
+    let limited = http_body_util::Limited::new(request.into_body(), MAX_REQUEST);
+    let bytes = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return Err(refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("a request body is at most {MAX_REQUEST} bytes"),
+            ));
+        }
+    };
+    serde_json::from_slice(&bytes).map_err(|error| {
+        refuse(
+            StatusCode::BAD_REQUEST,
+            &format!("the request body is not what this endpoint takes: {error}"),
+        )
+    })
+}
+
+fn json(status: StatusCode, value: &impl Serialize) -> Answer {
+    json_bytes(status, Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+}
+
+fn json_bytes(status: StatusCode, bytes: Bytes) -> Answer {
+    Response::builder()
+        .status(status)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(bytes))
+        .unwrap_or_default()
+}
+
+fn refuse(status: StatusCode, why: &str) -> Answer {
+    json(status, &Refusal { error: why.to_string() })
+}

@@ -1,0 +1,190 @@
+//! `mlrb bench --on slurm` on a real one-node Slurm started by the test:
+//! the same results as the same bench run locally while a worker job is
+//! cancelled mid-episode (`scancel`), another requeued (`scontrol
+//! requeue`), and the submitting process itself is killed and resumed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::{done_lines, outcomes, plan, served, slow_task, status, wait_for};
+use common::slurm::{Cluster, cluster_or_skip};
+use serde_json::Value;
+
+const PLAN: &str = "on = \"slurm\"\n[cluster]\nlisten = \"127.0.0.1:0\"\nlease_seconds = 4\nworkers = 2\nparallel = 1\n[slurm]\ncpus_per_worker = 1\n";
+
+fn bench(cluster: &Cluster, args: &[&str], run: &Path) -> Child {
+    let mut command = common::mlrb();
+    command
+        .env("SLURM_CONF", cluster.conf())
+        .args(["bench", "--quiet", "--json"])
+        .args(args)
+        .arg("--out")
+        .arg(run.parent().unwrap())
+        .args(["--run-name", run.file_name().unwrap().to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command.spawn().unwrap()
+}
+
+fn finish(child: Child, within: Duration) -> std::process::Output {
+    let started = Instant::now();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    while !waiter.is_finished() {
+        if started.elapsed() > within {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            let output = waiter.join().unwrap();
+            panic!(
+                "the bench did not finish within {within:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    waiter.join().unwrap()
+}
+
+fn job_of(run: &Path) -> String {
+    let started = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(run.join("cluster/slurm.json")) {
+            let jobs: Value = serde_json::from_str(&text).unwrap();
+            if let Some(job) = jobs["jobs"][0].as_str() {
+                return job.to_string();
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no job submitted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn logs(run: &Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(run.join("cluster/slurm")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "log") {
+            text.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+        }
+    }
+    text
+}
+
+fn check_against(run: &Path, reference: &[(Value, Value, Value, Value)]) {
+    assert_eq!(
+        outcomes(run),
+        reference,
+        "results on Slurm differ from the local bench's"
+    );
+    let done = done_lines(run);
+    assert_eq!(done.len(), reference.len());
+    assert!(done.values().all(|&n| n == 1), "{done:?}");
+}
+
+#[test]
+fn a_bench_on_slurm_loses_and_duplicates_nothing_through_scancel_requeue_and_a_killed_submitter() {
+    let Some(cluster) = cluster_or_skip("slurm") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let task = slow_task(tmp.path(), 4);
+    let agents = [common::agent("baseline"), common::agent("validator")];
+    let plan_path: PathBuf = plan(tmp.path(), &agents, &task, 2, PLAN);
+    let local = tmp.path().join("local");
+    let output = finish(
+        bench(
+            &cluster,
+            &["--on", "local", "--plan", plan_path.to_str().unwrap()],
+            &local,
+        ),
+        Duration::from_secs(300),
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let reference = outcomes(&local);
+    assert_eq!(reference.len(), 4);
+
+    // scancel of one array task and requeue of the other, both mid-episode.
+    let run = tmp.path().join("slurm");
+    let started = Instant::now();
+    let mut child = bench(&cluster, &["--plan", plan_path.to_str().unwrap()], &run);
+    let (url, token) = served(&run, &mut child);
+    let job = job_of(&run);
+    wait_for(&url, &token, "leased by both workers", |s| s["leased"] == 2);
+    std::thread::sleep(Duration::from_secs(1));
+    let cancel = cluster.command("scancel").arg(format!("{job}_0")).status().unwrap();
+    assert!(cancel.success());
+    let requeue = cluster
+        .command("scontrol")
+        .args(["requeue", &format!("{job}_1")])
+        .status()
+        .unwrap();
+    assert!(requeue.success());
+    let output = finish(child, Duration::from_secs(300));
+    let wall = started.elapsed();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        logs(&run)
+    );
+    check_against(&run, &reference);
+    let worker_logs = logs(&run);
+    assert!(
+        worker_logs.contains("stopped: told to stop"),
+        "no worker gave its leases back:\n{worker_logs}"
+    );
+    let db = rusqlite::Connection::open(run.join("cluster/queue.sqlite")).unwrap();
+    let requeued: i64 = db
+        .query_row("SELECT COUNT(*) FROM leases WHERE worker LIKE '%-r1#%'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(requeued >= 1, "the requeued job never leased again:\n{worker_logs}");
+    assert!(
+        cluster
+            .jobs()
+            .iter()
+            .all(|(_, state)| state != "RUNNING" && state != "PENDING"),
+        "workers left behind: {:?}",
+        cluster.jobs()
+    );
+    let episodes_ms: u64 = std::fs::read_to_string(run.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["wall_ms"].as_u64().unwrap())
+        .sum();
+    eprintln!(
+        "slurm: bench wall {:.1} s with 2 workers; episodes' sum / 2 = {:.1} s",
+        wall.as_secs_f64(),
+        episodes_ms as f64 / 2000.0
+    );
+
+    // The submitting process killed after the first result; resumed.
+    let run = tmp.path().join("resumed");
+    let mut child = bench(&cluster, &["--plan", plan_path.to_str().unwrap()], &run);
+    let (url, token) = served(&run, &mut child);
+    wait_for(&url, &token, "one result in", |s| s["done"].as_u64() >= Some(1));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let resumed = common::mlrb()
+        .env("SLURM_CONF", cluster.conf())
+        .args(["bench", "--quiet", "--json", "--resume"])
+        .arg(&run)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = finish(resumed, Duration::from_secs(300));
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        logs(&run)
+    );
+    check_against(&run, &reference);
+    let _ = status;
+}
