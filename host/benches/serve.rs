@@ -25,6 +25,15 @@ fn peak_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// The CPU seconds (user + system) a process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let target = std::env::var("CARGO_TARGET_DIR").map_or(root.join("target"), Into::into);
@@ -76,6 +85,7 @@ fn main() {
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(EPISODES)));
     let pid = server.id();
     let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let cpu = Arc::new(Mutex::new(0.0f64));
     let started = Instant::now();
     runtime.block_on(async {
         let http = reqwest::Client::builder()
@@ -83,10 +93,15 @@ fn main() {
             .build()
             .unwrap();
         let watcher = {
-            let peak = peak.clone();
+            let (peak, cpu) = (peak.clone(), cpu.clone());
             tokio::spawn(async move {
                 loop {
                     peak.fetch_max(peak_kib(pid), std::sync::atomic::Ordering::Relaxed);
+                    let used = cpu_seconds(pid);
+                    {
+                        let mut cpu = cpu.lock().unwrap();
+                        *cpu = cpu.max(used);
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             })
@@ -108,6 +123,11 @@ fn main() {
     let mut latencies = latencies.lock().unwrap().clone();
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    let server_cpu = *cpu.lock().unwrap();
+    println!(
+        "serve: the server used {server_cpu:.1} CPU seconds ({:.0} µs a cycle); the {WORKERS} clients the rest of the 2 cores",
+        server_cpu * 1e6 / EPISODES as f64
+    );
     println!(
         "serve: {} lease+report cycles by {WORKERS} workers in {:.2} s: {:.0} cycles/s, p50 {:.1} ms, p99 {:.1} ms; server peak memory {:.1} MiB",
         latencies.len(),

@@ -102,6 +102,10 @@ impl Queue {
         // a process crash, which is what a lease queue must survive.
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "NORMAL")?;
+        // The whole queue in memory (results make rows large): no page is
+        // read back with a system call once it has been seen.
+        db.pragma_update(None, "cache_size", -65_536)?;
+        db.pragma_update(None, "mmap_size", 1_i64 << 30)?;
         db.busy_timeout(Duration::from_secs(30))?;
         db.execute_batch(SCHEMA)
             .with_context(|| format!("{}: not an mlrb queue", path.display()))?;
@@ -270,21 +274,31 @@ impl Queue {
         Ok(Some((known, done)))
     }
 
-    /// How many episodes wait, are leased and are done, at `now`.
+    /// How many episodes wait, are leased and are done, at `now`. Each
+    /// count walks one of the partial indexes, never the whole table
+    /// (whose rows hold the results).
     pub fn counts(&self, now: i64) -> Result<Counts> {
-        let (pending, leased, done) = self.db().query_row(
-            "SELECT
-                 COUNT(*) FILTER (WHERE done = 0 AND (expires_ms IS NULL OR expires_ms <= ?1)),
-                 COUNT(*) FILTER (WHERE done = 0 AND expires_ms > ?1),
-                 COUNT(*) FILTER (WHERE done = 1)
-             FROM episodes",
-            [now],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)),
+        let db = self.db();
+        let count = |sql: &str, args: &[&dyn rusqlite::ToSql]| -> Result<u64> {
+            Ok(db.prepare_cached(sql)?.query_row(args, |r| r.get::<_, i64>(0))? as u64)
+        };
+        let fresh = count(
+            "SELECT COUNT(*) FROM episodes WHERE done = 0 AND expires_ms IS NULL",
+            &[],
         )?;
+        let expired = count(
+            "SELECT COUNT(*) FROM episodes WHERE done = 0 AND expires_ms IS NOT NULL AND expires_ms <= ?1",
+            &[&now],
+        )?;
+        let leased = count(
+            "SELECT COUNT(*) FROM episodes WHERE done = 0 AND expires_ms IS NOT NULL AND expires_ms > ?1",
+            &[&now],
+        )?;
+        let total = count("SELECT COUNT(*) FROM episodes", &[])?;
         Ok(Counts {
-            pending: pending as u64,
-            leased: leased as u64,
-            done: done as u64,
+            pending: fresh + expired,
+            leased,
+            done: total - fresh - expired - leased,
         })
     }
 

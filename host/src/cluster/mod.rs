@@ -114,24 +114,29 @@ pub async fn bench(
     tokio::pin!(interrupt);
     let mut interrupted = false;
     let mut ran = 0;
+    // The queue is counted twice a second, not at every result.
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
-        let counts = server.queue().counts(now_ms())?;
-        if counts.done >= total {
-            break;
-        }
-        starter.tend(&counts, &progress)?;
         tokio::select! {
             Some(result) = results_rx.recv() => {
                 ran += 1;
                 progress.arrived(&result.id, &describe(&result));
+                if already + (ran as u64) < total {
+                    continue;
+                }
             }
             _ = &mut interrupt => {
                 interrupted = true;
                 progress.note(&format!("interrupted: the workers go on; `mlrb bench --resume {}` serves them again", dir.display()));
                 break;
             }
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tick.tick() => {}
         }
+        let counts = server.queue().counts(now_ms())?;
+        if counts.done >= total {
+            break;
+        }
+        starter.tend(&counts, &progress)?;
     }
     progress.finish();
     if !interrupted {

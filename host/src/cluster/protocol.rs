@@ -52,8 +52,8 @@ pub struct LeaseRequest {
 pub struct LeaseAnswer {
     /// The episode leased, if one was waiting.
     pub lease: Option<Lease>,
-    /// The queue after this lease.
-    pub counts: Counts,
+    /// The queue's counts, when nothing was leased.
+    pub counts: Option<Counts>,
 }
 
 /// `POST /v1/renew` and `/v1/release`.

@@ -70,6 +70,7 @@ pub struct ServerParts {
 impl Server {
     /// A server; each result recorded is also sent to `arrived`.
     pub fn new(parts: ServerParts, arrived: tokio::sync::mpsc::UnboundedSender<ResultLine>) -> Result<Self> {
+        std::fs::create_dir_all(parts.dir.join("cluster/staging"))?;
         Ok(Self {
             token: blake3::hash(parts.token.as_bytes()),
             lease: Duration::from_millis(parts.info.lease_ms),
@@ -198,7 +199,11 @@ impl Server {
                 self.record(&lease.episode, &lease.token, result)?;
                 continue;
             }
-            let counts = self.queue.counts(now)?;
+            // Counted only when nothing was leased: a count reads every row.
+            let counts = match lease {
+                Some(_) => None,
+                None => Some(self.queue.counts(now)?),
+            };
             return Ok(json(StatusCode::OK, &LeaseAnswer { lease, counts }));
         }
     }
@@ -275,7 +280,6 @@ impl Server {
             ));
         }
         let staging = self.dir.join("cluster/staging").join(super::new_secret()?);
-        std::fs::create_dir_all(staging.parent().unwrap_or(&self.dir))?;
         let answer = self.finish(&episode, &token, spool, &staging).await;
         if staging.exists() {
             let _ = crate::record::walk::remove_tree(&staging);

@@ -41,11 +41,11 @@ pub struct Unpacked {
     pub episode: Option<PathBuf>,
 }
 
-/// Unpacks an archive into `into` (created; must not exist). An error
-/// names the entry and why it was refused; `into` is then left for the
-/// caller to remove.
+/// Unpacks an archive into `into` (created when the archive has more than
+/// its result; must not exist). An error names the entry and why it was
+/// refused; `into` is then left for the caller to remove.
 pub fn unpack(archive: impl Read, into: &Path) -> Result<Unpacked> {
-    std::fs::create_dir(into).with_context(|| format!("creating {}", into.display()))?;
+    let mut created = false;
     let mut archive = tar::Archive::new(archive);
     let mut result = None;
     let mut links = Vec::new();
@@ -65,6 +65,10 @@ pub fn unpack(archive: impl Read, into: &Path) -> Result<Unpacked> {
         }
         if !rel.starts_with("episode") {
             bail!("{}: the upload holds only result.json and episode/", path.display());
+        }
+        if !created {
+            std::fs::create_dir(into).with_context(|| format!("creating {}", into.display()))?;
+            created = true;
         }
         let target = into.join(&rel);
         match kind {
