@@ -140,14 +140,22 @@ pub async fn bench(
     }
     progress.finish();
     if !interrupted {
-        // A little longer, so workers asking for more hear "nothing left"
-        // and a heartbeat of a duplicate run hears that its episode is done.
-        let linger = Duration::from_millis(setup.lease_seconds.max(1) * 1000 / 3 + 2000).min(Duration::from_secs(30));
-        tokio::time::sleep(linger).await;
         starter.cancel_leftovers();
+        linger(&server, &setup).await;
     }
     serving.abort();
     finish(dir, server.queue(), interrupted, ran)
+}
+
+/// Serves a drained queue a little longer, until no worker has asked for
+/// a while: workers asking for more hear "nothing left", stopped ones give
+/// their leases back, a duplicate run's heartbeat hears its episode is done.
+async fn linger(server: &Server, setup: &ClusterSetup) {
+    let most = Duration::from_millis(setup.lease_seconds.max(1) * 1000 / 3 + 2000).min(Duration::from_secs(30));
+    let started = std::time::Instant::now();
+    while started.elapsed() < most && server.quiet_for() < Duration::from_millis(1500) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The run's queue (its plan's episodes enqueued; again on a resume, which

@@ -47,6 +47,7 @@ pub struct Server {
     // One report at a time is moved into the run and recorded.
     finalize: tokio::sync::Mutex<()>,
     arrived: tokio::sync::mpsc::UnboundedSender<ResultLine>,
+    last_request: std::sync::atomic::AtomicI64,
 }
 
 /// What a server is made of.
@@ -83,12 +84,19 @@ impl Server {
             journal: std::sync::Mutex::new(parts.journal),
             finalize: tokio::sync::Mutex::new(()),
             arrived,
+            last_request: std::sync::atomic::AtomicI64::new(now_ms()),
         })
     }
 
     /// The queue served.
     pub fn queue(&self) -> &Queue {
         &self.queue
+    }
+
+    /// How long since the last request.
+    pub fn quiet_for(&self) -> Duration {
+        let last = self.last_request.load(std::sync::atomic::Ordering::Relaxed);
+        Duration::from_millis(now_ms().saturating_sub(last).max(0) as u64)
     }
 
     /// Serves on `listener` until the task is dropped.
@@ -114,6 +122,7 @@ impl Server {
     }
 
     async fn respond(&self, request: Request<Incoming>) -> Answer {
+        self.last_request.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
         if !self.authorized(&request) {
             return refuse(
                 StatusCode::UNAUTHORIZED,
