@@ -106,6 +106,10 @@ fn workers_stopped_and_killed_mid_episode_lose_nothing_and_duplicate_nothing() {
     );
     let status = wait_exit(&mut bench, Duration::from_secs(60));
     assert!(status.success());
+    assert!(
+        a["uploaded_bytes"].as_u64().unwrap() + b["uploaded_bytes"].as_u64().unwrap() > 8 << 10,
+        "{a} {b}"
+    );
 
     assert_eq!(
         outcomes(&run),
@@ -340,4 +344,80 @@ fn the_queue_refuses_bad_requests_with_a_reason_and_changes_nothing() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(!printed.contains(&token), "the server printed its token");
+}
+
+#[test]
+fn on_a_shared_filesystem_workers_upload_only_results_and_staged_paths_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = slow_task(tmp.path(), 0);
+    let extra = "[cluster]\nlisten = \"127.0.0.1:0\"\nshared_filesystem = true\n";
+    let plan_path = plan(tmp.path(), &[common::agent("baseline")], &task, 2, extra);
+    let run = tmp.path().join("shared");
+    let mut bench = serve(tmp.path(), &plan_path, "shared");
+    let (url, token) = served(&run, &mut bench);
+    let bearer = format!("Bearer {token}");
+    let auth = ("Authorization", bearer.as_str());
+
+    // A worker naming a folder that is not its episode's under cluster/work is refused.
+    let (_, body) = request(&url, "POST", "/v1/lease", &[auth], br#"{"worker":"w"}"#);
+    let lease: Value = serde_json::from_str(&body).unwrap();
+    let (episode, lease_token) = (
+        lease["lease"]["episode"].as_str().unwrap().to_string(),
+        lease["lease"]["token"].as_str().unwrap().to_string(),
+    );
+    std::fs::create_dir_all(run.join("cluster/work/w")).unwrap();
+    std::os::unix::fs::symlink(tmp.path(), run.join("cluster/work/link")).unwrap();
+    let result = mlrb::bench::metrics::ResultLine::infra_failed(&episode, "hostile", "baseline", 1, &episode, 1, "x");
+    let only_result = archive(&result, None);
+    let hash = blake3::hash(&only_result).to_hex().to_string();
+    for (staged, why) in [
+        (format!("cluster/work/../../{episode}"), "not this episode's folder"),
+        (format!("cluster/work/w/{episode}"), "No such file"),
+        (format!("cluster/work/link/{episode}"), "symbolic link"),
+        ("plan.json".to_string(), "not this episode's folder"),
+    ] {
+        if why == "symbolic link" {
+            std::fs::create_dir_all(tmp.path().join(&episode)).unwrap();
+        }
+        let headers = [
+            auth,
+            ("x-mlrb-episode", episode.as_str()),
+            ("x-mlrb-lease", lease_token.as_str()),
+            ("x-mlrb-blake3", hash.as_str()),
+            ("x-mlrb-staged", staged.as_str()),
+        ];
+        let (code, body) = request(&url, "POST", "/v1/report", &headers, &only_result);
+        assert_eq!(code, 400, "{staged}: {body}");
+        assert!(body.contains(why), "{staged}: {body}");
+    }
+    assert_eq!(status(&url, &token)["done"], 0);
+    let (code, _) = request(
+        &url,
+        "POST",
+        "/v1/release",
+        &[auth],
+        format!("{{\"token\":\"{lease_token}\"}}").as_bytes(),
+    );
+    assert_eq!(code, 200);
+
+    let worker = worker_json(worker(&url, &run, "shared").stdout(Stdio::piped()).spawn().unwrap());
+    assert_eq!(worker["reported"], 2, "{worker}");
+    // Two result lines in their archives; an episode's folder alone is more.
+    assert!(worker["uploaded_bytes"].as_u64().unwrap() < 8 << 10, "{worker}");
+    assert!(wait_exit(&mut bench, Duration::from_secs(60)).success());
+    let results = outcomes(&run);
+    assert_eq!(results.len(), 2);
+    for (id, score, ..) in &results {
+        assert_eq!(score, &serde_json::json!(1.0), "{id}");
+        assert!(
+            run.join(id.as_str().unwrap()).join("episode.json").is_file(),
+            "{id}: not moved into the run"
+        );
+    }
+    let left: Vec<_> = walkdir::WalkDir::new(run.join("cluster/work"))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name() == "episode.json")
+        .collect();
+    assert!(left.is_empty(), "episodes left in cluster/work: {left:?}");
 }

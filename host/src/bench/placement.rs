@@ -46,6 +46,10 @@ pub struct ClusterSetup {
     /// infrastructure failure (a worker that died on it each time).
     #[serde(default = "default_max_leases")]
     pub max_leases: u32,
+    /// Every node mounts the run directory at the same path: workers write
+    /// episodes into it and upload only their result lines.
+    #[serde(default)]
+    pub shared_filesystem: bool,
 }
 
 impl Default for ClusterSetup {
@@ -58,6 +62,7 @@ impl Default for ClusterSetup {
             workers: default_workers(),
             parallel: None,
             max_leases: default_max_leases(),
+            shared_filesystem: false,
         }
     }
 }

@@ -42,6 +42,10 @@ pub struct WorkerArgs {
     /// Seconds the server may be unreachable before the worker gives up.
     #[arg(long, default_value_t = 300)]
     grace: u64,
+    /// The GPUs of this node the worker may use, by device id [default: the plan's];
+    /// in a Slurm job, its allocation ($SLURM_JOB_GPUS).
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    gpus: Vec<String>,
     /// Print what the worker did as JSON.
     #[arg(long)]
     json: bool,
@@ -72,6 +76,7 @@ impl WorkerArgs {
                 .clone()
                 .unwrap_or_else(|| paths::cache_dir().join("worker")),
             grace: Duration::from_secs(self.grace),
+            gpus: self.gpus.iter().filter(|g| !g.trim().is_empty()).cloned().collect(),
         };
         let outcome = cluster::worker::run(options, &paths::cache_dir(), terminated()).await?;
         if self.json {

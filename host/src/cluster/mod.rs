@@ -267,6 +267,10 @@ fn run_info(plan: &Plan, dir: &Path, setup: &ClusterSetup) -> Result<RunInfo> {
         agents,
         lease_ms: setup.lease_seconds.max(1) * 1000,
         max_upload: setup.max_upload_mb << 20,
+        shared_run_dir: match setup.shared_filesystem {
+            true => Some(std::path::absolute(dir).with_context(|| format!("{}: its absolute path", dir.display()))?),
+            false => None,
+        },
     })
 }
 

@@ -13,6 +13,9 @@ pub const LEASE_HEADER: &str = "x-mlrb-lease";
 pub const EPISODE_HEADER: &str = "x-mlrb-episode";
 /// The header with the blake3 (hex) of an upload's body.
 pub const HASH_HEADER: &str = "x-mlrb-blake3";
+/// With a shared filesystem: the episode's folder, already written under
+/// the run's `cluster/work/`, relative to the run directory.
+pub const STAGED_HEADER: &str = "x-mlrb-staged";
 
 /// `GET /v1/run`: what a worker needs to run the run's episodes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -27,6 +30,11 @@ pub struct RunInfo {
     pub lease_ms: u64,
     /// The largest upload accepted, in bytes.
     pub max_upload: u64,
+    /// The run directory, when every node mounts it at this path
+    /// (`shared_filesystem`): workers write episodes beneath it and upload
+    /// only their results.
+    #[serde(default)]
+    pub shared_run_dir: Option<std::path::PathBuf>,
 }
 
 /// One agent component as served.

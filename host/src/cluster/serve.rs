@@ -19,7 +19,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::protocol::{
-    EPISODE_HEADER, HASH_HEADER, LEASE_HEADER, LeaseAnswer, LeaseRequest, Refusal, ReportAnswer, RunInfo, TokenRequest,
+    EPISODE_HEADER, HASH_HEADER, LEASE_HEADER, LeaseAnswer, LeaseRequest, Refusal, ReportAnswer, RunInfo,
+    STAGED_HEADER, TokenRequest,
 };
 use super::upload;
 use crate::bench::journal::{Entry, Journal};
@@ -48,6 +49,7 @@ pub struct Server {
     finalize: tokio::sync::Mutex<()>,
     arrived: tokio::sync::mpsc::UnboundedSender<ResultLine>,
     last_request: std::sync::atomic::AtomicI64,
+    shared: bool,
 }
 
 /// What a server is made of.
@@ -85,6 +87,7 @@ impl Server {
             finalize: tokio::sync::Mutex::new(()),
             arrived,
             last_request: std::sync::atomic::AtomicI64::new(now_ms()),
+            shared: parts.info.shared_run_dir.is_some(),
         })
     }
 
@@ -252,6 +255,7 @@ impl Server {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
         };
+        let staged = header(STAGED_HEADER);
         let (Some(episode), Some(token), Some(claimed)) =
             (header(EPISODE_HEADER), header(LEASE_HEADER), header(HASH_HEADER))
         else {
@@ -289,7 +293,7 @@ impl Server {
             ));
         }
         let staging = self.dir.join("cluster/staging").join(super::new_secret()?);
-        let answer = self.finish(&episode, &token, spool, &staging).await;
+        let answer = self.finish(&episode, &token, spool, &staging, staged).await;
         if staging.exists() {
             let _ = crate::record::walk::remove_tree(&staging);
         }
@@ -297,10 +301,30 @@ impl Server {
     }
 
     /// Unpacks a checked upload, moves it into the run and records it.
-    async fn finish(&self, episode: &str, token: &str, spool: Spool, staging: &Path) -> Result<Answer> {
+    async fn finish(
+        &self,
+        episode: &str,
+        token: &str,
+        spool: Spool,
+        staging: &Path,
+        staged: Option<String>,
+    ) -> Result<Answer> {
         let unpacked = match spool.unpack(staging) {
             Ok(unpacked) => unpacked,
             Err(error) => return Ok(refuse(StatusCode::BAD_REQUEST, &format!("{error:#}"))),
+        };
+        let folder = match (staged, unpacked.episode) {
+            (Some(_), Some(_)) => {
+                return Ok(refuse(
+                    StatusCode::BAD_REQUEST,
+                    &format!("an upload naming {STAGED_HEADER} holds only result.json"),
+                ));
+            }
+            (Some(staged), None) => match self.staged_folder(&staged, episode) {
+                Ok(folder) => Some(folder),
+                Err(refusal) => return Ok(refusal),
+            },
+            (None, folder) => folder,
         };
         let result = unpacked.result;
         if result.id != episode || result.dir != episode {
@@ -330,12 +354,41 @@ impl Server {
         if target.exists() {
             crate::record::walk::remove_tree(&target).with_context(|| format!("replacing {}", target.display()))?;
         }
-        if let Some(folder) = &unpacked.episode {
+        if let Some(folder) = &folder {
             std::fs::create_dir_all(target.parent().unwrap_or(&self.dir))?;
             std::fs::rename(folder, &target).with_context(|| format!("moving the upload to {}", target.display()))?;
         }
         let reported = self.record(episode, token, result)?;
         Ok(json(StatusCode::OK, &ReportAnswer { reported }))
+    }
+
+    /// The folder a worker wrote on the shared filesystem: beneath the
+    /// run's `cluster/work/`, named for the episode, with no link on the way.
+    fn staged_folder(&self, staged: &str, episode: &str) -> Result<PathBuf, Answer> {
+        let bad = |why: &str| refuse(StatusCode::BAD_REQUEST, &format!("{STAGED_HEADER} `{staged}`: {why}"));
+        if !self.shared {
+            return Err(bad(
+                "this run does not use a shared filesystem; upload the episode's folder",
+            ));
+        }
+        let rel = Path::new(staged);
+        let plain = rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain || !rel.starts_with("cluster/work") || !rel.ends_with(episode) {
+            return Err(bad("not this episode's folder under the run's cluster/work/"));
+        }
+        let mut at = self.dir.clone();
+        for component in rel.components() {
+            at.push(component);
+            match std::fs::symlink_metadata(&at) {
+                Ok(meta) if meta.file_type().is_symlink() => return Err(bad("a symbolic link on the way")),
+                Ok(_) => {}
+                Err(error) => return Err(bad(&format!("{}: {error}", at.display()))),
+            }
+        }
+        if !at.is_dir() {
+            return Err(bad("not a folder"));
+        }
+        Ok(at)
     }
 
     /// Reads an upload's body, hashing it and stopping at the cap.

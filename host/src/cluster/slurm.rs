@@ -80,6 +80,10 @@ pub fn script(s: &Submission<'_>) -> Result<String> {
     if let Some(parallel) = s.cluster.parallel {
         worker.push_str(&format!(" --parallel {parallel}"));
     }
+    if s.slurm.gpus_per_worker.is_some_and(|g| g > 0) {
+        // The devices Slurm gave this job, by their ids on the node.
+        worker.push_str(" --gpus \"${SLURM_JOB_GPUS:-}\"");
+    }
     lines.push(worker);
     Ok(lines.join("\n") + "\n")
 }

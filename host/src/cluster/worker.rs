@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::protocol::{
-    EPISODE_HEADER, HASH_HEADER, LEASE_HEADER, LeaseAnswer, LeaseRequest, Refusal, RunInfo, TokenRequest,
+    EPISODE_HEADER, HASH_HEADER, LEASE_HEADER, LeaseAnswer, LeaseRequest, Refusal, RunInfo, STAGED_HEADER, TokenRequest,
 };
 use super::upload;
 use crate::bench::metrics::ResultLine;
@@ -41,6 +41,8 @@ pub struct WorkerOptions {
     pub work_dir: PathBuf,
     /// How long the server may be unreachable before the worker gives up.
     pub grace: Duration,
+    /// The GPUs this node gives the worker (its job's), over the plan's.
+    pub gpus: Vec<String>,
 }
 
 /// What a worker did.
@@ -52,6 +54,8 @@ pub struct WorkerOutcome {
     pub superseded: u32,
     /// Leases given back unfinished (stopped, or lost to expiry).
     pub released: u32,
+    /// Bytes of results and episode folders uploaded.
+    pub uploaded_bytes: u64,
     /// Why it stopped leasing.
     pub stopped: String,
 }
@@ -125,14 +129,18 @@ pub async fn run(
     let info: RunInfo = client.get("/v1/run").await?;
     let mut plan = info.plan.clone();
     plan.agents = fetch_agents(&client, &info, cache_dir).await?;
-    let dir = options
-        .work_dir
-        .join(crate::paths::safe_component(&info.run))
-        .join(format!(
-            "{}-{}",
-            crate::paths::safe_component(&options.name),
-            super::new_secret()?
-        ));
+    if !options.gpus.is_empty() {
+        plan.host.gpus = options.gpus.clone();
+    }
+    let work = match &info.shared_run_dir {
+        Some(run) => run.join("cluster/work"),
+        None => options.work_dir.join(crate::paths::safe_component(&info.run)),
+    };
+    let dir = work.join(format!(
+        "{}-{}",
+        crate::paths::safe_component(&options.name),
+        super::new_secret()?
+    ));
     let matrix = Arc::new(Matrix::open(plan, &dir, cache_dir).await?);
     let slots = options.parallel.unwrap_or(slots_for(&matrix)?).max(1);
     let deadline = options.time_limit.map(|limit| started + limit);
@@ -179,6 +187,7 @@ pub async fn run(
         reported: counters.reported.load(Ordering::Relaxed),
         superseded: counters.superseded.load(Ordering::Relaxed),
         released: counters.released.load(Ordering::Relaxed),
+        uploaded_bytes: counters.uploaded_bytes.load(Ordering::Relaxed),
         stopped,
     })
 }
@@ -237,6 +246,7 @@ struct Counters {
     reported: AtomicU32,
     superseded: AtomicU32,
     released: AtomicU32,
+    uploaded_bytes: std::sync::atomic::AtomicU64,
 }
 
 /// One slot of a worker: leases, runs and reports, one episode at a time.
@@ -318,25 +328,41 @@ impl Slot {
 
     /// Uploads a result; a refused upload keeps the episode's folder.
     async fn report(&self, lease: &Lease, result: ResultLine, local: &Path) -> Result<()> {
-        let folder = local.to_path_buf();
+        // On a shared filesystem the folder is already in the run: only
+        // the result goes up, with where the folder is.
+        let staged = self
+            .info
+            .shared_run_dir
+            .as_ref()
+            .and_then(|run| local.strip_prefix(run).ok())
+            .map(|rel| rel.display().to_string());
+        let folder = staged.is_none().then(|| local.to_path_buf());
         let body = tokio::task::spawn_blocking(move || {
             let mut body = Vec::new();
-            upload::pack(&result, Some(&folder), &mut body).map(|()| body)
+            upload::pack(&result, folder.as_deref(), &mut body).map(|()| body)
         })
         .await??;
         let hash = blake3::hash(&body).to_hex().to_string();
+        self.counters
+            .uploaded_bytes
+            .fetch_add(body.len() as u64, Ordering::Relaxed);
         let body = bytes::Bytes::from(body);
         let url = format!("{}/v1/report", self.client.base);
         let answer = self
             .client
             .send(|| {
-                self.client
+                let request = self
+                    .client
                     .http
                     .post(&url)
                     .header(EPISODE_HEADER, &lease.episode)
                     .header(LEASE_HEADER, &lease.token)
-                    .header(HASH_HEADER, &hash)
-                    .body(body.clone())
+                    .header(HASH_HEADER, &hash);
+                let request = match &staged {
+                    Some(staged) => request.header(STAGED_HEADER, staged),
+                    None => request,
+                };
+                request.body(body.clone())
             })
             .await?;
         match answer {
