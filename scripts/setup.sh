@@ -5,39 +5,35 @@
 # built-in tasks use, Chromium for the report and viewer tests, the Rust
 # target agents are compiled for, and the toolchains that build agents in
 # Python (componentize-py, in a venv under mlrb's cache) and C (clang-14,
-# wasi-libc, wit-bindgen, wasm-tools), and the offline default model
-# (llama-cpp-python's server with SmolLM2-135M-Instruct, in a second venv).
+# wasi-libc, wit-bindgen, wasm-tools), the offline default model
+# (llama-cpp-python's server with SmolLM2-135M-Instruct, in a second venv),
+# and Slurm with munge for the tests of benches on a cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(bubblewrap debootstrap tar python3 python3-venv python3-numpy python3-scipy python3-sklearn python3-pandas
-    chromium clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32)
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+# Installs the Debian packages of its arguments that are missing; options
+# for apt-get come first (e.g. --no-install-recommends).
+updated=""
+install_missing() {
+    local options=() missing=()
+    while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do options+=("$1"); shift; done
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -gt 0 ] || return 0
     echo "mlrb setup: installing ${missing[*]}"
-    sudo_cmd=""
+    local sudo_cmd=""
     [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-    $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+    [ -n "$updated" ] || $sudo_cmd apt-get update -qq
+    updated=1
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${options[@]}" "${missing[@]}" >/dev/null
+}
 
+install_missing bubblewrap debootstrap tar python3 python3-venv python3-numpy python3-scipy python3-sklearn python3-pandas \
+    chromium clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32
 # Slurm (a one-node cluster the tests start by hand) and munge, its
 # authentication: without recommends, so no systemd units or MPI stacks.
-slurm_packages=(slurm-wlm slurmctld slurmd slurm-client munge)
-slurm_missing=()
-for p in "${slurm_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || slurm_missing+=("$p")
-done
-if [ ${#slurm_missing[@]} -gt 0 ]; then
-    echo "mlrb setup: installing ${slurm_missing[*]}"
-    sudo_cmd=""
-    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-    [ ${#missing[@]} -gt 0 ] || $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${slurm_missing[@]}" >/dev/null
-fi
+install_missing --no-install-recommends slurm-wlm slurmctld slurmd slurm-client munge
 
 if ! rustup target list --installed | grep -q '^wasm32-wasip2$'; then
     echo "mlrb setup: adding the wasm32-wasip2 Rust target"

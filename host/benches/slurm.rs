@@ -11,19 +11,6 @@ mod slurm;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 fn episodes_seconds(run: &Path) -> f64 {
     std::fs::read_to_string(run.join("results.jsonl"))
         .unwrap()
@@ -66,7 +53,13 @@ fn main() {
     let target = std::env::var("CARGO_TARGET_DIR").map_or(root.join("target"), Into::into);
     let tmp = tempfile::tempdir().unwrap();
     let task = tmp.path().join("task");
-    copy_dir(&root.join("tests/fixtures/tasks/hostile"), &task);
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(root.join("tests/fixtures/tasks/hostile"))
+        .arg(&task)
+        .status()
+        .unwrap();
+    assert!(copied.success());
     std::fs::write(
         task.join("env/train.py"),
         "import time\ntime.sleep(5)\nwith open(\"submission.csv\", \"w\") as f:\n    f.write(\"id,label\\n1,0\\n\")\n",

@@ -9,24 +9,45 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cluster::{done_lines, outcomes, plan, served, slow_task, status, wait_for};
+use common::cluster::{done_lines, outcomes, plan, served, slow_task, wait_for};
 use common::slurm::{Cluster, cluster_or_skip};
 use serde_json::Value;
 
 const PLAN: &str = "on = \"slurm\"\n[cluster]\nlisten = \"127.0.0.1:0\"\nlease_seconds = 4\nworkers = 2\nparallel = 1\n[slurm]\ncpus_per_worker = 1\n";
 
-fn bench(cluster: &Cluster, args: &[&str], run: &Path) -> Child {
-    let mut command = common::mlrb();
-    command
+/// `mlrb bench --quiet --json ARGS` against the cluster.
+fn mlrb_bench(cluster: &Cluster, args: &[&std::ffi::OsStr]) -> Child {
+    common::mlrb()
         .env("SLURM_CONF", cluster.conf())
         .args(["bench", "--quiet", "--json"])
         .args(args)
-        .arg("--out")
-        .arg(run.parent().unwrap())
-        .args(["--run-name", run.file_name().unwrap().to_str().unwrap()])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command.spawn().unwrap()
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A new bench in `run` with `args`.
+fn bench(cluster: &Cluster, args: &[&str], run: &Path) -> Child {
+    let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    all.extend([
+        "--out".as_ref(),
+        run.parent().unwrap().as_os_str(),
+        "--run-name".as_ref(),
+        run.file_name().unwrap(),
+    ]);
+    mlrb_bench(cluster, &all)
+}
+
+/// Waits for a bench to succeed, or fails with its output and the workers' logs.
+fn succeeded(child: Child, run: &Path) {
+    let output = finish(child, Duration::from_secs(300));
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        logs(run)
+    );
 }
 
 fn finish(child: Child, within: Duration) -> std::process::Output {
@@ -65,7 +86,7 @@ fn job_of(run: &Path) -> String {
 
 fn logs(run: &Path) -> String {
     let mut text = String::new();
-    for entry in std::fs::read_dir(run.join("cluster/slurm")).unwrap() {
+    for entry in std::fs::read_dir(run.join("cluster/slurm")).into_iter().flatten() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "log") {
             text.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
@@ -95,15 +116,8 @@ fn a_bench_on_slurm_loses_and_duplicates_nothing_through_scancel_requeue_and_a_k
     let agents = [common::agent("baseline"), common::agent("validator")];
     let plan_path: PathBuf = plan(tmp.path(), &agents, &task, 2, PLAN);
     let local = tmp.path().join("local");
-    let output = finish(
-        bench(
-            &cluster,
-            &["--on", "local", "--plan", plan_path.to_str().unwrap()],
-            &local,
-        ),
-        Duration::from_secs(300),
-    );
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let on_local = ["--on", "local", "--plan", plan_path.to_str().unwrap()];
+    succeeded(bench(&cluster, &on_local, &local), &local);
     let reference = outcomes(&local);
     assert_eq!(reference.len(), 4);
 
@@ -123,14 +137,8 @@ fn a_bench_on_slurm_loses_and_duplicates_nothing_through_scancel_requeue_and_a_k
         .status()
         .unwrap();
     assert!(requeue.success());
-    let output = finish(child, Duration::from_secs(300));
+    succeeded(child, &run);
     let wall = started.elapsed();
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stderr),
-        logs(&run)
-    );
     check_against(&run, &reference);
     let worker_logs = logs(&run);
     assert!(
@@ -170,21 +178,6 @@ fn a_bench_on_slurm_loses_and_duplicates_nothing_through_scancel_requeue_and_a_k
     wait_for(&url, &token, "one result in", |s| s["done"].as_u64() >= Some(1));
     child.kill().unwrap();
     child.wait().unwrap();
-    let resumed = common::mlrb()
-        .env("SLURM_CONF", cluster.conf())
-        .args(["bench", "--quiet", "--json", "--resume"])
-        .arg(&run)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = finish(resumed, Duration::from_secs(300));
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stderr),
-        logs(&run)
-    );
+    succeeded(mlrb_bench(&cluster, &["--resume".as_ref(), run.as_os_str()]), &run);
     check_against(&run, &reference);
-    let _ = status;
 }

@@ -322,7 +322,7 @@ impl Server {
             }
             (Some(staged), None) => match self.staged_folder(&staged, episode) {
                 Ok(folder) => Some(folder),
-                Err(refusal) => return Ok(refusal),
+                Err(why) => return Ok(refuse(StatusCode::BAD_REQUEST, &why)),
             },
             (None, folder) => folder,
         };
@@ -364,8 +364,8 @@ impl Server {
 
     /// The folder a worker wrote on the shared filesystem: beneath the
     /// run's `cluster/work/`, named for the episode, with no link on the way.
-    fn staged_folder(&self, staged: &str, episode: &str) -> Result<PathBuf, Answer> {
-        let bad = |why: &str| refuse(StatusCode::BAD_REQUEST, &format!("{STAGED_HEADER} `{staged}`: {why}"));
+    fn staged_folder(&self, staged: &str, episode: &str) -> Result<PathBuf, String> {
+        let bad = |why: &str| format!("{STAGED_HEADER} `{staged}`: {why}");
         if !self.shared {
             return Err(bad(
                 "this run does not use a shared filesystem; upload the episode's folder",

@@ -297,6 +297,12 @@ impl Slot {
         ));
         let outcome = self.matrix.run(&lease.episode, &episode_stop).await;
         heartbeat.abort();
+        // Stopped while it ran: Slurm signals every process of the job, the
+        // episode's scripts too, so it may have ended on their deaths.
+        let outcome = match outcome {
+            Ok(Some(_)) if episode_stop.is_cancelled() => Ok(None),
+            other => other,
+        };
         let local = self.matrix.episode_dir(&lease.episode);
         match outcome {
             Ok(Some(result)) => self.report(&lease, result, &local).await?,
