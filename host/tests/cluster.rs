@@ -421,3 +421,52 @@ fn on_a_shared_filesystem_workers_upload_only_results_and_staged_paths_are_check
         .collect();
     assert!(left.is_empty(), "episodes left in cluster/work: {left:?}");
 }
+
+#[test]
+fn a_worker_short_of_time_leases_nothing_and_an_episode_leased_too_often_is_given_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = slow_task(tmp.path(), 0);
+    let extra = "[cluster]\nlisten = \"127.0.0.1:0\"\nlease_seconds = 1\nmax_leases = 2\n";
+    let plan_path = plan(tmp.path(), &[common::agent("baseline")], &task, 2, extra);
+    let run = tmp.path().join("limits");
+    let mut bench = serve(tmp.path(), &plan_path, "limits");
+    let (url, token) = served(&run, &mut bench);
+
+    // The task's budget is 120 s: a worker with 30 s left takes nothing.
+    let short = worker(&url, &run, "short")
+        .args(["--time-limit", "30"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let short = worker_json(short);
+    assert_eq!(short["stopped"], "too little time left for another episode", "{short}");
+    assert_eq!(status(&url, &token)["pending"], 2);
+
+    // A worker that dies on its episode every time: leased twice, then
+    // recorded as an infrastructure failure, and the next episode handed out.
+    let bearer = format!("Bearer {token}");
+    let lease = |worker: &str| {
+        let (code, body) = request(
+            &url,
+            "POST",
+            "/v1/lease",
+            &[("Authorization", bearer.as_str())],
+            format!("{{\"worker\":\"{worker}\"}}").as_bytes(),
+        );
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()
+    };
+    let first = lease("dies-1");
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = lease("dies-2");
+    assert_eq!(second["lease"]["episode"], first["lease"]["episode"]);
+    assert_eq!(second["lease"]["attempt"], 2);
+    std::thread::sleep(Duration::from_millis(1100));
+    let third = lease("next");
+    assert_ne!(third["lease"]["episode"], first["lease"]["episode"], "{third}");
+    assert_eq!(status(&url, &token)["done"], 1);
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
+    assert!(journal.contains("leased 2 times and never reported"), "{journal}");
+}
