@@ -3,6 +3,7 @@
 
 pub mod cgroup;
 pub mod docker;
+pub mod egress;
 pub mod gpu;
 pub mod image;
 mod launcher;
