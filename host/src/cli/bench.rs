@@ -147,8 +147,10 @@ impl BenchArgs {
         let job = cluster::k8s::manifest(plan, dir, &url)?;
         say!("{}", serde_json::to_string_pretty(&job)?);
         eprintln!(
-            "the token goes in the Secret {}-token (key `token`); docs/scale.md says how",
-            cluster::k8s::object_name(dir)
+            "the workers read the run's token from the Secret {}-token (key `token`), made from {} once \
+             `mlrb bench --on k8s --run-name ...` has made the run; docs/scale.md says how",
+            cluster::k8s::object_name(dir),
+            dir.join("cluster/token").display()
         );
         Ok(ExitCode::SUCCESS)
     }

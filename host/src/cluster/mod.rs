@@ -205,6 +205,9 @@ fn finish(dir: &Path, queue: &Queue, interrupted: bool, ran: usize) -> Result<Ou
 /// A new run's directory: the plan, its journal and its token.
 fn create(plan: Plan, files: &Files) -> Result<Plan> {
     plan.check()?;
+    if plan.placement() == On::Slurm {
+        slurm::check_available()?;
+    }
     if files.dir.join("journal.jsonl").exists() {
         bail!(
             "{}: already holds a bench: resume it with `mlrb bench --resume {}`, or choose another --run-name",

@@ -107,6 +107,11 @@ fn slurm(program: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// Refuses at once, before a run is made, where Slurm's commands are missing.
+pub fn check_available() -> Result<()> {
+    slurm("sbatch", &["--version"]).map(drop)
+}
+
 /// Submits a batch script; returns the job id.
 pub fn submit(script: &Path) -> Result<String> {
     let out = slurm("sbatch", &["--parsable", &script.display().to_string()])?;
