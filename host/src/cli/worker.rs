@@ -23,8 +23,8 @@ pub struct WorkerArgs {
     /// The run's token (visible to other users in `ps`: prefer --token-file or MLRB_TOKEN).
     #[arg(long, env = "MLRB_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// A file holding the run's token (the run's cluster/token).
-    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    /// A file holding the run's token (the run's cluster/token); taken over MLRB_TOKEN.
+    #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// Episodes at once [default: as many as this node's CPUs and GPUs allow].
     #[arg(long)]
@@ -54,9 +54,9 @@ pub struct WorkerArgs {
 impl WorkerArgs {
     /// Runs the worker; exits 0 when it stopped as asked or found nothing left.
     pub async fn run(self) -> Result<ExitCode> {
-        let token = match (&self.token, &self.token_file) {
-            (Some(token), _) => token.trim().to_string(),
-            (None, Some(file)) => cluster::read_token(file)?,
+        let token = match (&self.token_file, &self.token) {
+            (Some(file), _) => cluster::read_token(file)?,
+            (None, Some(token)) => token.trim().to_string(),
             (None, None) => {
                 bail!("the worker needs the run's token: --token-file FILE (the run's cluster/token) or MLRB_TOKEN")
             }

@@ -429,9 +429,15 @@ fn destination(request: &Request<Incoming>) -> Result<(String, u16), String> {
     ))
 }
 
+/// A refusal, closing the client's connection: bytes it sent after a
+/// refused CONNECT must not be read as requests of their own.
 fn text(status: StatusCode, why: &str) -> Answer {
     let mut answer = Response::new(Full::new(Bytes::from(format!("{why}\n"))));
     *answer.status_mut() = status;
+    answer.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
     answer
 }
 

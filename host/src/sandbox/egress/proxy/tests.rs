@@ -179,8 +179,15 @@ async fn caps_and_stalls_end_the_connection_with_a_reason_not_the_proxy() {
         format!("GET http://big.test:{}/ HTTP/1.1\r\nHost: big.test\r\n\r\n", big.port()).as_bytes(),
     )
     .await;
-    let fourth = exchange(at, connect.as_bytes()).await;
+    // Refused, with the tunnel's bytes already sent: the proxy closes the
+    // connection rather than read them as requests (a client would hang).
+    let refused_at = std::time::Instant::now();
+    let fourth = exchange(at, download.as_bytes()).await;
     assert!(fourth.contains("cap of 3 connections"), "{fourth}");
+    assert!(
+        refused_at.elapsed() < Duration::from_secs(2),
+        "the refused connection was kept open"
+    );
 
     tokio::time::sleep(Duration::from_millis(200)).await;
     let reasons: Vec<String> = proxy.connections().iter().filter_map(|c| c.reason.clone()).collect();
