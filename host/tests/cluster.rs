@@ -5,12 +5,11 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cluster::{done_lines, outcomes, plan, served, slow_task, status, wait_for, worker};
+use common::cluster::{done_lines, outcomes, plan, request, served, slow_task, status, wait_for, worker};
 use serde_json::Value;
 
 fn local_reference(tmp: &Path, plan_path: &Path) -> std::path::PathBuf {
@@ -141,29 +140,6 @@ fn workers_stopped_and_killed_mid_episode_lose_nothing_and_duplicate_nothing() {
     }
     let mode = std::fs::metadata(run.join("cluster/token")).unwrap().permissions();
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o600);
-}
-
-/// A raw HTTP/1.1 request; returns the status and body.
-fn request(url: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
-    use std::io::Read;
-    let address = url.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    // The server may refuse before reading it all.
-    let _ = stream.write_all(body);
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let code = answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (code, answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
 }
 
 fn archive(result: &mlrb::bench::metrics::ResultLine, folder: Option<&Path>) -> Vec<u8> {

@@ -83,9 +83,7 @@ impl Journal {
 
     /// Appends one entry and waits until it is on disk.
     pub fn write(&mut self, entry: &Entry) -> Result<()> {
-        let mut line = serde_json::to_vec(entry)?;
-        line.push(b'\n');
-        self.file.write_all(&line)?;
+        self.write_unsynced(entry)?;
         self.file.sync_data().context("syncing the journal")?;
         Ok(())
     }

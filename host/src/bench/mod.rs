@@ -270,10 +270,20 @@ struct Cell {
     seed: u64,
 }
 
-/// The episodes of a plan, task by agent by seed, as `(id, task name,
-/// agent name, seed)`: what a queue hands out, known without opening a
-/// sandbox (the tasks are only read).
-pub fn plan_episodes(plan: &Plan) -> Result<Vec<(String, String, String, u64)>> {
+/// One episode of a plan by name: what a queue hands out with its id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeSpec {
+    /// The task's name.
+    pub task: String,
+    /// The agent's name in the run.
+    pub agent: String,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// The episodes of a plan, task by agent by seed, with their ids: known
+/// without opening a sandbox (the tasks are only read).
+pub fn plan_episodes(plan: &Plan) -> Result<Vec<(String, EpisodeSpec)>> {
     let tasks: Vec<String> = plan
         .tasks
         .iter()
@@ -282,7 +292,14 @@ pub fn plan_episodes(plan: &Plan) -> Result<Vec<(String, String, String, u64)>> 
     let agents: Vec<String> = plan.agents.iter().map(AgentEntry::name).collect();
     Ok(matrix(&tasks, &agents, &plan.seeds.list())
         .into_iter()
-        .map(|c| (c.id, tasks[c.task].clone(), agents[c.agent].clone(), c.seed))
+        .map(|c| {
+            let spec = EpisodeSpec {
+                task: tasks[c.task].clone(),
+                agent: agents[c.agent].clone(),
+                seed: c.seed,
+            };
+            (c.id, spec)
+        })
         .collect())
 }
 
@@ -836,9 +853,11 @@ impl Matrix {
 
     /// The longest wall-clock budget of an episode of the plan, in seconds.
     pub fn longest_episode_seconds(&self) -> u64 {
-        self.cells
+        // As `EpisodeRequest::new` sets it: the task's limits with the plan's overrides.
+        self.bench
+            .tasks
             .iter()
-            .map(|c| self.bench.request(c, Arc::default()).limits.wall_seconds)
+            .map(|t| t.limits().with(&self.bench.plan.limits).wall_seconds)
             .max()
             .unwrap_or(0)
     }

@@ -21,113 +21,78 @@ pub enum On {
 
 /// The queue server of a bench on a cluster (`[cluster]` in a plan).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ClusterSetup {
     /// The address `mlrb serve` listens on [default: 0.0.0.0:0, any port].
-    #[serde(default = "default_listen")]
     pub listen: String,
     /// The URL workers reach it at [default: http://<this host's name>:<port>].
-    #[serde(default)]
     pub url: Option<String>,
     /// A lease's life without a heartbeat, in seconds: how long a dead
     /// worker's episode waits before another worker takes it.
-    #[serde(default = "default_lease_seconds")]
     pub lease_seconds: u64,
     /// The largest episode upload accepted, in MiB.
-    #[serde(default = "default_max_upload_mb")]
     pub max_upload_mb: u64,
     /// Workers to start (Slurm array tasks, Kubernetes pods).
-    #[serde(default = "default_workers")]
     pub workers: u32,
     /// Episodes a worker runs at once [default: as many as its CPUs and GPUs allow].
-    #[serde(default)]
     pub parallel: Option<usize>,
     /// Leases given to an episode before it is recorded as an
     /// infrastructure failure (a worker that died on it each time).
-    #[serde(default = "default_max_leases")]
     pub max_leases: u32,
     /// Every node mounts the run directory at the same path: workers write
     /// episodes into it and upload only their result lines.
-    #[serde(default)]
     pub shared_filesystem: bool,
 }
 
+// What a `[cluster]` table leaves out (serde fills it from here).
 impl Default for ClusterSetup {
     fn default() -> Self {
         Self {
-            listen: default_listen(),
+            listen: "0.0.0.0:0".into(),
             url: None,
-            lease_seconds: default_lease_seconds(),
-            max_upload_mb: default_max_upload_mb(),
-            workers: default_workers(),
+            lease_seconds: 60,
+            max_upload_mb: 1024,
+            workers: 2,
             parallel: None,
-            max_leases: default_max_leases(),
+            max_leases: 5,
             shared_filesystem: false,
         }
     }
 }
 
-fn default_listen() -> String {
-    "0.0.0.0:0".into()
-}
-fn default_lease_seconds() -> u64 {
-    60
-}
-fn default_max_upload_mb() -> u64 {
-    1024
-}
-fn default_workers() -> u32 {
-    2
-}
-fn default_max_leases() -> u32 {
-    5
-}
-
 /// The Slurm job array of workers (`[slurm]` in a plan).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct SlurmSetup {
     /// `--partition` [default: the cluster's default].
-    #[serde(default)]
     pub partition: Option<String>,
     /// `--account`.
-    #[serde(default)]
     pub account: Option<String>,
     /// `--time` of each worker, as Slurm writes it (`30`, `2:00:00`, `1-00:00:00`).
-    #[serde(default)]
     pub time: Option<String>,
     /// `--cpus-per-task` of each worker [default: 1].
-    #[serde(default)]
     pub cpus_per_worker: Option<u32>,
     /// `--gpus-per-task` of each worker.
-    #[serde(default)]
     pub gpus_per_worker: Option<u32>,
     /// More `#SBATCH` lines, as written after `#SBATCH ` (e.g. `--qos=low`).
-    #[serde(default)]
     pub sbatch: Vec<String>,
     /// The mlrb binary on the nodes [default: this one's path].
-    #[serde(default)]
     pub mlrb: Option<String>,
 }
 
 /// The Kubernetes Job of workers (`[k8s]` in a plan).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct K8sSetup {
     /// The namespace [default: `default`].
-    #[serde(default)]
     pub namespace: Option<String>,
     /// The worker image: mlrb and the tasks' dependencies.
-    #[serde(default)]
     pub image: Option<String>,
     /// CPUs each worker pod requests [default: 2].
-    #[serde(default)]
     pub cpus_per_worker: Option<u32>,
     /// Memory each worker pod requests, in MiB [default: 8192].
-    #[serde(default)]
     pub memory_mb_per_worker: Option<u64>,
     /// GPUs each worker pod requests (`nvidia.com/gpu`).
-    #[serde(default)]
     pub gpus_per_worker: Option<u32>,
 }
 

@@ -77,23 +77,11 @@ impl Progress {
 
     /// An episode ended with `what` (its score, or why it has none).
     pub fn finished(&self, line: EpisodeLine, id: &str, what: &str) {
-        if let Some(ticker) = line.ticker {
-            ticker.abort();
-        }
-        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        match (&self.bars, line.bar) {
-            (Some((multi, overall)), Some(bar)) => {
-                bar.finish_and_clear();
-                multi.remove(&bar);
-                overall.inc(1);
-                overall.println(format!("{id}: {what}"));
-            }
-            _ if self.quiet => {}
-            _ => eprintln!("[{done}/{}] {id}: {what}", self.total),
-        }
+        self.clear(line);
+        self.arrived(id, what);
     }
 
-    /// An episode run elsewhere (by a cluster worker) ended with `what`.
+    /// An episode ended with `what`, here or elsewhere (a cluster worker).
     pub fn arrived(&self, id: &str, what: &str) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         match &self.bars {
@@ -108,6 +96,12 @@ impl Progress {
 
     /// Removes an episode's line without counting it as done (a retry).
     pub fn abandoned(&self, line: EpisodeLine, id: &str, what: &str) {
+        self.clear(line);
+        self.note(&format!("{id}: {what}"));
+    }
+
+    /// Stops an episode's line and takes it off the display.
+    fn clear(&self, line: EpisodeLine) {
         if let Some(ticker) = line.ticker {
             ticker.abort();
         }
@@ -115,7 +109,6 @@ impl Progress {
             bar.finish_and_clear();
             multi.remove(&bar);
         }
-        self.note(&format!("{id}: {what}"));
     }
 
     /// A message that is not about one episode (a retry, an interruption).

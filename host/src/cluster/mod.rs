@@ -25,7 +25,7 @@ use crate::bench::metrics::ResultLine;
 use crate::bench::placement::{ClusterSetup, On};
 use crate::bench::progress::Progress;
 use crate::bench::queue::{Queue, now_ms};
-use crate::bench::{self, Outcome, Plan};
+use crate::bench::{self, EpisodeSpec, Outcome, Plan};
 use protocol::{AgentFile, RunInfo};
 use serve::{Server, ServerParts};
 
@@ -95,12 +95,20 @@ pub async fn bench(
     interrupt: impl std::future::Future<Output = ()>,
 ) -> Result<Outcome> {
     let files = Files { dir: dir.to_path_buf() };
+    let fresh = plan.is_some();
     let plan = match plan {
-        Some(plan) => create(plan, &files)?,
+        Some(plan) => {
+            plan.check()?;
+            plan
+        }
         None => read_plan(dir)?,
     };
+    let episodes = bench::plan_episodes(&plan)?;
+    if fresh {
+        create(&plan, &episodes, &files)?;
+    }
     let setup = plan.cluster.clone().unwrap_or_default();
-    let (server, mut results_rx, total) = open_server(&plan, &files, &setup)?;
+    let (server, mut results_rx, total) = open_server(&plan, &episodes, &files, &setup)?;
     let (listener, url) = listen(&files, &setup).await?;
     let serving = tokio::spawn(server.clone().serve(listener));
     let mut starter = Starter::new(&plan, &files, &url)?;
@@ -163,15 +171,16 @@ async fn linger(server: &Server, setup: &ClusterSetup) {
 /// episodes there are.
 fn open_server(
     plan: &Plan,
+    episodes: &[(String, EpisodeSpec)],
     files: &Files,
     setup: &ClusterSetup,
 ) -> Result<(Arc<Server>, tokio::sync::mpsc::UnboundedReceiver<ResultLine>, u64)> {
     let queue = Queue::open(&files.queue())?;
-    let specs: Vec<(String, serde_json::Value)> = bench::plan_episodes(plan)?
-        .into_iter()
-        .map(|(id, task, agent, seed)| (id, serde_json::json!({"task": task, "agent": agent, "seed": seed})))
-        .collect();
-    queue.enqueue(specs.iter().map(|(id, spec)| (id.as_str(), spec)))?;
+    let specs: Vec<(&str, serde_json::Value)> = episodes
+        .iter()
+        .map(|(id, spec)| Ok((id.as_str(), serde_json::to_value(spec)?)))
+        .collect::<Result<_>>()?;
+    queue.enqueue(specs.iter().map(|(id, spec)| (*id, spec)))?;
     let (arrived, results) = tokio::sync::mpsc::unbounded_channel();
     let parts = ServerParts {
         dir: files.dir.clone(),
@@ -202,9 +211,8 @@ fn finish(dir: &Path, queue: &Queue, interrupted: bool, ran: usize) -> Result<Ou
     })
 }
 
-/// A new run's directory: the plan, its journal and its token.
-fn create(plan: Plan, files: &Files) -> Result<Plan> {
-    plan.check()?;
+/// A new run's directory: the plan (checked), its journal and its token.
+fn create(plan: &Plan, episodes: &[(String, EpisodeSpec)], files: &Files) -> Result<()> {
     if plan.placement() == On::Slurm {
         slurm::check_available()?;
     }
@@ -216,8 +224,8 @@ fn create(plan: Plan, files: &Files) -> Result<Plan> {
         );
     }
     std::fs::create_dir_all(files.cluster()).with_context(|| format!("creating {}", files.cluster().display()))?;
-    let ids: Vec<String> = bench::plan_episodes(&plan)?.into_iter().map(|e| e.0).collect();
-    std::fs::write(files.dir.join("plan.json"), serde_json::to_vec_pretty(&plan)?)?;
+    let ids: Vec<String> = episodes.iter().map(|(id, _)| id.clone()).collect();
+    std::fs::write(files.dir.join("plan.json"), serde_json::to_vec_pretty(plan)?)?;
     Journal::create(&files.dir.join("journal.jsonl"))?.write(&Entry::Plan { episodes: ids })?;
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -228,7 +236,7 @@ fn create(plan: Plan, files: &Files) -> Result<Plan> {
         .open(files.token())
         .with_context(|| format!("creating {}", files.token().display()))?;
     token.write_all(new_secret()?.as_bytes())?;
-    Ok(plan)
+    Ok(())
 }
 
 fn read_plan(dir: &Path) -> Result<Plan> {

@@ -23,6 +23,7 @@ use super::protocol::{
     STAGED_HEADER, TokenRequest,
 };
 use super::upload;
+use crate::bench::EpisodeSpec;
 use crate::bench::journal::{Entry, Journal};
 use crate::bench::metrics::ResultLine;
 use crate::bench::queue::{Queue, Reported, now_ms};
@@ -202,12 +203,10 @@ impl Server {
                     "leased {} times and never reported: its workers died or were cut off each time",
                     self.max_leases
                 );
-                let spec = &lease.spec;
-                let field = |name: &str| spec.get(name).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-                let seed = spec.get("seed").and_then(|v| v.as_u64()).unwrap_or(0);
-                let (task, agent) = (field("task"), field("agent"));
+                let spec: EpisodeSpec = serde_json::from_value(lease.spec.clone()).unwrap_or_default();
                 let id = &lease.episode;
-                let result = ResultLine::infra_failed(id, &task, &agent, seed, id, lease.attempt - 1, &error);
+                let result =
+                    ResultLine::infra_failed(id, &spec.task, &spec.agent, spec.seed, id, lease.attempt - 1, &error);
                 self.record(&lease.episode, &lease.token, result)?;
                 continue;
             }
@@ -283,7 +282,7 @@ impl Server {
             Ok(spool) => spool,
             Err(refusal) => return Ok(refusal),
         };
-        let actual = spool.hash.to_hex().to_string();
+        let actual = spool.hasher.finalize().to_hex().to_string();
         if !claimed.eq_ignore_ascii_case(&actual) {
             return Ok(refuse(
                 StatusCode::BAD_REQUEST,
@@ -394,7 +393,6 @@ impl Server {
     /// Reads an upload's body, hashing it and stopping at the cap.
     async fn spool(&self, mut body: Incoming) -> Result<Result<Spool, Answer>> {
         let mut spool = Spool::default();
-        let mut hasher = blake3::Hasher::new();
         while let Some(frame) = body.frame().await {
             let frame = match frame {
                 Ok(frame) => frame,
@@ -406,8 +404,7 @@ impl Server {
                 }
             };
             let Ok(data) = frame.into_data() else { continue };
-            spool.size += data.len() as u64;
-            if spool.size > self.max_upload {
+            if spool.size + data.len() as u64 > self.max_upload {
                 return Ok(Err(refuse(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     &format!(
@@ -416,36 +413,27 @@ impl Server {
                     ),
                 )));
             }
-            hasher.update(&data);
             spool.push(&data, &self.dir)?;
         }
-        spool.hash = hasher.finalize();
         Ok(Ok(spool))
     }
 }
 
-/// An upload's body: in memory, or in a file once it is large.
+/// An upload's body, as read so far: in memory, or in a file once it is
+/// large; its size and hash.
+#[derive(Default)]
 struct Spool {
     memory: Vec<u8>,
     file: Option<tempfile::NamedTempFile>,
     size: u64,
-    hash: blake3::Hash,
-}
-
-impl Default for Spool {
-    fn default() -> Self {
-        Self {
-            memory: Vec::new(),
-            file: None,
-            size: 0,
-            hash: blake3::hash(b""),
-        }
-    }
+    hasher: blake3::Hasher,
 }
 
 impl Spool {
     fn push(&mut self, data: &[u8], dir: &Path) -> Result<()> {
         use std::io::Write;
+        self.size += data.len() as u64;
+        self.hasher.update(data);
         if self.file.is_none() && self.memory.len() + data.len() > IN_MEMORY {
             let mut file = tempfile::NamedTempFile::new_in(dir.join("cluster"))?;
             file.write_all(&self.memory)?;

@@ -60,20 +60,40 @@ pub fn worker(url: &str, run: &Path, name: &str) -> Command {
     command
 }
 
-/// The run's queue counts (`GET /v1/status`), through curl-free plain HTTP.
-pub fn status(url: &str, token: &str) -> Value {
+/// A raw HTTP/1.1 request; returns the status and body.
+pub fn request(url: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    use std::io::{Read, Write};
     let address = url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(address).unwrap();
-    use std::io::{Read, Write};
-    write!(
-        stream,
-        "GET /v1/status HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("");
-    serde_json::from_str(body).unwrap_or_else(|_| panic!("not a status: {answer}"))
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    // The server may refuse before reading it all.
+    let _ = stream.write_all(body);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let code = answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
+}
+
+/// The run's queue counts (`GET /v1/status`).
+pub fn status(url: &str, token: &str) -> Value {
+    let (code, body) = request(
+        url,
+        "GET",
+        "/v1/status",
+        &[("Authorization", &format!("Bearer {token}"))],
+        b"",
+    );
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap_or_else(|_| panic!("not a status: {body}"))
 }
 
 /// Waits until `check` holds of the run's status.
