@@ -211,3 +211,66 @@ async fn a_name_the_system_cannot_resolve_is_refused_by_the_proxy() {
     );
     assert!(!proxy.connections()[0].allowed);
 }
+
+#[tokio::test]
+async fn the_egress_cap_cuts_an_upload_and_an_ungranted_method_is_refused() {
+    // A server that reads everything it is sent.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sink = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move { tokio::io::copy(&mut stream, &mut tokio::io::sink()).await });
+        }
+    });
+    let rules = [format!("sink.test:{}", sink.port())];
+    let capped = AllowList {
+        egress_mb: Some(1),
+        methods: vec!["GET".into()],
+        ..grant(&rules)
+    };
+    let (at, proxy) = proxy(capped, &["sink.test"]).await;
+    let post = format!(
+        "POST http://sink.test:{}/ HTTP/1.1\r\nHost: sink.test\r\nContent-Length: 1\r\n\r\nx",
+        sink.port()
+    );
+    let refused = exchange(at, post.as_bytes()).await;
+    assert!(
+        refused.contains("403") && refused.contains("POST is not among the granted methods"),
+        "{refused}"
+    );
+    // Through a tunnel (any method inside), 2 MiB out against a 1 MiB cap.
+    let mut stream = tokio::net::TcpStream::connect(at).await.unwrap();
+    let connect = format!(
+        "CONNECT sink.test:{0} HTTP/1.1\r\nHost: sink.test:{0}\r\n\r\n",
+        sink.port()
+    );
+    stream.write_all(connect.as_bytes()).await.unwrap();
+    let chunk = vec![b'y'; 64 << 10];
+    let mut sent = 0usize;
+    while sent < 2 << 20 {
+        if stream.write_all(&chunk).await.is_err() {
+            break;
+        }
+        sent += chunk.len();
+    }
+    // Read until the proxy closes the tunnel: dropping it with the
+    // proxy's answer unread would reset it before the cap is reached.
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), stream.read_to_end(&mut answer)).await;
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = proxy.connections();
+    let tunnel = log
+        .iter()
+        .find(|c| c.method == "CONNECT")
+        .expect("the tunnel is recorded");
+    assert!(
+        tunnel
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("egress cap of 1 MiB")),
+        "{tunnel:?}"
+    );
+    assert!(tunnel.bytes_out <= 1 << 20, "{tunnel:?}");
+}
