@@ -14,4 +14,4 @@ CARGO_TARGET_DIR="$target_dir/prompt-method" \
 cp "$target_dir/prompt-method/wasm32-wasip2/release/research_agent.wasm" \
     "$target_dir/wasm32-wasip2/release/research_agent_prompt.wasm"
 cargo build --quiet --release --target wasm32-wasip2 -p hostile-agents --examples
-cargo build --quiet --release --target wasm32-wasip2 -p other-world -p legacy-agent
+cargo build --quiet --release --target wasm32-wasip2 -p other-world -p legacy-agent -p http-probe

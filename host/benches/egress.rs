@@ -123,4 +123,93 @@ async fn main() {
         logged.iter().all(|c| c.allowed && c.reason.is_none()),
         "a connection ended early"
     );
+    from_a_sandbox(origin).await;
+}
+
+/// What a script in bubblewrap sees: its requests go through the relay
+/// inside the sandbox, the Unix socket and the proxy.
+const SANDBOXED: &str = r#"
+import json, socket, sys, time
+port, n, big = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+def fetch(payload):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(payload)
+    got = 0
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            return got
+        got += len(chunk)
+times = []
+for _ in range(n):
+    t = time.perf_counter()
+    fetch(b"GET http://origin.test:%d/ HTTP/1.1
+Host: origin.test
+Connection: close
+
+" % port)
+    times.append(time.perf_counter() - t)
+times.sort()
+t = time.perf_counter()
+got = fetch(b"CONNECT origin.test:%d HTTP/1.1
+
+GET /big HTTP/1.1
+Host: origin.test
+
+" % port)
+print(json.dumps({"p50_us": times[n // 2] * 1e6, "p99_us": times[int(n * 0.99)] * 1e6,
+                  "mib_s": (got >> 20) / (time.perf_counter() - t), "got": got}))
+"#;
+
+async fn from_a_sandbox(origin: SocketAddr) {
+    use mlrb::sandbox::{Command, CommandLimits, Reach, Sandbox, egress::gateway::Gateway};
+    let Ok(sandbox) = mlrb::sandbox::local::LocalSandbox::detect() else {
+        println!("egress: no bubblewrap here; the sandboxed figures are skipped");
+        return;
+    };
+    let grant = AllowList {
+        allow: vec![format!("origin.test:{}", origin.port()).parse().unwrap()],
+        ingress_mb: Some(4096),
+        connections: Some(1_000_000),
+        ..Default::default()
+    };
+    let resolver = Resolver {
+        hosts: [("origin.test".to_string(), IpAddr::V4(Ipv4Addr::LOCALHOST))].into(),
+        system: false,
+    };
+    let gateway = Gateway::with_resolver(grant, resolver).unwrap();
+    let n = 500;
+    let argv = [
+        "python3",
+        "-c",
+        SANDBOXED,
+        &origin.port().to_string(),
+        &n.to_string(),
+        &DOWNLOAD.to_string(),
+    ];
+    let outcome = sandbox
+        .run(Command {
+            argv: argv.map(String::from).to_vec(),
+            cwd: "/tmp".into(),
+            mounts: Vec::new(),
+            env: Vec::new(),
+            network: Reach::Proxy(gateway.socket()),
+            limits: CommandLimits::new(&mlrb::limits::Limits::default(), Duration::from_secs(300)),
+            gpus: Vec::new(),
+            log_prefix: None,
+            stop: Default::default(),
+        })
+        .await
+        .unwrap();
+    assert!(outcome.success(), "{}", outcome.stderr.text);
+    let figures: serde_json::Value = serde_json::from_str(outcome.stdout.text.trim()).unwrap();
+    assert!(figures["got"].as_u64().unwrap() > DOWNLOAD as u64);
+    println!(
+        "egress: from a script in bubblewrap (relay, Unix socket, proxy): {n} small requests p50 {:.0} µs p99 {:.0} µs; \
+         one {} MiB download {:.0} MiB/s",
+        figures["p50_us"].as_f64().unwrap(),
+        figures["p99_us"].as_f64().unwrap(),
+        DOWNLOAD >> 20,
+        figures["mib_s"].as_f64().unwrap()
+    );
 }

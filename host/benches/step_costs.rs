@@ -145,7 +145,7 @@ fn script_start(runtime: &tokio::runtime::Runtime) {
         name: tmp.path().display().to_string(),
         mounts: vec![Mount::writable(&ws, "/workspace")],
         cwd: "/workspace".into(),
-        network: false,
+        network: mlrb::sandbox::Reach::Nothing,
         limits: limits(),
         gpus: vec![],
         lifetime: Duration::from_secs(3600),

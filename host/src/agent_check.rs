@@ -26,22 +26,26 @@ pub struct Report {
     pub imports: Vec<String>,
     /// The names of everything it exports.
     pub exports: Vec<String>,
+    /// Whether it imports wasi:http (requests of its own, which go out only
+    /// as the task's network grant allows).
+    pub http: bool,
+    /// What is worth knowing about it that is no refusal.
+    pub notes: Vec<String>,
     /// Why the host refuses it; empty when it accepts it.
     pub refusals: Vec<String>,
 }
 
 /// Imports that ask for what an agent is never given.
-const NEVER_GRANTED: &[(&str, &str)] = &[
-    ("wasi:http/", "HTTP: an agent reaches models only through the host"),
-    (
-        "wasi:filesystem/preopens",
-        "preopened directories: an agent sees files only through mlrb:agent/workspace",
-    ),
-];
+const NEVER_GRANTED: &[(&str, &str)] = &[(
+    "wasi:filesystem/preopens",
+    "preopened directories: an agent sees files only through mlrb:agent/workspace",
+)];
 
 /// Inspects the component at `path`. `network_granted`: whether the task
-/// it is checked for grants network (sockets are refused otherwise).
-pub async fn check(engine: &AgentEngine, path: &Path, network_granted: bool) -> Result<Report> {
+/// it is checked for grants network (sockets and wasi:http are refused
+/// otherwise); `None` when it is checked for no task (sockets are refused,
+/// wasi:http is noted).
+pub async fn check(engine: &AgentEngine, path: &Path, network_granted: Option<bool>) -> Result<Report> {
     let (bytes, sha256) = crate::engine::map_agent(path)?;
     let size = bytes.len() as u64;
     let loaded = engine.load(&bytes, &sha256).await.map_err(|e| {
@@ -90,17 +94,7 @@ pub async fn check(engine: &AgentEngine, path: &Path, network_granted: bool) -> 
             "built for another world{world}: an agent exports `run` of the {WIT_PACKAGE} world `agent`"
         ));
     }
-    let sockets: Vec<&str> = imports
-        .iter()
-        .filter_map(|i| i.strip_prefix("wasi:sockets/"))
-        .map(|i| i.split('@').next().unwrap_or(i))
-        .collect();
-    if !sockets.is_empty() && !network_granted {
-        refusals.push(format!(
-            "imports wasi:sockets ({}): the task grants no network",
-            sockets.join(", ")
-        ));
-    }
+    let (imports_http, notes) = network_imports(&imports, network_granted, &mut refusals);
     for import in &imports {
         for (prefix, why) in NEVER_GRANTED {
             if import.starts_with(prefix) {
@@ -115,8 +109,51 @@ pub async fn check(engine: &AgentEngine, path: &Path, network_granted: bool) -> 
         targets,
         imports,
         exports: exports.into_iter().map(|(name, _)| name).collect(),
+        http: imports_http,
+        notes,
         refusals,
     })
+}
+
+/// What the network imports ask: sockets are refused unless the task grants
+/// network; wasi:http too when the task is known not to, and noted
+/// otherwise. Whether it imports wasi:http, and the notes.
+fn network_imports(
+    imports: &[String],
+    network_granted: Option<bool>,
+    refusals: &mut Vec<String>,
+) -> (bool, Vec<String>) {
+    let interfaces = |package: &str| -> Vec<&str> {
+        imports
+            .iter()
+            .filter_map(|i| i.strip_prefix(package))
+            .map(|i| i.split('@').next().unwrap_or(i))
+            .collect()
+    };
+    let sockets = interfaces("wasi:sockets/");
+    if !sockets.is_empty() && network_granted != Some(true) {
+        refusals.push(format!(
+            "imports wasi:sockets ({}): the task grants no network",
+            sockets.join(", ")
+        ));
+    }
+    // wasi:http is linked for every agent; its requests go out only under
+    // the episode's grant, so a task without one would refuse them all.
+    let http = interfaces("wasi:http/").join(", ");
+    let mut notes = Vec::new();
+    if http.is_empty() {
+        return (false, notes);
+    }
+    match network_granted {
+        Some(false) => refusals.push(format!("imports wasi:http ({http}): the task grants no network")),
+        Some(true) => notes.push(format!(
+            "imports wasi:http ({http}): the task grants network, and its requests go out as the grant allows (each recorded)"
+        )),
+        None => notes.push(format!(
+            "imports wasi:http ({http}): its requests go out only under a task that grants network (check with --task)"
+        )),
+    }
+    (true, notes)
 }
 
 /// Whether a component built against WIT version `theirs` runs on a host

@@ -17,6 +17,7 @@ pub mod episode;
 pub mod format;
 pub mod limits;
 pub mod llm;
+pub mod network;
 pub mod paths;
 pub mod process;
 pub mod record;

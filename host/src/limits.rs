@@ -7,6 +7,37 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::network::{Network, Rule};
+
+/// One `--network-allow` destination: a rule, or `none` (no network).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkRule(pub Option<Rule>);
+
+impl std::str::FromStr for NetworkRule {
+    type Err = anyhow::Error;
+    fn from_str(text: &str) -> anyhow::Result<Self> {
+        match text.trim() {
+            "none" => Ok(Self(None)),
+            rule => rule.parse().map(|r| Self(Some(r))),
+        }
+    }
+}
+
+impl Serialize for NetworkRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Some(rule) => rule.serialize(s),
+            None => s.serialize_str("none"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for NetworkRule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// The limits of one episode. Field names are those `episode.json` has
 /// always used; a record written by an older mlrb reads with defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,8 +67,14 @@ pub struct Limits {
     pub script_max_processes: u32,
     /// CPUs one script may use.
     pub script_cpus: f64,
-    /// Whether scripts reach the network.
-    pub network: bool,
+    /// Where scripts (and an agent's wasi:http) may connect.
+    pub network: crate::network::Network,
+    /// Requests the agent's wasi:http may send in the episode; past it
+    /// each is refused.
+    pub http_requests: u32,
+    /// Bytes of one wasi:http response body the agent may receive; past it
+    /// the body ends with an error.
+    pub http_response_bytes: u64,
     /// Whether the task's preparation may reach the network (the user's
     /// `--network`; the agent's scripts never get it from this).
     pub prepare_network: bool,
@@ -92,7 +129,9 @@ impl Default for Limits {
             script_memory_bytes: 2 << 30,
             script_max_processes: 256,
             script_cpus: 2.0,
-            network: false,
+            network: Default::default(),
+            http_requests: 100,
+            http_response_bytes: 16 << 20,
             prepare_network: false,
             output_cap: 32 << 10,
             output_kill_bytes: 256 << 20,
@@ -138,6 +177,12 @@ impl Limits {
         set(&mut self.script_memory_bytes, o.memory_mb.map(|mb| mb << 20));
         set(&mut self.script_timeout_seconds, o.script_timeout);
         set(&mut self.prepare_network, o.network);
+        set(&mut self.http_requests, o.http_requests);
+        set(&mut self.http_response_bytes, o.http_response_mb.map(|mb| mb << 20));
+        // Refused earlier (`Task::check_overrides`) where it would widen.
+        if let Some(narrowed) = o.narrowed_network(&self.network) {
+            self.network = narrowed;
+        }
         self
     }
 }
@@ -192,6 +237,19 @@ pub struct Overrides {
     #[arg(long, value_name = "SECONDS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub script_timeout: Option<u64>,
+    /// Narrow the task's network grant to these destinations (host:port,
+    /// `*.domain:port`; repeat or separate with commas; `none`: no network).
+    #[arg(long = "network-allow", value_name = "HOST:PORT", value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_allow: Option<Vec<NetworkRule>>,
+    /// Requests the agent's own wasi:http may send in the episode [default: 100].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_requests: Option<u32>,
+    /// The largest wasi:http response body the agent may receive [default: 16].
+    #[arg(long, value_name = "MiB")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_response_mb: Option<u64>,
     /// Let the task's preparation (downloading its data) reach the network;
     /// the agent's scripts never get it from this.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
@@ -235,9 +293,34 @@ impl Overrides {
             memory_mb: self.memory_mb.or(base.memory_mb),
             script_timeout: self.script_timeout.or(base.script_timeout),
             network: self.network.or(base.network),
+            network_allow: self.network_allow.or_else(|| base.network_allow.clone()),
+            http_requests: self.http_requests.or(base.http_requests),
+            http_response_mb: self.http_response_mb.or(base.http_response_mb),
             metric: self.metric.or_else(|| base.metric.clone()),
             direction: self.direction.or(base.direction),
         }
+    }
+
+    /// The task's grant `granted` narrowed by `network_allow`, if given and
+    /// within it.
+    pub fn narrowed_network(&self, granted: &Network) -> Option<Network> {
+        self.narrow(granted).ok().flatten()
+    }
+
+    /// `granted` narrowed by `network_allow` (`None`: not narrowed); an
+    /// error when it names what the task does not grant.
+    pub fn narrow(&self, granted: &Network) -> anyhow::Result<Option<Network>> {
+        let Some(rules) = &self.network_allow else {
+            return Ok(None);
+        };
+        let allow = rules.iter().filter_map(|r| r.0.clone()).collect();
+        let narrower = crate::network::AllowList {
+            allow,
+            ..Default::default()
+        };
+        granted
+            .narrowed_by(&narrower, "network_allow (--network-allow)")
+            .map(Some)
     }
 
     /// Refuses values no episode can run with, naming the option.
@@ -287,12 +370,16 @@ mod tests {
         assert_eq!(changed.script_memory_bytes, 300 << 20);
         assert_eq!(changed.script_timeout_seconds, 9);
         assert!(
-            changed.prepare_network && !changed.network,
+            changed.prepare_network && !changed.network.granted(),
             "--network is for preparation only"
         );
         // An episode.json of an older mlrb: the fields it had, no others.
         let old: Limits = serde_json::from_str(r#"{"max_steps": 7, "wall_seconds": 60, "network": true}"#).unwrap();
-        assert_eq!((old.max_steps, old.wall_seconds, old.network), (7, 60, true));
+        assert_eq!((old.max_steps, old.wall_seconds), (7, 60));
+        assert!(
+            old.network.granted(),
+            "`network: true` of an older record reads as any destination"
+        );
         assert_eq!(old.workspace_files, Limits::default().workspace_files);
     }
 

@@ -208,6 +208,7 @@ impl Viewer {
             esc(score["error"].as_str().unwrap_or(""))
         );
         body.push_str(&self.lineage(dir, &record));
+        body.push_str(&network_section(&record, &events));
         body.push_str(&self.diff_form(dir, id)?);
         let _ = write!(
             body,
@@ -315,6 +316,28 @@ impl Viewer {
         }
         Ok(layout(&format!("diff {id}"), &body))
     }
+}
+
+/// The episode's connections, all of them, from the trace's `egress`
+/// records (with the totals `episode.json` keeps); empty without a grant.
+fn network_section(record: &Value, events: &[Value]) -> String {
+    let connections: Vec<crate::network::Connection> = events
+        .iter()
+        .filter(|e| e["interface"] == "host" && e["function"] == "egress")
+        .flat_map(|e| e["args"]["connections"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| serde_json::from_value(c).ok())
+        .collect();
+    let grant = &record["limits"]["network"];
+    if connections.is_empty() && !grant.is_object() {
+        return String::new();
+    }
+    let totals = crate::network::NetworkUse::of(&connections).map_or("no connection".into(), |n| n.describe());
+    format!(
+        "<h2 id=\"network\">Network</h2><p>granted: <code>{}</code></p><p>{}</p>{}",
+        esc(&grant.to_string()),
+        esc(&totals),
+        crate::bench::html::connection_table(&connections)
+    )
 }
 
 /// How an episode ended, or "running" / "host killed" while it has no end.

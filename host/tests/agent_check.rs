@@ -77,6 +77,35 @@ fn a_component_importing_sockets_is_refused_for_a_task_without_network() {
 }
 
 #[test]
+fn a_component_importing_wasi_http_runs_only_under_a_network_grant() {
+    let probe = common::agent("http-probe");
+    let notes = |report: &Value| report["notes"].to_string();
+    // For no task in particular: accepted, with a note.
+    let (ok, report) = check(&probe, &[]);
+    assert!(ok, "{report}");
+    assert_eq!(report["http"], true);
+    assert!(notes(&report).contains("wasi:http"), "{report}");
+    // For a task without network: refused, as sockets are.
+    let (ok, report) = check(&probe, &["--task", "digits"]);
+    assert!(!ok);
+    let why = refusals(&report);
+    assert!(
+        why.contains("imports wasi:http (") && why.contains("the task grants no network"),
+        "{why}"
+    );
+    // For a task that grants network: accepted, noting the grant.
+    let tmp = tempfile::tempdir().unwrap();
+    let task = common::hostile_task(tmp.path(), &[]);
+    common::edit_task_toml(&task, "pids = 64", "pids = 64\nnetwork = true");
+    let (ok, report) = check(&probe, &["--task", task.to_str().unwrap()]);
+    assert!(ok, "{report}");
+    assert!(notes(&report).contains("the task grants network"), "{report}");
+    // An agent that imports none of it says so.
+    let (_, report) = check(&common::agent("baseline"), &[]);
+    assert_eq!(report["http"], false);
+}
+
+#[test]
 fn a_component_for_another_world_or_wit_version_is_refused() {
     let (ok, report) = check(&common::agent("other-world"), &[]);
     assert!(!ok);

@@ -112,7 +112,9 @@ fn dependencies_point_from_the_command_line_down_to_the_engine() {
         &["bench", "report", "view"],
         &["episode", "agent_check", "agent_build"],
         &["capability", "sandbox", "task", "llm", "record"],
-        &["engine", "paths", "process", "limits", "relpath", "stats", "format"],
+        &[
+            "engine", "paths", "process", "limits", "network", "relpath", "stats", "format",
+        ],
     ];
     let layer_of = |m: &str| layers.iter().position(|l| l.contains(&m));
     for (module, deps) in &graph {

@@ -338,7 +338,7 @@ fn a_panic_while_an_episode_container_is_open_still_removes_it() {
         name: tmp.path().join("episode").display().to_string(),
         mounts: vec![Mount::writable(&workspace, "/workspace")],
         cwd: "/workspace".into(),
-        network: false,
+        network: mlrb::sandbox::Reach::Nothing,
         limits: mlrb::sandbox::CommandLimits {
             memory_bytes: 256 << 20,
             max_processes: 32,

@@ -100,7 +100,7 @@ fn plots_html(summary: &Summary, results: &[ResultLine]) -> String {
 /// One row per episode.
 fn episodes_html(results: &[ResultLine]) -> String {
     let mut page = String::new();
-    page.push_str("<h2>Episodes</h2>\n<table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>score</th><th>valid</th><th>improvement</th><th>steps</th><th>wall</th></tr></thead><tbody>\n");
+    page.push_str("<h2>Episodes</h2>\n<table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>score</th><th>valid</th><th>improvement</th><th>steps</th><th>wall</th><th>network</th></tr></thead><tbody>\n");
     for r in results {
         // A stale result stays visible, struck out, with why.
         let (row, ended) = match &r.stale {
@@ -116,18 +116,65 @@ fn episodes_html(results: &[ResultLine]) -> String {
         };
         let _ = writeln!(
             page,
-            "{row}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1} s</td></tr>",
+            "{row}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1} s</td><td>{}</td></tr>",
             esc(&r.id),
             esc(&ended),
             number(r.score),
             if r.valid { "yes" } else { "no" },
             percent(r.improvement),
             r.steps,
-            r.wall_ms as f64 / 1000.0
+            r.wall_ms as f64 / 1000.0,
+            r.network.as_ref().map_or("—".into(), |n| esc(&n.describe()))
         );
     }
     page.push_str("</tbody></table>\n");
+    page.push_str(&connections_html(results));
     page
+}
+
+/// Each episode's connections, for those whose task granted a network.
+fn connections_html(results: &[ResultLine]) -> String {
+    let with: Vec<_> = results
+        .iter()
+        .filter_map(|r| r.network.as_ref().map(|n| (r, n)))
+        .collect();
+    if with.is_empty() {
+        return String::new();
+    }
+    let mut page = String::from("<h2>Connections</h2>\n");
+    for (r, network) in with {
+        let _ = writeln!(
+            page,
+            "<h3>{}</h3><p>{}</p>{}",
+            esc(&r.id),
+            esc(&network.describe()),
+            connection_table(&network.connections)
+        );
+    }
+    page
+}
+
+/// A table of connections: where, how, allowed or not and why, bytes, time.
+pub fn connection_table(connections: &[crate::network::Connection]) -> String {
+    let mut table = String::from(
+        "<table class=\"connections\"><thead><tr><th>destination</th><th>method</th><th>address</th><th>allowed</th><th>reason</th><th>out</th><th>in</th><th>ms</th></tr></thead><tbody>",
+    );
+    for c in connections {
+        let _ = write!(
+            table,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&c.destination),
+            esc(&c.method),
+            esc(c.address.as_deref().unwrap_or("")),
+            if c.allowed { "yes" } else { "no" },
+            esc(c.reason.as_deref().unwrap_or("")),
+            c.bytes_out,
+            c.bytes_in,
+            c.ms
+        );
+    }
+    table.push_str("</tbody></table>");
+    table
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}tr.stale td{text-decoration:line-through;color:#999}svg{display:block;margin:1em 0;font-size:12px}.axis{stroke:#888}.label{fill:#444}";

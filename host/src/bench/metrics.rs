@@ -64,6 +64,9 @@ pub struct ResultLine {
     /// agent) was invalidated (`mlrb runs invalidate`): why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale: Option<String>,
+    /// Where the episode's scripts connected, when its task grants a network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::network::NetworkUse>,
 }
 
 impl ResultLine {
@@ -103,6 +106,7 @@ impl ResultLine {
             attempts: 1,
             infra_error: None,
             stale: None,
+            network: end.and_then(|e| e.network.clone()),
         }
     }
 
@@ -134,6 +138,7 @@ impl ResultLine {
             attempts,
             infra_error: Some(error.to_string()),
             stale: None,
+            network: None,
         }
     }
 }

@@ -209,6 +209,9 @@ impl Plan {
             memory_mb: Some(0),
             script_timeout: Some(0),
             network: Some(false),
+            network_allow: Some(Vec::new()),
+            http_requests: Some(0),
+            http_response_mb: Some(0),
             metric: Some(String::new()),
             direction: Some(crate::limits::Direction::Higher),
         };

@@ -20,7 +20,8 @@ use crate::limits::Limits;
 use crate::record::snapshot::ManifestEntry;
 use crate::record::trace::text;
 use crate::record::walk::{self, DirHandle, Opened, Usage};
-use crate::sandbox::{self, EpisodeSandbox, EpisodeSetup, Mount, Stopper, Termination};
+use crate::sandbox::egress::gateway::Gateway;
+use crate::sandbox::{self, EpisodeSandbox, EpisodeSetup, Mount, Reach, Stopper, Termination};
 
 /// How often the workspace's filesystem is looked at while a script runs.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
@@ -53,6 +54,8 @@ pub struct ScriptRunner {
     limits: Limits,
     log_dir: PathBuf,
     runs: u64,
+    /// The episode's egress proxy, when its task grants a network.
+    gateway: Option<Gateway>,
 }
 
 impl ScriptRunner {
@@ -63,7 +66,34 @@ impl ScriptRunner {
             limits,
             log_dir,
             runs: 0,
+            gateway: None,
         }
+    }
+
+    /// Scripts reach the network through `gateway` (which the sandbox was
+    /// opened with).
+    pub fn with_gateway(mut self, gateway: Option<Gateway>) -> Self {
+        self.gateway = gateway;
+        self
+    }
+
+    /// After the sandbox closed: the connections not yet recorded, once
+    /// those it held open have ended (a second at most).
+    pub async fn last_connections(&self) -> Option<serde_json::Value> {
+        self.gateway.as_ref()?.settle(Duration::from_secs(1)).await;
+        self.new_connections()
+    }
+
+    /// What the scripts' connections came to (`None` without any).
+    pub fn network_use(&self) -> Option<crate::sandbox::egress::NetworkUse> {
+        crate::sandbox::egress::NetworkUse::of(&self.gateway.as_ref()?.connections())
+    }
+
+    /// The connections the scripts made since the last call, as the trace
+    /// records them (`None` when there were none).
+    pub fn new_connections(&self) -> Option<serde_json::Value> {
+        let connections = self.gateway.as_ref()?.take_new();
+        (!connections.is_empty()).then(|| json!({ "connections": connections }))
     }
 
     /// Closes the episode's sandbox (containers are removed).
@@ -234,8 +264,15 @@ async fn watch_workspace(root: DirHandle, used: Usage, caps: Usage, stop: Stoppe
 /// The sandbox setup of an episode's scripts: the workspace read-write,
 /// and each read-only file of the task mounted read-only over it. Each
 /// folder holding a read-only file is bound onto itself first, which makes
-/// it a mount point a script cannot rename away.
-pub fn episode_setup(name: &str, workspace: &WorkspaceFiles, limits: &Limits, gpus: Vec<String>) -> EpisodeSetup {
+/// it a mount point a script cannot rename away. `network` is the way out
+/// the episode's grant gives (its proxy's socket, or nothing).
+pub fn episode_setup(
+    name: &str,
+    workspace: &WorkspaceFiles,
+    limits: &Limits,
+    gpus: Vec<String>,
+    network: Reach,
+) -> EpisodeSetup {
     let root = workspace.root();
     let mut mounts = vec![Mount::writable(root, GUEST_WORKSPACE)];
     let present: Vec<&str> = workspace
@@ -264,7 +301,7 @@ pub fn episode_setup(name: &str, workspace: &WorkspaceFiles, limits: &Limits, gp
         name: name.to_string(),
         mounts,
         cwd: GUEST_WORKSPACE.into(),
-        network: limits.network,
+        network,
         limits: sandbox::CommandLimits::new(limits, limits.script_timeout()),
         gpus,
         lifetime: limits.wall() + Duration::from_secs(300),
@@ -380,6 +417,10 @@ impl ExecView<'_> {
         };
         self.recorder
             .write_result(call, step, &call_args, &result, started, snapshot)?;
+        // Where the script connected (or tried to): after the call, as the host's record.
+        if let Some(connections) = self.exec.runner.new_connections() {
+            self.recorder.record_host("egress", connections);
+        }
         Ok(result)
     }
 

@@ -1,8 +1,8 @@
 //! The interfaces the host implements for agents: one module per WIT
-//! interface (`workspace`, `exec`, `episode`, `llm`), each with its own
-//! state and an `impl Host` over a narrow view of the agent's state (as
-//! wasmtime-wasi does), and the small recorder they all call (steps, the
-//! trace, snapshots).
+//! interface (`workspace`, `exec`, `episode`, `llm`, and wasi:http's
+//! `outgoing-handler`), each with its own state and an `impl Host` over a
+//! narrow view of the agent's state (as wasmtime-wasi does), and the small
+//! recorder they all call (steps, the trace, snapshots).
 //!
 //! | WIT interface | host code | its state |
 //! |---|---|---|
@@ -10,6 +10,7 @@
 //! | `exec` | [`exec`] | [`exec::ExecState`] |
 //! | `episode` | [`episode`] | [`episode::EpisodeState`] |
 //! | `llm` | [`llm`] | [`llm::LlmState`] |
+//! | `wasi:http` `types`, `outgoing-handler` | [`http`] (sending, replaying; the interfaces are wasmtime-wasi-http's) | [`http::HttpState`] |
 //! | shared | [`recorder`] | [`recorder::Recorder`] |
 
 /// Declares an interface's view of the agent's state (the fields it
@@ -46,6 +47,7 @@ pub mod agent_log;
 pub mod episode;
 pub mod exec;
 pub mod files;
+pub mod http;
 pub mod legacy;
 pub mod limiter;
 pub mod llm;
@@ -113,6 +115,8 @@ pub struct AgentState {
     pub episode: episode::EpisodeState,
     /// The llm interface's state.
     pub llm: llm::LlmState,
+    /// wasi:http's state: the agent's own requests under the network grant.
+    pub http: http::HttpState,
 }
 
 impl WasiView for AgentState {
@@ -124,12 +128,14 @@ impl WasiView for AgentState {
     }
 }
 
-/// A linker with WASI (no preopens, no sockets, no environment) and the
+/// A linker with WASI (no preopens, no sockets, no environment), wasi:http
+/// (requests go out only as the episode's network grant allows) and the
 /// mlrb interfaces, each over its own view of the state.
 pub fn linker(engine: &wasmtime::Engine) -> anyhow::Result<Linker<AgentState>> {
     use mlrb::agent as wit;
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     let l = &mut linker;
     wit::types::add_to_linker::<AgentState, HasSelf<AgentState>>(l, |state| state)?;
     wit::workspace::add_to_linker::<AgentState, workspace::WorkspaceCapability>(l, workspace::view)?;

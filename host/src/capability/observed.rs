@@ -128,6 +128,14 @@ impl Observed {
         self.with(|log| log.diverged.clone())
     }
 
+    /// Marks the replay diverged for a reason found outside the clocks (an
+    /// HTTP request the recording does not hold); the first reason stays.
+    pub fn diverge(&self, why: String) {
+        self.with(|log| {
+            log.diverged.get_or_insert(why);
+        });
+    }
+
     /// Recorded reads not yet answered (a replay that ends with some left diverged).
     pub fn unanswered(&self) -> usize {
         self.with(|log| log.queue.len())

@@ -138,6 +138,8 @@ pub struct Recorder {
     last_refused: (Vec<Refused>, Option<String>),
     /// The agent's clock reads and random bytes.
     pub observed: Observed,
+    /// The agent's finished HTTP exchanges, to write as `http exchange` lines.
+    pub http: super::http::Exchanges,
     /// The recording calls are answered from, while replaying.
     replay: Option<Replay>,
 }
@@ -158,6 +160,7 @@ impl Recorder {
             progress: None,
             last_refused: (Vec::new(), None),
             observed: Observed::default(),
+            http: Default::default(),
             replay: None,
         }
     }
@@ -242,13 +245,18 @@ impl Recorder {
     }
 
     /// Records what the agent observed that no call returned: the clock
-    /// reads since the last call, and (at the end) its random bytes.
+    /// reads since the last call, its HTTP exchanges finished since, and
+    /// (at the end) its random bytes. A replay writes none: the recorded
+    /// lines are copied instead.
     pub fn record_observed(&mut self, at_end: bool) -> wasmtime::Result<()> {
         if self.is_replaying() {
             return Ok(());
         }
         if let Some(batch) = self.observed.take_batch() {
             self.write_unobserved("wasi", "clocks", batch)?;
+        }
+        for exchange in self.http.take() {
+            self.write_unobserved("http", "exchange", exchange)?;
         }
         if at_end {
             let summary = self.observed.random_summary();

@@ -81,8 +81,9 @@ async fn build(dir: &Path, output: Option<&Path>, entry: Option<String>) -> Resu
     let built_in = started.elapsed();
     // Checking compiles it, so the first run starts from the cache.
     let engine = AgentEngine::new(&paths::cache_dir())?;
-    let report = agent_check::check(&engine, &built, false).await?;
+    let report = agent_check::check(&engine, &built, None).await?;
     say!("{}", report::agent_check_table(&report));
+    notes(&report)?;
     say!(
         "built {} ({} agent) in {:.1} s",
         built.display(),
@@ -94,8 +95,8 @@ async fn build(dir: &Path, output: Option<&Path>, entry: Option<String>) -> Resu
 
 async fn check(file: &Path, task: Option<&str>, json: bool) -> Result<ExitCode> {
     let network = match task {
-        Some(name) => task::resolve(name)?.spec.resources.network,
-        None => false,
+        Some(name) => Some(task::resolve(name)?.spec.resources.network.granted()),
+        None => None,
     };
     let engine = AgentEngine::new(&paths::cache_dir())?;
     let report = agent_check::check(&engine, file, network).await?;
@@ -104,10 +105,19 @@ async fn check(file: &Path, task: Option<&str>, json: bool) -> Result<ExitCode> 
         return Ok(exit(&report));
     }
     say!("{}", report::agent_check_table(&report));
+    notes(&report)?;
     if report.refusals.is_empty() {
         say!("{}: this host runs it", file.display());
     }
     refusals(&report)
+}
+
+/// Prints what the check noted that is no refusal.
+fn notes(report: &agent_check::Report) -> Result<()> {
+    for note in &report.notes {
+        say!("note: {note}");
+    }
+    Ok(())
 }
 
 /// Prints each refusal; failure if there is one.

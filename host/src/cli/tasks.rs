@@ -146,13 +146,13 @@ fn show(name: &str, json: bool) -> Result<ExitCode> {
         spec.budget.wall_seconds
     );
     say!(
-        "scripts: {} CPUs, {} MiB, {} processes, {} s per script, network {}",
+        "scripts: {} CPUs, {} MiB, {} processes, {} s per script",
         resources.cpus,
         resources.memory_mb,
         resources.pids,
         resources.script_timeout_seconds,
-        if resources.network { "granted" } else { "none" }
     );
+    say!("network: {}", resources.network.describe());
     if !spec.files.read_only.is_empty() {
         say!("read-only: {}", spec.files.read_only.join(", "));
     }

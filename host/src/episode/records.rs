@@ -122,6 +122,9 @@ pub struct EpisodeEnd {
     /// What the agent's LLM calls used and cost.
     #[serde(default)]
     pub llm: LlmUsage,
+    /// Where the episode's scripts connected, when its task grants a network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::network::NetworkUse>,
 }
 
 /// What an over-long answer was, before it was cut.

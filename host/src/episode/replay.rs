@@ -21,6 +21,7 @@ use crate::capability::agent_log::AgentLog;
 use crate::capability::episode::EpisodeState;
 use crate::capability::exec::{ExecState, ScriptRunner};
 use crate::capability::files::WorkspaceFiles;
+use crate::capability::http::HttpState;
 use crate::capability::limiter::MemoryLimiter;
 use crate::capability::llm::LlmState;
 use crate::capability::recorder::Recorder;
@@ -157,6 +158,7 @@ fn replay_state(
     replay.ending = recorded.reason.stop().map(|stop| (stop, recorded.detail.clone()));
     recorder.replaying(replay)?;
     let wasi = wasi_context(&log, record.seed, &recorder.observed);
+    let http = HttpState::new(limits, &recorder);
     Ok(AgentState {
         wasi,
         table: ResourceTable::new(),
@@ -166,6 +168,7 @@ fn replay_state(
         exec: ExecState::new(scripts),
         episode: EpisodeState::new(told),
         llm: LlmState::new(LlmSource::None, limits),
+        http,
     })
 }
 

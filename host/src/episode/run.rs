@@ -16,6 +16,7 @@ use crate::capability::agent_log::AgentLog;
 use crate::capability::episode::{EpisodeState, TaskInfoRecord};
 use crate::capability::exec::{ExecState, ScriptRunner, episode_setup};
 use crate::capability::files::WorkspaceFiles;
+use crate::capability::http::HttpState;
 use crate::capability::limiter::MemoryLimiter;
 use crate::capability::llm::LlmState;
 use crate::capability::observed::Observed;
@@ -27,6 +28,8 @@ use crate::record::recording::Recording;
 use crate::record::snapshot::{self, SnapshotStore};
 use crate::record::trace::Trace;
 use crate::record::walk::DirHandle;
+use crate::sandbox::Reach;
+use crate::sandbox::egress::gateway::Gateway;
 use crate::task::{self, Prepared, Task, requirements};
 use serde_json::json;
 
@@ -119,8 +122,15 @@ impl Runner {
         )?;
         let exec_dir = dir.join("exec");
         std::fs::create_dir_all(&exec_dir)?;
-        let setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec());
-        let scripts = ScriptRunner::new(self.sandbox.open_episode(setup).await?, limits.clone(), exec_dir);
+        // The episode's own egress proxy, when its task grants a network.
+        let gateway = match limits.network.allow_list() {
+            Some(grant) => Some(Gateway::start(grant.clone())?),
+            None => None,
+        };
+        let reach = gateway.as_ref().map_or(Reach::Nothing, |g| Reach::Proxy(g.socket()));
+        let setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec(), reach);
+        let scripts =
+            ScriptRunner::new(self.sandbox.open_episode(setup).await?, limits.clone(), exec_dir).with_gateway(gateway);
         let started = Instant::now();
         let snapshots = match (&request.fork, &forked_from) {
             (Some(fork), Some(manifest)) => {
@@ -144,6 +154,7 @@ impl Runner {
         if task.spec.validation.enabled {
             episode.allow_validation(self.validation_policy(task, prepared, devices, dir));
         }
+        let http = HttpState::new(limits, &recorder);
         Ok(AgentState {
             wasi: wasi_context(log, request.seed, &recorder.observed),
             table: ResourceTable::new(),
@@ -153,6 +164,7 @@ impl Runner {
             exec,
             episode,
             llm: LlmState::new(self.llm.clone(), limits),
+            http,
         })
     }
 
@@ -284,14 +296,26 @@ async fn close(
     if let Err(error) = state.exec.runner.close().await {
         tracing::warn!(error = %format!("{error:#}"), "closing the episode's sandbox");
     }
+    // Tunnels the sandbox held open end with it: recorded once they have.
+    let late = state.exec.runner.last_connections().await;
+    let network = state.exec.runner.network_use();
     let AgentState {
         mut recorder,
         files,
         memory,
         episode,
         llm,
+        table,
+        http,
         ..
     } = state;
+    // The agent's HTTP responses it still held end with its resources:
+    // their exchanges are recorded below, with everything else it observed.
+    drop(table);
+    http.settle(Duration::from_secs(2)).await;
+    if let Some(connections) = late {
+        recorder.record_host("egress", connections);
+    }
     recorder.record_observed(true).map_err(|e| anyhow::anyhow!("{e}"))?;
     let taken = recorder.snapshot_now(files.handle(), "final")?;
     let last = recorder.snapshots.last().context("no snapshot")?;
@@ -321,6 +345,7 @@ async fn close(
         first_call_ms,
         validations: episode.validations().to_vec(),
         llm: llm.usage,
+        network,
     })
 }
 

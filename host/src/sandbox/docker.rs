@@ -21,9 +21,10 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
+use super::egress::gateway;
 use super::launcher::{self, Failure, Launcher, Rendezvous, Warm};
 use super::output::{HeadTail, flooded, log_file, timed_out};
-use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Mount, Outcome, Sandbox, Termination};
+use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Mount, Outcome, Reach, Sandbox, Termination};
 
 /// Label on everything mlrb creates.
 pub const LABEL_MANAGED: &str = "mlrb.managed";
@@ -190,18 +191,28 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> Containe
     ]);
     let env = super::script_environment(setup.limits.cpus)
         .into_iter()
+        .chain(setup.network.environment())
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
+    let lifetime = setup.lifetime.as_secs().max(1).to_string();
+    // The container ends by itself once its time is up, even if the host
+    // that should remove it was killed. Behind a proxy, its main process
+    // (not the sandbox user's, so no script can end it) relays the
+    // scripts' proxy port to the proxy's socket until then.
+    let cmd = match setup.network {
+        Reach::Proxy(_) => ["python3", "-I", "-S", "-c", gateway::FORWARDER, "serve", &lifetime]
+            .map(String::from)
+            .to_vec(),
+        _ => vec!["sleep".into(), lifetime],
+    };
     ContainerCreateBody {
         image: Some(image.to_string()),
-        // The container ends by itself once its time is up, even if the host
-        // that should remove it was killed.
-        cmd: Some(vec!["sleep".into(), setup.lifetime.as_secs().max(1).to_string()]),
+        cmd: Some(cmd),
         user: Some(INIT_USER.into()),
         working_dir: Some(setup.cwd.to_string_lossy().into_owned()),
         env: Some(env),
         labels: Some(labels),
-        network_disabled: Some(!setup.network),
+        network_disabled: Some(setup.network == Reach::Nothing),
         host_config: Some(host_config(setup)),
         ..Default::default()
     }
@@ -209,9 +220,14 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> Containe
 
 /// Mounts, limits and lock-down of a container.
 fn host_config(setup: &EpisodeSetup) -> HostConfig {
+    let socket = match &setup.network {
+        Reach::Proxy(socket) => Some(Mount::writable(socket, gateway::GUEST_SOCKET)),
+        _ => None,
+    };
     let mounts = setup
         .mounts
         .iter()
+        .chain(&socket)
         .map(|m| DockerMount {
             target: Some(m.guest.to_string_lossy().into_owned()),
             source: Some(
@@ -247,7 +263,7 @@ fn host_config(setup: &EpisodeSetup) -> HostConfig {
             "/tmp".to_string(),
             "rw,nosuid,nodev,size=1g,mode=1777".to_string(),
         )])),
-        network_mode: Some(if setup.network { "bridge" } else { "none" }.into()),
+        network_mode: Some(if setup.network == Reach::Host { "bridge" } else { "none" }.into()),
         memory: Some(setup.limits.memory_bytes as i64),
         memory_swap: Some(setup.limits.memory_bytes as i64),
         pids_limit: Some(setup.limits.max_processes as i64),
@@ -585,7 +601,7 @@ impl DockerEpisode {
         };
         let rendezvous = Rendezvous::listen(&dir.path().join("launch.sock"))?;
         let place = format!("{LAUNCH_DIR}/launch.sock");
-        let argv = launcher::argv("connect", &place, self.setup.lifetime);
+        let argv = launcher::argv("connect", &place, self.setup.lifetime, false);
         let exec_id = self.create_exec(argv, &[], false).await?;
         let detached = bollard::exec::StartExecOptions {
             detach: true,
@@ -739,7 +755,7 @@ impl Sandbox for DockerSandbox {
             name: format!("task-step-{}", std::process::id()),
             mounts: command.mounts.clone(),
             cwd: command.cwd.clone(),
-            network: command.network,
+            network: command.network.clone(),
             limits: command.limits.clone(),
             gpus: command.gpus.clone(),
             lifetime: command.limits.timeout + LIFETIME_GRACE,
@@ -811,7 +827,7 @@ mod tests {
                 Mount::read_only("/runs/ws/data/train.csv", "/workspace/data/train.csv"),
             ],
             cwd: "/workspace".into(),
-            network: false,
+            network: Reach::Nothing,
             limits: super::super::CommandLimits {
                 cpus: 1.5,
                 max_file_bytes: 1 << 30,
@@ -867,13 +883,36 @@ mod tests {
             "i",
             &EpisodeSetup {
                 gpus: vec![],
-                network: true,
-                ..setup
+                network: Reach::Host,
+                ..setup.clone()
             },
             "episode",
         );
         let host = without.host_config.unwrap();
         assert!(host.device_requests.is_none());
         assert_eq!(host.network_mode.as_deref(), Some("bridge"));
+
+        // Behind a proxy: still no network of its own, the proxy's socket
+        // bound in, the relay as the container's main process.
+        let proxied = container_body(
+            "i",
+            &EpisodeSetup {
+                network: Reach::Proxy("/tmp/mlrb-egress-x/egress.sock".into()),
+                ..setup
+            },
+            "episode",
+        );
+        let host = proxied.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        let socket = host.mounts.unwrap().pop().unwrap();
+        assert_eq!(socket.target.as_deref(), Some(gateway::GUEST_SOCKET));
+        assert_eq!(socket.source.as_deref(), Some("/tmp/mlrb-egress-x/egress.sock"));
+        assert_eq!(proxied.cmd.unwrap()[5], "serve");
+        assert!(
+            proxied
+                .env
+                .unwrap()
+                .contains(&"HTTPS_PROXY=http://127.0.0.1:3128".to_string())
+        );
     }
 }

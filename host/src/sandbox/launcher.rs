@@ -42,10 +42,16 @@ const OUTPUT_GRACE: Duration = Duration::from_secs(5);
 const REQUEST_CAP: usize = 256 << 10;
 
 /// The argv that starts a launcher inside a sandbox: `how` is `fd` (an
-/// inherited socket) or `connect` (a socket path), for at most `lifetime`.
-pub fn argv(how: &str, place: &str, lifetime: Duration) -> Vec<String> {
+/// inherited socket) or `connect` (a socket path), for at most `lifetime`;
+/// with `relay`, it also relays the scripts' proxy port to the egress
+/// proxy's socket (`egress/forwarder.py`).
+pub fn argv(how: &str, place: &str, lifetime: Duration, relay: bool) -> Vec<String> {
     let lifetime = lifetime.as_secs().max(1).to_string();
-    ["python3", "-I", "-S", "-c", SOURCE, how, place, &lifetime]
+    let source = match relay {
+        true => format!("{}\nforward()\n{SOURCE}", super::egress::gateway::FORWARDER),
+        false => SOURCE.to_string(),
+    };
+    ["python3", "-I", "-S", "-c", &source, how, place, &lifetime]
         .map(String::from)
         .to_vec()
 }

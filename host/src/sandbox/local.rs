@@ -17,9 +17,10 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 use super::cgroup::{self, Cgroup};
+use super::egress::gateway;
 use super::launcher::{self, Failure, Launcher, Warm};
 use super::output::Capture;
-use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Sandbox};
+use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Reach, Sandbox};
 
 /// Files of the host system a script needs to start a dynamically linked
 /// program; deliberately not the whole of `/etc`.
@@ -105,8 +106,11 @@ impl LocalEpisode {
             None,
         )
         .context("making the launcher's socket")?;
+        // Behind a proxy, the launcher relays the scripts' port on its own
+        // threads (a forwarder process would go with a script's leftovers).
+        let relay = matches!(self.setup.network, Reach::Proxy(_));
         let command = self.setup.command(Exec {
-            argv: launcher::argv("fd", &guest_end.as_raw_fd().to_string(), self.setup.lifetime),
+            argv: launcher::argv("fd", &guest_end.as_raw_fd().to_string(), self.setup.lifetime, relay),
             env: Vec::new(),
             timeout: self.setup.lifetime,
             log_prefix: None,
@@ -226,11 +230,16 @@ pub fn bwrap_args(command: &Command, seccomp_fds: &[i32]) -> Vec<OsString> {
     for fd in seccomp_fds {
         push(&["--add-seccomp-fd", &fd.to_string()]);
     }
-    if command.network {
+    if command.network == Reach::Host {
         push(&["--share-net"]);
     }
     push(&["--uid", "1000", "--gid", "1000", "--hostname", "mlrb-sandbox"]);
-    args.extend(system_mounts(command.network));
+    args.extend(system_mounts(command.network != Reach::Nothing));
+    if let Reach::Proxy(socket) = &command.network {
+        args.push("--bind".into());
+        args.push(socket.clone().into());
+        args.push(gateway::GUEST_SOCKET.into());
+    }
     for mount in &command.mounts {
         args.push(if mount.writable { "--bind" } else { "--ro-bind" }.into());
         args.push(mount.host.clone().into());
@@ -245,6 +254,7 @@ pub fn bwrap_args(command: &Command, seccomp_fds: &[i32]) -> Vec<OsString> {
             env.push((name.to_string(), value));
         }
     }
+    env.extend(command.network.environment());
     env.extend(command.env.iter().cloned());
     for (key, value) in env {
         args.extend([OsString::from("--setenv"), key.into(), value.into()]);
@@ -255,7 +265,7 @@ pub fn bwrap_args(command: &Command, seccomp_fds: &[i32]) -> Vec<OsString> {
 }
 
 /// What of the host every command sees: `/usr` and the loader's files
-/// read-only, a fresh `/proc` (with bubblewrap's own init hidden, so no
+/// (and, with a network, its CA certificates) read-only, a fresh `/proc` (with bubblewrap's own init hidden, so no
 /// script can open its file descriptors or read its state), `/dev`, `/tmp`.
 fn system_mounts(network: bool) -> Vec<OsString> {
     let mut args: Vec<OsString> = ["--ro-bind", "/usr", "/usr"].map(OsString::from).to_vec();
@@ -272,6 +282,7 @@ fn system_mounts(network: bool) -> Vec<OsString> {
     }
     let mut system_files: Vec<&str> = SYSTEM_FILES.to_vec();
     if network {
+        // Names are resolved by the proxy (or, on the host's network, here).
         system_files.extend(["/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates"]);
     }
     for file in system_files {
@@ -373,6 +384,16 @@ impl Sandbox for LocalSandbox {
         let name = self.next_name();
         let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus);
         let started = Instant::now();
+        let mut command = command;
+        if matches!(command.network, Reach::Proxy(_)) {
+            // The relay to the proxy starts first, in the sandbox, and the
+            // command takes its place.
+            let mut argv = ["python3", "-I", "-S", "-c", gateway::FORWARDER, "exec"]
+                .map(String::from)
+                .to_vec();
+            argv.append(&mut command.argv);
+            command.argv = argv;
+        }
         let mut child = self.spawn(&command, group.as_ref(), &[], Stdio::piped)?;
         let pid = child.id().map(|p| p as i32);
         // Both streams count towards one output total; past the limit the

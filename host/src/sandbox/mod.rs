@@ -58,6 +58,30 @@ pub fn script_environment(cpus: f64) -> Vec<(String, String)> {
     .collect()
 }
 
+/// How a sandboxed command reaches the network.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Reach {
+    /// Not at all: a network namespace with only its loopback (the default).
+    #[default]
+    Nothing,
+    /// Only through an egress proxy (`egress::gateway`): its Unix socket on
+    /// the host, bound into an otherwise empty network namespace.
+    Proxy(PathBuf),
+    /// The host's network, unfiltered: only ever a task's own preparation,
+    /// when the user passed `--network`.
+    Host,
+}
+
+impl Reach {
+    /// The variables a command starts with for this reach.
+    pub fn environment(&self) -> Vec<(String, String)> {
+        match self {
+            Reach::Proxy(_) => egress::gateway::proxy_environment(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// A host path made visible inside the sandbox.
 #[derive(Debug, Clone)]
 pub struct Mount {
@@ -138,8 +162,8 @@ pub struct Command {
     pub mounts: Vec<Mount>,
     /// Variables added to the fixed script environment.
     pub env: Vec<(String, String)>,
-    /// Whether the command may reach the network.
-    pub network: bool,
+    /// How the command may reach the network.
+    pub network: Reach,
     /// The resources the command may use.
     pub limits: CommandLimits,
     /// Device ids of GPUs the command may use (`--sandbox docker` only).
@@ -295,8 +319,8 @@ pub struct EpisodeSetup {
     pub mounts: Vec<Mount>,
     /// The working directory scripts start in.
     pub cwd: PathBuf,
-    /// Whether scripts may reach the network.
-    pub network: bool,
+    /// How scripts may reach the network.
+    pub network: Reach,
     /// What every script may use (each [`Exec`] sets its own timeout).
     pub limits: CommandLimits,
     /// Device ids of the GPUs this episode holds (see `gpu::GpuPool`).
@@ -329,7 +353,7 @@ impl EpisodeSetup {
             cwd: self.cwd.clone(),
             mounts: self.mounts.clone(),
             env: exec.env,
-            network: self.network,
+            network: self.network.clone(),
             limits: CommandLimits {
                 timeout: exec.timeout,
                 ..self.limits.clone()

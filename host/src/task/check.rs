@@ -236,7 +236,7 @@ fn prepare_item(task: &Task, cache_dir: &Path) -> Item {
     let needs_network = ["kaggle", "urlretrieve", "requests.get", "wget", "download"]
         .iter()
         .any(|s| source.contains(s));
-    if needs_network && !task.spec.resources.network {
+    if needs_network && !task.spec.resources.network.granted() {
         return item(
             "data",
             Status::Warn,
@@ -249,7 +249,7 @@ fn prepare_item(task: &Task, cache_dir: &Path) -> Item {
         Status::Warn,
         format!(
             "not prepared yet: the first run prepares it in the sandbox{}",
-            if task.spec.resources.network {
+            if task.spec.resources.network.granted() {
                 ""
             } else {
                 " (no network)"

@@ -108,7 +108,7 @@ async fn probe_imports(
                 lib_mount,
             ],
             env: vec![lib_env],
-            network: false,
+            network: sandbox::Reach::Nothing,
             limits: task.task_script_limits(std::time::Duration::from_secs(120)),
             gpus: Vec::new(),
             log_prefix: None,

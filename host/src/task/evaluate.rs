@@ -118,7 +118,7 @@ fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox
             .chain([lib_mount, Mount::writable(out, RESULT_DIR)])
             .collect(),
         env: vec![lib_env, result_env],
-        network: false,
+        network: sandbox::Reach::Nothing,
         limits: task.task_script_limits(timeout),
         gpus: request.gpus.clone(),
         log_prefix: request.log_prefix.clone(),

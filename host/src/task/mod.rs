@@ -193,8 +193,11 @@ impl Task {
     }
 
     /// Refuses a `--metric` or `--direction` that contradicts what the task
-    /// declares.
+    /// declares, and a network grant wider than the task's.
     pub fn check_overrides(&self, overrides: &crate::limits::Overrides) -> Result<()> {
+        if let Err(error) = overrides.narrow(&self.spec.resources.network) {
+            bail!("task {}: {error:#}", self.spec.name);
+        }
         let metric = &self.spec.metric;
         if !metric.direction_known {
             return Ok(());
@@ -221,7 +224,22 @@ impl Task {
 
     /// Whether preparation may reach the network: the task grants it, or the user did.
     pub fn prepare_network(&self) -> bool {
-        self.spec.resources.network || self.prepare_network
+        self.spec.resources.network.granted() || self.prepare_network
+    }
+
+    /// How the task's own scripts reach the network, and the egress proxy
+    /// that must live as long as they run: the host's network for
+    /// preparation when the user passed `--network` (`host_allowed`), else
+    /// the task's grant through a proxy, else none.
+    pub fn reach(&self, host_allowed: bool) -> Result<(sandbox::Reach, Option<sandbox::egress::gateway::Gateway>)> {
+        if host_allowed && self.prepare_network {
+            return Ok((sandbox::Reach::Host, None));
+        }
+        let Some(grant) = self.spec.resources.network.allow_list() else {
+            return Ok((sandbox::Reach::Nothing, None));
+        };
+        let gateway = sandbox::egress::gateway::Gateway::start(grant.clone())?;
+        Ok((sandbox::Reach::Proxy(gateway.socket()), Some(gateway)))
     }
 
     /// The limits an episode of this task runs under, before the user's
@@ -237,7 +255,7 @@ impl Task {
             script_memory_bytes: resources.memory_mb << 20,
             script_max_processes: resources.pids,
             script_cpus: resources.cpus,
-            network: resources.network,
+            network: resources.network.clone(),
             prepare_network: self.prepare_network,
             workspace_bytes: resources.workspace_mb << 20,
             // Room for the workspace three times over: every step may change it.

@@ -94,7 +94,9 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
         .to_path_buf();
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let staging = tempfile::Builder::new().prefix(".staging-").tempdir_in(&base)?;
-    if let Some(command) = prepare_command(task, staging.path(), cache_dir)? {
+    // Kept until preparation is over: the way out its grant gives.
+    let (reach, _gateway) = task.reach(true)?;
+    if let Some(command) = prepare_command(task, staging.path(), cache_dir, &reach)? {
         let outcome = sandbox.run(command).await?;
         let failure = match outcome.success() {
             false => Some(prepare_failure(&outcome, task.prepare_network())),
@@ -107,7 +109,7 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
             bail!("task {}: {why}; log: {}", task.spec.name, log.display());
         }
     }
-    if let Some(command) = warm_up_command(task, staging.path(), cache_dir)? {
+    if let Some(command) = warm_up_command(task, staging.path(), cache_dir, &reach)? {
         // An evaluator that fetches its test data when it first runs gets it
         // now, into the hidden side, so that scoring needs no network.
         let outcome = sandbox.run(command).await?;
@@ -134,7 +136,12 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
 
 /// The sandboxed command that prepares `task` into `staging` (none for a
 /// task without a prepare step).
-fn prepare_command(task: &Task, staging: &Path, cache_dir: &Path) -> Result<Option<sandbox::Command>> {
+fn prepare_command(
+    task: &Task,
+    staging: &Path,
+    cache_dir: &Path,
+    reach: &sandbox::Reach,
+) -> Result<Option<sandbox::Command>> {
     let (lib_mount, lib_env) = pylib::mount(cache_dir)?;
     let (argv, mounts) = match task.layout {
         Layout::Native => {
@@ -172,7 +179,7 @@ fn prepare_command(task: &Task, staging: &Path, cache_dir: &Path) -> Result<Opti
         cwd: "/task/scripts".into(),
         mounts: mounts.into_iter().chain([lib_mount]).collect(),
         env: vec![lib_env],
-        network: task.prepare_network(),
+        network: reach.clone(),
         limits: task.task_script_limits(PREPARE_TIMEOUT),
         gpus: Vec::new(),
         log_prefix: Some(staging.join("prepare")),
@@ -184,7 +191,12 @@ fn prepare_command(task: &Task, staging: &Path, cache_dir: &Path) -> Result<Opti
 /// evaluator run once on the prepared env, in the prepared scripts folder
 /// (its working directory at scoring time, so relative paths resolve as
 /// they will then), with the network, whatever it scores.
-fn warm_up_command(task: &Task, staging: &Path, cache_dir: &Path) -> Result<Option<sandbox::Command>> {
+fn warm_up_command(
+    task: &Task,
+    staging: &Path,
+    cache_dir: &Path,
+    reach: &sandbox::Reach,
+) -> Result<Option<sandbox::Command>> {
     if task.layout != Layout::MlAgentBench || !task.prepare_network() || !task.eval_script().is_file() {
         return Ok(None);
     }
@@ -203,7 +215,7 @@ fn warm_up_command(task: &Task, staging: &Path, cache_dir: &Path) -> Result<Opti
             lib_mount,
         ],
         env: vec![lib_env],
-        network: true,
+        network: reach.clone(),
         limits: task.task_script_limits(PREPARE_TIMEOUT),
         gpus: Vec::new(),
         log_prefix: Some(staging.join("warm-up")),

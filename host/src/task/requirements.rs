@@ -164,7 +164,7 @@ async fn missing_modules(task: &Task, sandbox: &dyn Sandbox) -> Result<Vec<Strin
             cwd: "/tmp".into(),
             mounts: Vec::new(),
             env: Vec::new(),
-            network: false,
+            network: sandbox::Reach::Nothing,
             limits: sandbox::CommandLimits {
                 memory_bytes: 512 << 20,
                 ..sandbox::CommandLimits::new(&crate::limits::Limits::default(), Duration::from_secs(60))

@@ -249,13 +249,14 @@ fn repeat_finding(task: &Task, run: &ProgramRun) -> Item {
 /// the task's own scripts run (its resources, its network grant).
 pub(super) async fn run_starter(task: &Task, sandbox: &dyn Sandbox, dir: &Path) -> Result<sandbox::Outcome> {
     let resources = &task.spec.resources;
+    let (reach, _gateway) = task.reach(false)?;
     sandbox
         .run(sandbox::Command {
             argv: vec!["python3".into(), "train.py".into()],
             cwd: "/workspace".into(),
             mounts: vec![Mount::writable(dir, "/workspace")],
             env: Vec::new(),
-            network: resources.network,
+            network: reach,
             limits: task.task_script_limits(Duration::from_secs(resources.script_timeout_seconds)),
             gpus: Vec::new(),
             log_prefix: Some(dir.with_extension("train")),

@@ -188,8 +188,10 @@ pub struct Resources {
     pub memory_mb: u64,
     /// Processes each script may run at once.
     pub pids: u32,
-    /// Whether scripts may reach the network.
-    pub network: bool,
+    /// Where scripts may connect: `false` (the default), `true` (any public
+    /// destination) or `{ allow = ["host:port", ...], ... }`, always
+    /// through the episode's egress proxy.
+    pub network: crate::network::Network,
     /// The longest a single script may run.
     pub script_timeout_seconds: u64,
     /// The container image for `--sandbox docker` (default: `mlrb image build`'s).
@@ -212,7 +214,7 @@ impl Default for Resources {
             cpus: 2.0,
             memory_mb: 2048,
             pids: 256,
-            network: false,
+            network: Default::default(),
             script_timeout_seconds: 600,
             image: None,
             gpus: 0,

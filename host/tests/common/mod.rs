@@ -30,7 +30,7 @@ pub fn build_guests() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let builds: [&[&str]; 7] = [
+        let builds: [&[&str]; 8] = [
             &["-p", "baseline"],
             &["-p", "research-agent"],
             &["-p", "search-agent"],
@@ -38,6 +38,7 @@ pub fn build_guests() {
             &["-p", "probe-agents", "--examples"],
             &["-p", "other-world"],
             &["-p", "legacy-agent"],
+            &["-p", "http-probe"],
         ];
         let build = |target: &Path, selection: &[&str]| {
             let status = Command::new(&cargo)
@@ -69,8 +70,8 @@ pub fn build_guests() {
     });
 }
 
-/// A built agent: `baseline`, `research-agent`, `search-agent`, `other-world`
-/// or the name of an example agent.
+/// A built agent: `baseline`, `research-agent`, `search-agent`, `other-world`,
+/// `legacy-agent`, `http-probe` or the name of an example agent.
 pub fn agent(name: &str) -> PathBuf {
     build_guests();
     let release = target_dir().join("wasm32-wasip2/release");
@@ -81,6 +82,7 @@ pub fn agent(name: &str) -> PathBuf {
         "research-agent-prompt",
         "search-agent",
         "legacy-agent",
+        "http-probe",
     ]
     .contains(&name)
     {

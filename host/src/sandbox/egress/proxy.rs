@@ -16,7 +16,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::{AllowList, refusal};
@@ -24,26 +23,7 @@ use super::{AllowList, refusal};
 /// How long a connection to a destination may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One connection an episode asked for.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Connection {
-    /// `host:port` as asked.
-    pub destination: String,
-    /// `CONNECT`, or the plain HTTP request's method.
-    pub method: String,
-    /// The address it went to, when it went anywhere.
-    pub address: Option<String>,
-    /// Whether the grant allowed it.
-    pub allowed: bool,
-    /// Why it was refused, or why it was ended early.
-    pub reason: Option<String>,
-    /// Bytes sent to the destination.
-    pub bytes_out: u64,
-    /// Bytes received from it.
-    pub bytes_in: u64,
-    /// How long it lasted, in ms.
-    pub ms: u64,
-}
+pub use crate::network::Connection;
 
 /// Where names resolve: the names an organiser mapped (a mirror inside the
 /// cluster, a test server), else the system's resolver, whose answers must
@@ -57,15 +37,41 @@ pub struct Resolver {
     pub system: bool,
 }
 
+/// The variable an organiser maps names with (`name=address,...`): an
+/// internal mirror, or a test's server.
+pub const HOSTS_VARIABLE: &str = "MLRB_EGRESS_HOSTS";
+
 impl Resolver {
-    async fn resolve(&self, host: &str, port: u16) -> Result<SocketAddr, String> {
+    /// The system's resolver and the names `MLRB_EGRESS_HOSTS` maps.
+    pub fn from_environment() -> anyhow::Result<Self> {
+        let mut hosts = BTreeMap::new();
+        let text = std::env::var(HOSTS_VARIABLE).unwrap_or_default();
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let parsed = pair
+                .split_once('=')
+                .and_then(|(name, ip)| Some((super::canonical(name.trim()), ip.trim().parse::<IpAddr>().ok()?)));
+            let Some((name, ip)) = parsed else {
+                anyhow::bail!("{HOSTS_VARIABLE}: `{pair}` is not name=address (e.g. mirror.internal=10.0.0.5)");
+            };
+            hosts.insert(name, ip);
+        }
+        Ok(Self { hosts, system: true })
+    }
+
+    /// Where `host:port` goes. An address not mapped by the organiser must
+    /// be public, unless a rule names it exactly (`named`).
+    pub async fn resolve(&self, host: &str, port: u16, named: bool) -> Result<SocketAddr, String> {
         let host = super::canonical(host);
         if let Some(ip) = self.hosts.get(&host) {
             return Ok(SocketAddr::new(*ip, port));
         }
-        // A literal address was granted by name: it is what was asked.
         if let Ok(ip) = host.parse::<IpAddr>() {
-            return Ok(SocketAddr::new(ip, port));
+            return match named || public(ip) {
+                true => Ok(SocketAddr::new(ip, port)),
+                false => Err(format!(
+                    "{ip} is an address no episode may reach unless the grant names it"
+                )),
+            };
         }
         if !self.system {
             return Err(format!("{host} does not resolve here"));
@@ -115,6 +121,8 @@ pub struct Proxy {
     out: AtomicU64,
     into: AtomicU64,
     opened: AtomicU32,
+    /// Tunnels not yet ended.
+    open: AtomicU32,
     log: Mutex<Vec<Connection>>,
 }
 
@@ -129,8 +137,14 @@ impl Proxy {
             out: AtomicU64::new(0),
             into: AtomicU64::new(0),
             opened: AtomicU32::new(0),
+            open: AtomicU32::new(0),
             log: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Tunnels open now.
+    pub fn open(&self) -> u32 {
+        self.open.load(Ordering::Relaxed)
     }
 
     /// Every connection so far, in the order they ended.
@@ -145,6 +159,15 @@ impl Proxy {
 
     /// Serves clients on `listener` until the task is dropped.
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        loop {
+            let (stream, _) = listener.accept().await?;
+            tokio::spawn(self.clone().client(stream));
+        }
+    }
+
+    /// Serves clients on a Unix socket (a sandbox's only way out) until the
+    /// task is dropped.
+    pub async fn serve_unix(self: Arc<Self>, listener: tokio::net::UnixListener) -> std::io::Result<()> {
         loop {
             let (stream, _) = listener.accept().await?;
             tokio::spawn(self.clone().client(stream));
@@ -199,7 +222,8 @@ impl Proxy {
                 None,
             );
         }
-        let address = match self.resolver.resolve(&target.0, target.1).await {
+        let named = self.grant.allow.iter().any(|rule| rule.names(&target.0));
+        let address = match self.resolver.resolve(&target.0, target.1, named).await {
             Ok(address) => address,
             Err(why) => return refuse(StatusCode::BAD_GATEWAY, why, None),
         };
@@ -234,12 +258,14 @@ impl Proxy {
 
     /// Answers a CONNECT and pumps bytes both ways once the client upgrades.
     fn tunnel(self: Arc<Self>, request: Request<Incoming>, stream: tokio::net::TcpStream, opened: Opened) -> Answer {
+        self.open.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             let (ended, out, into) = match hyper::upgrade::on(request).await {
                 Ok(upgraded) => self.pump(hyper_util::rt::TokioIo::new(upgraded), stream).await,
                 Err(error) => (Some(format!("the client never took the tunnel: {error}")), 0, 0),
             };
             self.record(opened.ended(ended, out, into));
+            self.open.fetch_sub(1, Ordering::Relaxed);
         });
         Response::new(Full::new(Bytes::new()))
     }
