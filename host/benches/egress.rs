@@ -47,6 +47,22 @@ async fn server() -> SocketAddr {
     address
 }
 
+/// A grant of `origin` (as origin.test) with room for the whole bench, and
+/// a resolver that maps that name.
+fn granted(origin: SocketAddr) -> (AllowList, Resolver) {
+    let grant = AllowList {
+        allow: vec![format!("origin.test:{}", origin.port()).parse().unwrap()],
+        ingress_mb: Some(4096),
+        connections: Some(1_000_000),
+        ..Default::default()
+    };
+    let resolver = Resolver {
+        hosts: [("origin.test".to_string(), IpAddr::V4(Ipv4Addr::LOCALHOST))].into(),
+        system: false,
+    };
+    (grant, resolver)
+}
+
 async fn request(to: SocketAddr, line: &str) -> usize {
     let mut stream = tokio::net::TcpStream::connect(to).await.unwrap();
     stream.write_all(line.as_bytes()).await.unwrap();
@@ -63,16 +79,7 @@ fn percentile(mut times: Vec<Duration>, p: f64) -> f64 {
 #[tokio::main]
 async fn main() {
     let origin = server().await;
-    let grant = AllowList {
-        allow: vec![format!("origin.test:{}", origin.port()).parse().unwrap()],
-        ingress_mb: Some(4096),
-        connections: Some(1_000_000),
-        ..Default::default()
-    };
-    let resolver = Resolver {
-        hosts: [("origin.test".to_string(), IpAddr::V4(Ipv4Addr::LOCALHOST))].into(),
-        system: false,
-    };
+    let (grant, resolver) = granted(origin);
     let proxy = Proxy::new(grant, resolver);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let at = listener.local_addr().unwrap();
@@ -167,16 +174,7 @@ async fn from_a_sandbox(origin: SocketAddr) {
         println!("egress: no bubblewrap here; the sandboxed figures are skipped");
         return;
     };
-    let grant = AllowList {
-        allow: vec![format!("origin.test:{}", origin.port()).parse().unwrap()],
-        ingress_mb: Some(4096),
-        connections: Some(1_000_000),
-        ..Default::default()
-    };
-    let resolver = Resolver {
-        hosts: [("origin.test".to_string(), IpAddr::V4(Ipv4Addr::LOCALHOST))].into(),
-        system: false,
-    };
+    let (grant, resolver) = granted(origin);
     let gateway = Gateway::with_resolver(grant, resolver).unwrap();
     let n = 500;
     let argv = [
