@@ -7,6 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use mlrb::network::Tally;
 use mlrb::sandbox::egress::AllowList;
 use mlrb::sandbox::egress::proxy::{Proxy, Resolver};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -80,7 +81,7 @@ fn percentile(mut times: Vec<Duration>, p: f64) -> f64 {
 async fn main() {
     let origin = server().await;
     let (grant, resolver) = granted(origin);
-    let proxy = Proxy::new(grant, resolver);
+    let proxy = Proxy::new(grant, resolver, Tally::shared());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let at = listener.local_addr().unwrap();
     tokio::spawn(proxy.clone().serve(listener));
@@ -150,20 +151,11 @@ def fetch(payload):
 times = []
 for _ in range(n):
     t = time.perf_counter()
-    fetch(b"GET http://origin.test:%d/ HTTP/1.1
-Host: origin.test
-Connection: close
-
-" % port)
+    fetch(b"GET http://origin.test:%d/ HTTP/1.1\r\nHost: origin.test\r\nConnection: close\r\n\r\n" % port)
     times.append(time.perf_counter() - t)
 times.sort()
 t = time.perf_counter()
-got = fetch(b"CONNECT origin.test:%d HTTP/1.1
-
-GET /big HTTP/1.1
-Host: origin.test
-
-" % port)
+got = fetch(b"CONNECT origin.test:%d HTTP/1.1\r\n\r\nGET /big HTTP/1.1\r\nHost: origin.test\r\n\r\n" % port)
 print(json.dumps({"p50_us": times[n // 2] * 1e6, "p99_us": times[int(n * 0.99)] * 1e6,
                   "mib_s": (got >> 20) / (time.perf_counter() - t), "got": got}))
 "#;
@@ -175,7 +167,7 @@ async fn from_a_sandbox(origin: SocketAddr) {
         return;
     };
     let (grant, resolver) = granted(origin);
-    let gateway = Gateway::with_resolver(grant, resolver).unwrap();
+    let gateway = Gateway::with_resolver(grant, resolver, Tally::shared()).unwrap();
     let n = 500;
     let argv = [
         "python3",

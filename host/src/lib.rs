@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod engine;
 pub mod episode;
 pub mod format;
+pub mod http_server;
 pub mod limits;
 pub mod llm;
 pub mod network;

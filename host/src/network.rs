@@ -6,6 +6,8 @@
 //! limits, tasks and records all name it.
 
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
@@ -228,6 +230,31 @@ impl AllowList {
             true => "nothing".into(),
             false => rules.join(", "),
         }
+    }
+}
+
+/// What an episode's network has used so far, counted against its grant's
+/// caps: one per episode, shared by its scripts' egress proxy and its
+/// agent's wasi:http, so together they get one cap, not one each.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Bytes sent out.
+    pub out: AtomicU64,
+    /// Bytes received.
+    pub into: AtomicU64,
+    /// Connections opened (or refused at the cap).
+    pub opened: AtomicU32,
+}
+
+impl Tally {
+    /// A fresh tally to share.
+    pub fn shared() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Counts one more connection; false when that passes the cap of `most`.
+    pub fn open_one(&self, most: u32) -> bool {
+        self.opened.fetch_add(1, Ordering::Relaxed) < most
     }
 }
 

@@ -5,7 +5,6 @@
 //! rendered on the server; nothing is fetched from elsewhere.
 
 use std::collections::BTreeSet;
-use std::convert::Infallible;
 use std::fmt::Write;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -46,23 +45,11 @@ impl Viewer {
     /// Serves on `listener` until the process ends.
     pub async fn serve(self, listener: tokio::net::TcpListener) -> Result<()> {
         let viewer = Arc::new(self);
-        loop {
-            let (stream, _) = listener.accept().await?;
+        let respond = move |request| {
             let viewer = viewer.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let viewer = viewer.clone();
-                    async move { Ok::<_, Infallible>(viewer.respond(&request)) }
-                });
-                let io = hyper_util::rt::TokioIo::new(stream);
-                if let Err(error) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await
-                {
-                    tracing::debug!(%error, "viewer connection");
-                }
-            });
-        }
+            async move { viewer.respond(&request) }
+        };
+        Ok(crate::http_server::serve(listener, "viewer", respond).await?)
     }
 
     fn respond(&self, request: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {

@@ -113,7 +113,15 @@ fn dependencies_point_from_the_command_line_down_to_the_engine() {
         &["episode", "agent_check", "agent_build"],
         &["capability", "sandbox", "task", "llm", "record"],
         &[
-            "engine", "paths", "process", "limits", "network", "relpath", "stats", "format",
+            "engine",
+            "paths",
+            "process",
+            "limits",
+            "network",
+            "relpath",
+            "stats",
+            "format",
+            "http_server",
         ],
     ];
     let layer_of = |m: &str| layers.iter().position(|l| l.contains(&m));

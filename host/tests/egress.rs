@@ -228,6 +228,23 @@ fn without_a_grant_scripts_have_no_way_out_and_a_run_can_only_narrow_it() {
         "{stderr}"
     );
     assert!(!tmp.path().join("runs-wide").exists(), "a refused run left a folder");
+    // A malformed name map is refused before anything runs, with its fix.
+    let output = common::run_command(
+        &common::agent("baseline"),
+        task.to_str().unwrap(),
+        &tmp.path().join("runs-badmap"),
+        &[],
+    )
+    .env("MLRB_EGRESS_HOSTS", "mirror.internal=10.0.0.5,mirror.internal")
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("MLRB_EGRESS_HOSTS: `mirror.internal` is not name=address") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("runs-badmap").exists(), "a refused run left a folder");
 }
 
 #[test]

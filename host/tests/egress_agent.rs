@@ -149,7 +149,8 @@ impl World {
 
 /// The names the organiser maps (`MLRB_EGRESS_HOSTS`): both servers' names
 /// go to the loopback, which no episode reaches otherwise.
-const HOSTS: &str = "allowed.mlrb.test=127.0.0.1,denied.mlrb.test=127.0.0.1";
+const HOSTS: &str = "allowed.mlrb.test=127.0.0.1,denied.mlrb.test=127.0.0.1,\
+    tls.mlrb.test=127.0.0.1,wrong.mlrb.test=127.0.0.1";
 
 /// A copy of the hostile fixture with `urls` for the probe to request and
 /// `network` granted as given (none when `None`).
@@ -163,8 +164,21 @@ fn task(dir: &Path, urls: &str, network: Option<&str>) -> PathBuf {
 
 /// Runs the probe on `task`; the episode, and its answer's lines by number.
 fn run_probe(task: &Path, out: &Path, extra: &[&str]) -> (common::Finished, BTreeMap<u32, String>) {
+    run_probe_with(task, out, extra, &[])
+}
+
+/// [`run_probe`] with more variables set for mlrb.
+fn run_probe_with(
+    task: &Path,
+    out: &Path,
+    extra: &[&str],
+    env: &[(&str, &Path)],
+) -> (common::Finished, BTreeMap<u32, String>) {
     let mut command = common::run_command(&common::agent("http-probe"), task.to_str().unwrap(), out, extra);
-    command.arg("--json").env("MLRB_EGRESS_HOSTS", HOSTS);
+    command
+        .arg("--json")
+        .env("MLRB_EGRESS_HOSTS", HOSTS)
+        .envs(env.iter().copied());
     let finished = common::finish(command);
     assert_eq!(finished.end_reason(), "completed", "{}", finished.json);
     let answer = finished.answer();
@@ -400,4 +414,191 @@ fn the_request_budget_and_the_response_cap_hold_and_replay() {
     let replayed = replay(&finished.dir);
     let text = said(&replayed);
     assert!(replayed.status.success() && text.starts_with("identical"), "{text}");
+}
+
+/// The agent's wasi:http and its scripts' egress proxy count against one
+/// set of caps: three connections in all, whichever of them opens them.
+#[test]
+fn the_agent_and_its_scripts_share_the_episodes_caps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let world = world();
+    let a = world.allowed.port;
+    let script = format!(
+        "import urllib.error, urllib.request\n\
+         try:\n    \
+             r = urllib.request.urlopen('http://allowed.mlrb.test:{a}/hello', timeout=20)\n    \
+             print('status', r.status, r.read().decode())\n\
+         except urllib.error.HTTPError as e:\n    \
+             print('refused', e.code, e.read().decode().strip())\n"
+    );
+    let hello = format!("GET http://allowed.mlrb.test:{a}/hello");
+    let urls = [&hello, "RUN fetch.py", &hello, "RUN fetch.py", &hello]
+        .map(|s| s.to_string())
+        .join("\n");
+    let grant = format!("{{ allow = [\"allowed.mlrb.test:{a}\"], connections = 3 }}");
+    let task = task(tmp.path(), &urls, Some(&grant));
+    std::fs::write(task.join("env/fetch.py"), script).unwrap();
+    let (finished, lines) = run_probe(&task, &tmp.path().join("runs"), &[]);
+    assert!(lines[&1].contains("-> 200 18 bytes"), "{lines:?}");
+    assert!(
+        lines[&2].ends_with("-> exit Some(0) status 200 hello from allowed"),
+        "{lines:?}"
+    );
+    assert!(lines[&3].contains("-> 200 18 bytes"), "{lines:?}");
+    assert!(
+        lines[&4].ends_with("-> exit Some(0) refused 403 the episode's cap of 3 connections was reached"),
+        "the script is refused what the agent used: {lines:?}"
+    );
+    assert!(
+        lines[&5].ends_with("-> error ErrorCode::ConnectionLimitReached"),
+        "the agent is refused what the script used: {lines:?}"
+    );
+    assert_eq!(world.allowed.hits(), 3);
+    let network = &finished.json["episode"]["end"]["network"];
+    assert_eq!(
+        (network["allowed"].as_u64(), network["refused"].as_u64()),
+        (Some(1), Some(1)),
+        "{network}"
+    );
+}
+
+/// A loopback HTTPS server (certificate for `tls.mlrb.test`, signed by a
+/// CA of the test's own): the CA's PEM and the server, which answers every
+/// request `hello over tls`.
+fn tls_server() -> (String, Server) {
+    use tokio_rustls::rustls;
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(rcgen::DnType::CommonName, "mlrb test CA");
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["tls.mlrb.test".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (hits, stop) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)));
+    let (counted, stopping) = (hits.clone(), stop.clone());
+    let thread = std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            if stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            counted.fetch_add(1, Ordering::SeqCst);
+            let connection = rustls::ServerConnection::new(config.clone()).unwrap();
+            let mut tls = rustls::StreamOwned::new(connection, stream);
+            // A client that refused the certificate ends the handshake here.
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && tls.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let body = "hello over tls";
+            let _ = write!(
+                tls,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    });
+    let server = Server {
+        port,
+        hits,
+        stop,
+        thread: Some(thread),
+    };
+    (ca.pem(), server)
+}
+
+/// Live HTTPS: the agent's wasi:http verifies the server against the roots
+/// the organiser added (and refuses a name the certificate does not carry);
+/// a script's client does TLS itself through the proxy's CONNECT tunnel,
+/// which never sees inside. A replay answers the agent with the server gone.
+#[test]
+fn https_is_verified_for_the_agent_and_tunnelled_for_scripts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ca, mut server) = tls_server();
+    let p = server.port;
+    let ca_file = tmp.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca).unwrap();
+    let script = format!(
+        "import ssl, urllib.request\n\
+         context = ssl.create_default_context(cafile='ca.pem')\n\
+         r = urllib.request.urlopen('https://tls.mlrb.test:{p}/hello', context=context, timeout=20)\n\
+         print('status', r.status, r.read().decode())\n"
+    );
+    let urls = format!("GET https://tls.mlrb.test:{p}/hello\nGET https://wrong.mlrb.test:{p}/hello\nRUN tls.py\n");
+    let grant = format!("{{ allow = [\"tls.mlrb.test:{p}\", \"wrong.mlrb.test:{p}\"] }}");
+    let task = task(tmp.path(), &urls, Some(&grant));
+    std::fs::write(task.join("env/tls.py"), script).unwrap();
+    std::fs::write(task.join("env/ca.pem"), &ca).unwrap();
+    let env = [("MLRB_EGRESS_CA", ca_file.as_path())];
+    let (finished, lines) = run_probe_with(&task, &tmp.path().join("runs"), &[], &env);
+    assert!(lines[&1].contains("-> 200 14 bytes"), "{lines:?}");
+    assert!(
+        lines[&2].ends_with("-> error ErrorCode::TlsCertificateError"),
+        "a certificate for another name is refused: {lines:?}"
+    );
+    assert!(
+        lines[&3].ends_with("-> exit Some(0) status 200 hello over tls"),
+        "{lines:?}"
+    );
+    let recorded = exchanges(&finished);
+    assert_eq!(
+        recorded[&1]["response_body"]["data"], "hello over tls",
+        "{}",
+        recorded[&1]
+    );
+    let tunnel = &finished.json["episode"]["end"]["network"]["connections"][0];
+    assert_eq!(tunnel["method"], "CONNECT", "{tunnel}");
+    assert!(
+        tunnel["bytes_in"].as_u64().unwrap() > 500,
+        "the TLS handshake went through: {tunnel}"
+    );
+
+    server.stop();
+    let replayed = replay(&finished.dir);
+    let text = said(&replayed);
+    assert!(replayed.status.success() && text.starts_with("identical"), "{text}");
+}
+
+/// A trust file that is not PEM is refused before anything runs.
+#[test]
+fn an_unreadable_trust_file_is_refused_with_its_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = task(tmp.path(), "", Some("true"));
+    let junk = tmp.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate").unwrap();
+    for (file, says) in [
+        (junk.clone(), "holds no certificate"),
+        (tmp.path().join("absent.pem"), "cannot read"),
+    ] {
+        let output = common::run_command(
+            &common::agent("http-probe"),
+            task.to_str().unwrap(),
+            &tmp.path().join("runs"),
+            &[],
+        )
+        .env("MLRB_EGRESS_CA", &file)
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("MLRB_EGRESS_CA") && stderr.contains(says), "{stderr}");
+    }
+    assert!(!tmp.path().join("runs").exists(), "a refused run left a folder");
 }

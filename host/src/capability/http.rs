@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
@@ -52,8 +52,9 @@ use super::AgentState;
 use super::observed::Observed;
 use super::recorder::Recorder;
 use crate::limits::Limits;
-use crate::network::{Network, refusal};
+use crate::network::{Network, Tally, refusal};
 use crate::sandbox::egress::proxy::Resolver;
+use crate::sandbox::egress::trust;
 
 /// How long a connection may take to open (the egress proxy's too).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -122,10 +123,9 @@ struct Shared {
     resolver: Result<Resolver, String>,
     /// Requests sent so far: the last one's number.
     sent: AtomicU64,
-    /// Bytes sent and received, connections opened: all the agent's requests.
-    out: AtomicU64,
-    into: AtomicU64,
-    opened: AtomicU32,
+    /// Bytes sent and received, connections opened: the episode's, its
+    /// scripts' egress proxy counting in the same tally.
+    tally: Arc<Tally>,
     /// Exchanges begun and not yet queued for the recorder.
     in_flight: AtomicUsize,
     settled: tokio::sync::Notify,
@@ -137,6 +137,29 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(
+        limits: &Limits,
+        resolver: Result<Resolver, String>,
+        tally: Arc<Tally>,
+        exchanges: Exchanges,
+        recorded: BTreeMap<u64, Result<Exchange, String>>,
+        observed: Observed,
+    ) -> Self {
+        Self {
+            network: limits.network.clone(),
+            requests: limits.http_requests,
+            response_bytes: limits.http_response_bytes,
+            resolver,
+            sent: AtomicU64::new(0),
+            tally,
+            in_flight: AtomicUsize::new(0),
+            settled: tokio::sync::Notify::new(),
+            exchanges,
+            recorded,
+            observed,
+        }
+    }
+
     /// Whether request `n` is so far past the budget that it is refused
     /// without a record.
     fn unrecorded(&self, n: u64) -> bool {
@@ -152,26 +175,20 @@ impl Shared {
 impl HttpState {
     /// The state of an episode under `limits`; when `recorder` replays a
     /// recording, its exchanges answer the requests it covers.
-    pub fn new(limits: &Limits, recorder: &Recorder) -> Self {
+    pub fn new(limits: &Limits, recorder: &Recorder, tally: Arc<Tally>) -> Self {
         let recorded = recorder
             .replay()
             .map(|r| recorded_exchanges(r.recording()))
             .unwrap_or_default();
-        let shared = Shared {
-            network: limits.network.clone(),
-            requests: limits.http_requests,
-            response_bytes: limits.http_response_bytes,
-            resolver: Resolver::from_environment().map_err(|e| format!("{e:#}")),
-            sent: AtomicU64::new(0),
-            out: AtomicU64::new(0),
-            into: AtomicU64::new(0),
-            opened: AtomicU32::new(0),
-            in_flight: AtomicUsize::new(0),
-            settled: tokio::sync::Notify::new(),
-            exchanges: recorder.http.clone(),
+        let resolver = Resolver::from_environment().map_err(|e| format!("{e:#}"));
+        let shared = Shared::new(
+            limits,
+            resolver,
+            tally,
+            recorder.http.clone(),
             recorded,
-            observed: recorder.observed.clone(),
-        };
+            recorder.observed.clone(),
+        );
         Self {
             ctx: WasiHttpCtx::new(),
             hooks: Hooks {
@@ -586,7 +603,7 @@ async fn send(
     let sent = read_body(body).await?;
     record.exchange.request_body = Some(Body::of(&sent));
     let (egress, _, _, idle) = admitted.caps;
-    if shared.out.load(Ordering::Relaxed) + sent.len() as u64 > egress {
+    if shared.tally.out.load(Ordering::Relaxed) + sent.len() as u64 > egress {
         return Err(Failure::ConnectionTerminated(format!(
             "the grant's egress cap of {} MiB would be passed",
             egress >> 20
@@ -646,7 +663,7 @@ async fn admit(
     let named = grant.allow.iter().any(|rule| rule.names(&host));
     let address = resolver.resolve(&host, port, named).await.map_err(denied)?;
     let caps = grant.caps();
-    if shared.opened.fetch_add(1, Ordering::Relaxed) >= caps.2 {
+    if !shared.tally.open_one(caps.2) {
         return Err(Failure::ConnectionLimitReached(format!(
             "the grant's cap of {} connections was reached",
             caps.2
@@ -744,7 +761,8 @@ async fn drive(
     }
 }
 
-/// TLS over `stream` to `host`, verified against the webpki roots.
+/// TLS over `stream` to `host`, verified against the webpki roots and the
+/// organiser's (`MLRB_EGRESS_CA`).
 async fn tls_connect<S: Stream>(
     host: &str,
     stream: S,
@@ -753,9 +771,17 @@ async fn tls_connect<S: Stream>(
     use tokio_rustls::rustls;
     static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
     let config = CONFIG.get_or_init(|| {
-        let roots = rustls::RootCertStore {
+        let mut roots = rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         };
+        let extra = trust::extra_roots().map_err(|e| format!("{e:#}"))?;
+        let (_, unusable) = roots.add_parsable_certificates(extra);
+        if unusable > 0 {
+            return Err(format!(
+                "{}: {unusable} certificates are not usable roots",
+                trust::CA_VARIABLE
+            ));
+        }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -802,7 +828,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Metered<S> {
         ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
         let read = (buf.filled().len() - before) as u64;
         self.meter.into.fetch_add(read, Ordering::Relaxed);
-        let total = self.shared.into.fetch_add(read, Ordering::Relaxed) + read;
+        let total = self.shared.tally.into.fetch_add(read, Ordering::Relaxed) + read;
         if total > self.caps.1 {
             let why = format!("the grant's ingress cap of {} MiB was reached", self.caps.1 >> 20);
             return Poll::Ready(Err(self.meter.cut_for(why)));
@@ -813,13 +839,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for Metered<S> {
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        if self.shared.out.load(Ordering::Relaxed) + buf.len() as u64 > self.caps.0 {
+        if self.shared.tally.out.load(Ordering::Relaxed) + buf.len() as u64 > self.caps.0 {
             let why = format!("the grant's egress cap of {} MiB was reached", self.caps.0 >> 20);
             return Poll::Ready(Err(self.meter.cut_for(why)));
         }
         let written = ready!(Pin::new(&mut self.inner).poll_write(cx, buf))? as u64;
         self.meter.out.fetch_add(written, Ordering::Relaxed);
-        self.shared.out.fetch_add(written, Ordering::Relaxed);
+        self.shared.tally.out.fetch_add(written, Ordering::Relaxed);
         Poll::Ready(Ok(written as usize))
     }
 
@@ -1022,21 +1048,22 @@ mod tests {
     use super::*;
 
     fn shared(network: Network, recorded: Vec<Exchange>) -> Arc<Shared> {
-        Arc::new(Shared {
+        let limits = Limits {
             network,
-            requests: 100,
-            response_bytes: 1 << 20,
-            resolver: Ok(Resolver::default()),
-            sent: AtomicU64::new(0),
-            out: AtomicU64::new(0),
-            into: AtomicU64::new(0),
-            opened: AtomicU32::new(0),
-            in_flight: AtomicUsize::new(0),
-            settled: tokio::sync::Notify::new(),
-            exchanges: Exchanges::default(),
-            recorded: recorded.into_iter().map(|e| (e.n, Ok(e))).collect(),
-            observed: Observed::default(),
-        })
+            http_response_bytes: 1 << 20,
+            ..Limits::default()
+        };
+        let recorded = recorded.into_iter().map(|e| (e.n, Ok(e))).collect();
+        let resolver = Ok(Resolver::default());
+        let (exchanges, observed) = (Exchanges::default(), Observed::default());
+        Arc::new(Shared::new(
+            &limits,
+            resolver,
+            Tally::shared(),
+            exchanges,
+            recorded,
+            observed,
+        ))
     }
 
     fn get(url: &str) -> Request<WasiBody> {
@@ -1084,6 +1111,26 @@ mod tests {
         assert!(
             recorded[0]["bytes_out"].as_u64().unwrap() > 0,
             "the client hello was counted"
+        );
+    }
+
+    /// The scripts' proxy counts in the same tally: what it opened leaves
+    /// the agent only the rest of the connection cap.
+    #[tokio::test]
+    async fn the_connection_cap_is_shared_with_the_scripts() {
+        let grant: crate::network::AllowList =
+            serde_json::from_value(serde_json::json!({ "allow": ["127.0.0.1:9"], "connections": 2 })).unwrap();
+        let shared = shared(Network::Allow(grant), Vec::new());
+        shared.tally.opened.store(2, Ordering::Relaxed);
+        let Err(error) = live(shared.clone(), 1, get("http://127.0.0.1:9/"), None).await else {
+            panic!("sent past the episode's connection cap");
+        };
+        assert!(matches!(error, Error::ConnectionLimitReached), "{error}");
+        let recorded = shared.exchanges.take();
+        assert!(
+            recorded[0]["reason"].as_str().unwrap().contains("cap of 2 connections"),
+            "{}",
+            recorded[0]
         );
     }
 

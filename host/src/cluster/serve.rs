@@ -5,7 +5,6 @@
 //! beneath a staging folder, and moved into the run only once the queue has
 //! recorded it.
 
-use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,24 +104,11 @@ impl Server {
 
     /// Serves on `listener` until the task is dropped.
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> Result<()> {
-        loop {
-            let (stream, _) = listener.accept().await?;
-            let _ = stream.set_nodelay(true);
+        let respond = move |request| {
             let server = self.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let server = server.clone();
-                    async move { Ok::<_, Infallible>(server.respond(request).await) }
-                });
-                let io = hyper_util::rt::TokioIo::new(stream);
-                if let Err(error) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await
-                {
-                    tracing::debug!(%error, "queue connection");
-                }
-            });
-        }
+            async move { server.respond(request).await }
+        };
+        Ok(crate::http_server::serve(listener, "queue", respond).await?)
     }
 
     async fn respond(&self, request: Request<Incoming>) -> Answer {

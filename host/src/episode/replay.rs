@@ -27,6 +27,7 @@ use crate::capability::llm::LlmState;
 use crate::capability::recorder::Recorder;
 use crate::capability::replay::Replay;
 use crate::llm::LlmSource;
+use crate::network::Tally;
 use crate::record::recording::Recording;
 use crate::record::snapshot::{self, SnapshotStore};
 use crate::record::trace::Trace;
@@ -158,7 +159,7 @@ fn replay_state(
     replay.ending = recorded.reason.stop().map(|stop| (stop, recorded.detail.clone()));
     recorder.replaying(replay)?;
     let wasi = wasi_context(&log, record.seed, &recorder.observed);
-    let http = HttpState::new(limits, &recorder);
+    let http = HttpState::new(limits, &recorder, Tally::shared());
     Ok(AgentState {
         wasi,
         table: ResourceTable::new(),

@@ -24,6 +24,7 @@ use crate::capability::recorder::{Recorder, Stop, end};
 use crate::capability::replay::Replay;
 use crate::capability::{AgentState, mlrb::agent::types::TaskInfo};
 use crate::limits::Limits;
+use crate::network::Tally;
 use crate::record::recording::Recording;
 use crate::record::snapshot::{self, SnapshotStore};
 use crate::record::trace::Trace;
@@ -122,9 +123,11 @@ impl Runner {
         )?;
         let exec_dir = dir.join("exec");
         std::fs::create_dir_all(&exec_dir)?;
-        // The episode's own egress proxy, when its task grants a network.
+        // The episode's own egress proxy, when its task grants a network;
+        // it and the agent's wasi:http count against one tally.
+        let tally = Tally::shared();
         let gateway = match limits.network.allow_list() {
-            Some(grant) => Some(Gateway::start(grant.clone())?),
+            Some(grant) => Some(Gateway::start(grant.clone(), tally.clone())?),
             None => None,
         };
         let reach = gateway.as_ref().map_or(Reach::Nothing, |g| Reach::Proxy(g.socket()));
@@ -154,7 +157,7 @@ impl Runner {
         if task.spec.validation.enabled {
             episode.allow_validation(self.validation_policy(task, prepared, devices, dir));
         }
-        let http = HttpState::new(limits, &recorder);
+        let http = HttpState::new(limits, &recorder, tally);
         Ok(AgentState {
             wasi: wasi_context(log, request.seed, &recorder.observed),
             table: ResourceTable::new(),

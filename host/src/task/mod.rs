@@ -195,8 +195,15 @@ impl Task {
     /// Refuses a `--metric` or `--direction` that contradicts what the task
     /// declares, and a network grant wider than the task's.
     pub fn check_overrides(&self, overrides: &crate::limits::Overrides) -> Result<()> {
-        if let Err(error) = overrides.narrow(&self.spec.resources.network) {
-            bail!("task {}: {error:#}", self.spec.name);
+        match overrides.narrow(&self.spec.resources.network) {
+            Err(error) => bail!("task {}: {error:#}", self.spec.name),
+            // The organiser's name map is read by every episode's proxy:
+            // a bad one is refused here, before anything starts.
+            Ok(network) if network.as_ref().unwrap_or(&self.spec.resources.network).granted() => {
+                crate::sandbox::egress::proxy::Resolver::from_environment()?;
+                crate::sandbox::egress::trust::extra_roots()?;
+            }
+            Ok(_) => {}
         }
         let metric = &self.spec.metric;
         if !metric.direction_known {
@@ -238,7 +245,7 @@ impl Task {
         let Some(grant) = self.spec.resources.network.allow_list() else {
             return Ok((sandbox::Reach::Nothing, None));
         };
-        let gateway = sandbox::egress::gateway::Gateway::start(grant.clone())?;
+        let gateway = sandbox::egress::gateway::Gateway::start(grant.clone(), crate::network::Tally::shared())?;
         Ok((sandbox::Reach::Proxy(gateway.socket()), Some(gateway)))
     }
 

@@ -142,7 +142,6 @@ fn prepare_command(
     cache_dir: &Path,
     reach: &sandbox::Reach,
 ) -> Result<Option<sandbox::Command>> {
-    let (lib_mount, lib_env) = pylib::mount(cache_dir)?;
     let (argv, mounts) = match task.layout {
         Layout::Native => {
             let (public, hidden) = (staging.join("public"), staging.join("hidden"));
@@ -174,17 +173,39 @@ fn prepare_command(
             (vec!["python3", "prepare.py"], mounts)
         }
     };
-    Ok(Some(sandbox::Command {
-        argv: argv.into_iter().map(String::from).collect(),
+    Ok(Some(step(
+        task,
+        &argv,
+        mounts,
+        cache_dir,
+        reach,
+        staging.join("prepare"),
+    )?))
+}
+
+/// One of the task's own preparation steps: `argv` run in `/task/scripts`
+/// with `mounts` and mlrb's Python library, under the task's script limits
+/// and the preparation's reach, its output logged at `log`.
+fn step(
+    task: &Task,
+    argv: &[&str],
+    mounts: Vec<Mount>,
+    cache_dir: &Path,
+    reach: &sandbox::Reach,
+    log: std::path::PathBuf,
+) -> Result<sandbox::Command> {
+    let (lib_mount, lib_env) = pylib::mount(cache_dir)?;
+    Ok(sandbox::Command {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
         cwd: "/task/scripts".into(),
         mounts: mounts.into_iter().chain([lib_mount]).collect(),
         env: vec![lib_env],
         network: reach.clone(),
         limits: task.task_script_limits(PREPARE_TIMEOUT),
         gpus: Vec::new(),
-        log_prefix: Some(staging.join("prepare")),
+        log_prefix: Some(log),
         stop: Default::default(),
-    }))
+    })
 }
 
 /// For an MLAgentBench folder whose preparation may reach the network: the
@@ -200,27 +221,24 @@ fn warm_up_command(
     if task.layout != Layout::MlAgentBench || !task.prepare_network() || !task.eval_script().is_file() {
         return Ok(None);
     }
-    let (lib_mount, lib_env) = pylib::mount(cache_dir)?;
-    Ok(Some(sandbox::Command {
-        argv: vec![
-            "python3".into(),
-            pylib::MLAGENTBENCH_ADAPTER.into(),
-            "/task/scripts/eval.py".into(),
-            "/task/env".into(),
-        ],
-        cwd: "/task/scripts".into(),
-        mounts: vec![
-            Mount::read_only(staging.join("env"), "/task/env"),
-            Mount::writable(staging.join("scripts"), "/task/scripts"),
-            lib_mount,
-        ],
-        env: vec![lib_env],
-        network: reach.clone(),
-        limits: task.task_script_limits(PREPARE_TIMEOUT),
-        gpus: Vec::new(),
-        log_prefix: Some(staging.join("warm-up")),
-        stop: Default::default(),
-    }))
+    let argv = [
+        "python3",
+        pylib::MLAGENTBENCH_ADAPTER,
+        "/task/scripts/eval.py",
+        "/task/env",
+    ];
+    let mounts = vec![
+        Mount::read_only(staging.join("env"), "/task/env"),
+        Mount::writable(staging.join("scripts"), "/task/scripts"),
+    ];
+    Ok(Some(step(
+        task,
+        &argv,
+        mounts,
+        cache_dir,
+        reach,
+        staging.join("warm-up"),
+    )?))
 }
 
 /// What preparation should have produced and did not, in words: the

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 
 use super::AllowList;
 use super::proxy::{Connection, Proxy, Resolver};
+use crate::network::Tally;
 
 /// Where the proxy's socket appears inside a sandbox.
 pub const GUEST_SOCKET: &str = "/run/mlrb-egress.sock";
@@ -31,13 +32,14 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Starts a proxy for `grant` (names resolved as the organiser set).
-    pub fn start(grant: AllowList) -> Result<Self> {
-        Self::with_resolver(grant, Resolver::from_environment()?)
+    /// Starts a proxy for `grant` (names resolved as the organiser set),
+    /// counting against the episode's `tally`.
+    pub fn start(grant: AllowList, tally: Arc<Tally>) -> Result<Self> {
+        Self::with_resolver(grant, Resolver::from_environment()?, tally)
     }
 
     /// Starts a proxy for `grant` resolving with `resolver`.
-    pub fn with_resolver(grant: AllowList, resolver: Resolver) -> Result<Self> {
+    pub fn with_resolver(grant: AllowList, resolver: Resolver, tally: Arc<Tally>) -> Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("mlrb-egress-")
             .tempdir()
@@ -50,8 +52,8 @@ impl Gateway {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777))?;
-        let proxy = Proxy::new(grant, resolver);
-        let served = tokio::spawn(proxy.clone().serve_unix(listener));
+        let proxy = Proxy::new(grant, resolver, tally);
+        let served = tokio::spawn(proxy.clone().serve(listener));
         Ok(Self {
             dir,
             proxy,

@@ -6,7 +6,6 @@
 //! not, and why it was refused or ended.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,6 +18,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::{AllowList, refusal};
+use crate::http_server::Listener;
+use crate::network::Tally;
 
 /// How long a connection to a destination may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -118,9 +119,8 @@ fn public(ip: IpAddr) -> bool {
 pub struct Proxy {
     grant: AllowList,
     resolver: Resolver,
-    out: AtomicU64,
-    into: AtomicU64,
-    opened: AtomicU32,
+    /// The episode's totals (its agent's wasi:http counts in them too).
+    tally: Arc<Tally>,
     /// Tunnels not yet ended.
     open: AtomicU32,
     log: Mutex<Vec<Connection>>,
@@ -129,14 +129,13 @@ pub struct Proxy {
 type Answer = Response<Full<Bytes>>;
 
 impl Proxy {
-    /// A proxy enforcing `grant`, resolving with `resolver`.
-    pub fn new(grant: AllowList, resolver: Resolver) -> Arc<Self> {
+    /// A proxy enforcing `grant`, resolving with `resolver`, counting
+    /// against the episode's `tally`.
+    pub fn new(grant: AllowList, resolver: Resolver, tally: Arc<Tally>) -> Arc<Self> {
         Arc::new(Self {
             grant,
             resolver,
-            out: AtomicU64::new(0),
-            into: AtomicU64::new(0),
-            opened: AtomicU32::new(0),
+            tally,
             open: AtomicU32::new(0),
             log: Mutex::new(Vec::new()),
         })
@@ -157,37 +156,10 @@ impl Proxy {
         self.log.lock().unwrap_or_else(|e| e.into_inner()).push(connection);
     }
 
-    /// Serves clients on `listener` until the task is dropped.
-    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-        loop {
-            let (stream, _) = listener.accept().await?;
-            tokio::spawn(self.clone().client(stream));
-        }
-    }
-
-    /// Serves clients on a Unix socket (a sandbox's only way out) until the
-    /// task is dropped.
-    pub async fn serve_unix(self: Arc<Self>, listener: tokio::net::UnixListener) -> std::io::Result<()> {
-        loop {
-            let (stream, _) = listener.accept().await?;
-            tokio::spawn(self.clone().client(stream));
-        }
-    }
-
-    /// Serves one client connection (a TCP or Unix stream).
-    pub async fn client<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self: Arc<Self>, stream: S) {
-        let service = hyper::service::service_fn(move |request| {
-            let proxy = self.clone();
-            async move { Ok::<_, Infallible>(proxy.handle(request).await) }
-        });
-        let io = hyper_util::rt::TokioIo::new(stream);
-        let served = hyper::server::conn::http1::Builder::new()
-            .serve_connection(io, service)
-            .with_upgrades()
-            .await;
-        if let Err(error) = served {
-            tracing::debug!(%error, "egress client");
-        }
+    /// Serves clients on `listener` (TCP, or the Unix socket that is a
+    /// sandbox's only way out) until the task is dropped.
+    pub async fn serve(self: Arc<Self>, listener: impl Listener) -> std::io::Result<()> {
+        crate::http_server::serve(listener, "egress client", move |request| self.clone().handle(request)).await
     }
 
     async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Answer {
@@ -215,7 +187,7 @@ impl Proxy {
             return refuse(StatusCode::FORBIDDEN, why, None);
         }
         let (_, _, most, _) = self.grant.caps();
-        if self.opened.fetch_add(1, Ordering::Relaxed) >= most {
+        if !self.tally.open_one(most) {
             return refuse(
                 StatusCode::FORBIDDEN,
                 format!("the episode's cap of {most} connections was reached"),
@@ -274,7 +246,7 @@ impl Proxy {
     async fn forward(&self, request: Request<Incoming>, stream: tokio::net::TcpStream, opened: Opened) -> Answer {
         let (egress, ingress, _, _) = self.grant.caps();
         let (mut parts, body) = request.into_parts();
-        let left_out = egress.saturating_sub(self.out.load(Ordering::Relaxed));
+        let left_out = egress.saturating_sub(self.tally.out.load(Ordering::Relaxed));
         let body = match http_body_util::Limited::new(body, left_out as usize).collect().await {
             Ok(body) => body.to_bytes(),
             Err(_) => {
@@ -284,7 +256,7 @@ impl Proxy {
                 );
             }
         };
-        self.out.fetch_add(body.len() as u64, Ordering::Relaxed);
+        self.tally.out.fetch_add(body.len() as u64, Ordering::Relaxed);
         let path = parts.uri.path_and_query().map_or("/".to_string(), |p| p.to_string());
         parts.uri = path.parse().unwrap_or_default();
         for hop in [
@@ -309,7 +281,7 @@ impl Proxy {
             Err(error) => return self.cut(opened, format!("the destination failed: {error}")),
         };
         let (parts, body) = response.into_parts();
-        let left_in = ingress.saturating_sub(self.into.load(Ordering::Relaxed));
+        let left_in = ingress.saturating_sub(self.tally.into.load(Ordering::Relaxed));
         let Ok(body) = http_body_util::Limited::new(body, left_in as usize).collect().await else {
             return self.cut(
                 opened,
@@ -317,7 +289,7 @@ impl Proxy {
             );
         };
         let body = body.to_bytes();
-        self.into.fetch_add(body.len() as u64, Ordering::Relaxed);
+        self.tally.into.fetch_add(body.len() as u64, Ordering::Relaxed);
         self.record(opened.ended(None, out, body.len() as u64));
         Response::from_parts(parts, Full::new(body))
     }
@@ -345,7 +317,7 @@ impl Proxy {
                 client_read,
                 server_write,
                 Flow {
-                    total: &self.out,
+                    total: &self.tally.out,
                     cap: egress,
                     mine: &out,
                     idle,
@@ -356,7 +328,7 @@ impl Proxy {
                 server_read,
                 client_write,
                 Flow {
-                    total: &self.into,
+                    total: &self.tally.into,
                     cap: ingress,
                     mine: &into,
                     idle,

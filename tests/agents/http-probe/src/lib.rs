@@ -1,5 +1,7 @@
 //! An agent that sends HTTP requests of its own, through wasi:http: one a
-//! line of `urls.txt` in its workspace (`METHOD URL [BODY]`). What came of
+//! line of `urls.txt` in its workspace (`METHOD URL [BODY]`), or runs a
+//! workspace script where a line says `RUN script.py` (the scripts' own
+//! network goes through the episode's egress proxy). What came of
 //! each (its status, `location` header, body size, hash and text, or the
 //! error) is one line of `responses.txt` and of its answer, so a replay
 //! that answered any request differently would answer differently.
@@ -23,6 +25,10 @@ impl Agent for HttpProbe {
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with('#'));
         for (i, line) in lines.enumerate() {
+            if let Some(script) = line.strip_prefix("RUN ") {
+                answer.push_str(&format!("{} RUN {script} -> {}\n", i + 1, run(script.trim())));
+                continue;
+            }
             let mut parts = line.splitn(3, ' ');
             let (method, url, body) = (parts.next().unwrap_or("GET"), parts.next().unwrap_or(""), parts.next());
             let seen = fetch(method, url, body).unwrap_or_else(|e| format!("error {e}"));
@@ -30,6 +36,18 @@ impl Agent for HttpProbe {
         }
         workspace::write("responses.txt", &answer).map_err(|e| format!("writing responses.txt: {e:?}"))?;
         Ok(answer)
+    }
+}
+
+/// A workspace script's exit code and its output's first line.
+fn run(script: &str) -> String {
+    match mlrb_sdk::exec::run(script, &[]) {
+        Ok(ran) => format!(
+            "exit {:?} {}",
+            ran.exit_code,
+            ran.stdout.lines().next().unwrap_or("").trim()
+        ),
+        Err(e) => format!("error {e:?}"),
     }
 }
 

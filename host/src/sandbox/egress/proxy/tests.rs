@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{Proxy, Resolver};
+use crate::network::Tally;
 use crate::sandbox::egress::AllowList;
 
 /// A server that answers every request with `body` (or a redirect to
@@ -40,6 +41,11 @@ async fn server(body: Vec<u8>, redirect: Option<String>) -> (SocketAddr, Arc<Ato
 }
 
 async fn proxy(grant: AllowList, names: &[&str]) -> (SocketAddr, Arc<Proxy>) {
+    counted(grant, names, Tally::shared()).await
+}
+
+/// A proxy counting against `tally`, as the episode's agent does too.
+async fn counted(grant: AllowList, names: &[&str], tally: Arc<Tally>) -> (SocketAddr, Arc<Proxy>) {
     let resolver = Resolver {
         hosts: names
             .iter()
@@ -47,7 +53,7 @@ async fn proxy(grant: AllowList, names: &[&str]) -> (SocketAddr, Arc<Proxy>) {
             .collect(),
         system: true,
     };
-    let proxy = Proxy::new(grant, resolver);
+    let proxy = Proxy::new(grant, resolver, tally);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(proxy.clone().serve(listener));
@@ -142,6 +148,44 @@ async fn only_granted_destinations_are_reached_and_every_connection_is_recorded(
         log.iter()
             .filter(|c| !c.allowed)
             .all(|c| c.reason.is_some() && c.bytes_out == 0)
+    );
+}
+
+/// What the episode's agent used (its wasi:http counts in the same tally)
+/// leaves the scripts only the rest of each cap.
+#[tokio::test]
+async fn the_caps_are_the_episodes_not_the_proxys_alone() {
+    let (small, hits) = server(vec![b'y'; 100 << 10], None).await;
+    let rules = [format!("small.test:{}", small.port())];
+    let capped = AllowList {
+        ingress_mb: Some(1),
+        connections: Some(3),
+        ..grant(&rules)
+    };
+    let tally = Tally::shared();
+    let (at, _proxy) = counted(capped, &["small.test"], tally.clone()).await;
+    let get = format!(
+        "GET http://small.test:{}/ HTTP/1.1\r\nHost: small.test\r\n\r\n",
+        small.port()
+    );
+    // The agent has had 1 MiB less 50 KiB: a 100 KiB answer passes the cap.
+    tally.into.store((1 << 20) - (50 << 10), Ordering::Relaxed);
+    let cut = exchange(at, get.as_bytes()).await;
+    assert!(cut.contains("ingress cap of 1 MiB"), "{cut}");
+    // The agent opens two more: with the cut one that is three, no fourth.
+    tally.into.store(0, Ordering::Relaxed);
+    tally.opened.fetch_add(2, Ordering::Relaxed);
+    let refused = exchange(at, get.as_bytes()).await;
+    assert!(refused.contains("cap of 3 connections"), "{refused}");
+    assert_eq!(
+        hits.load(Ordering::Relaxed),
+        1,
+        "only the cut request reached the server"
+    );
+    assert_eq!(
+        tally.opened.load(Ordering::Relaxed),
+        4,
+        "refused at the cap are counted too"
     );
 }
 
