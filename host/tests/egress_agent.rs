@@ -47,6 +47,13 @@ fn allowed_routes(denied: u16) -> impl Fn(&str, &str, &[u8]) -> Answer {
 }
 
 fn server(route: impl Fn(&str, &str, &[u8]) -> Answer + Send + 'static) -> Server {
+    serve(move |stream| {
+        let _ = answer(stream, &route);
+    })
+}
+
+/// A server handing each connection to `handle`, one at a time.
+fn serve(handle: impl Fn(TcpStream) + Send + 'static) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (hits, stop) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)));
@@ -57,7 +64,7 @@ fn server(route: impl Fn(&str, &str, &[u8]) -> Answer + Send + 'static) -> Serve
                 return;
             }
             counted.fetch_add(1, Ordering::SeqCst);
-            let _ = answer(stream, &route);
+            handle(stream);
         }
     });
     Server {
@@ -487,40 +494,24 @@ fn tls_server() -> (String, Server) {
         )
         .unwrap();
     let config = Arc::new(config);
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (hits, stop) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)));
-    let (counted, stopping) = (hits.clone(), stop.clone());
-    let thread = std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            if stopping.load(Ordering::SeqCst) {
-                return;
-            }
-            counted.fetch_add(1, Ordering::SeqCst);
-            let connection = rustls::ServerConnection::new(config.clone()).unwrap();
-            let mut tls = rustls::StreamOwned::new(connection, stream);
-            // A client that refused the certificate ends the handshake here.
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && tls.read(&mut byte).is_ok_and(|n| n == 1) {
-                head.push(byte[0]);
-            }
-            let body = "hello over tls";
-            let _ = write!(
-                tls,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            tls.conn.send_close_notify();
-            let _ = tls.flush();
+    let server = serve(move |stream| {
+        let connection = rustls::ServerConnection::new(config.clone()).unwrap();
+        let mut tls = rustls::StreamOwned::new(connection, stream);
+        // A client that refused the certificate ends the handshake here.
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && tls.read(&mut byte).is_ok_and(|n| n == 1) {
+            head.push(byte[0]);
         }
+        let body = "hello over tls";
+        let _ = write!(
+            tls,
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        tls.conn.send_close_notify();
+        let _ = tls.flush();
     });
-    let server = Server {
-        port,
-        hits,
-        stop,
-        thread: Some(thread),
-    };
     (ca.pem(), server)
 }
 

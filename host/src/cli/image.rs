@@ -15,7 +15,8 @@ pub enum ImageCommand {
     /// Build the task runtime image (Debian with Python and the scientific
     /// stack) from a debootstrap root filesystem; a no-op when it exists.
     Build {
-        /// Include PyTorch (Debian's CPU build).
+        /// Build the torch image instead: Python with the exact wheels of
+        /// images/torch/requirements.lock (PyTorch, transformers, datasets, ...).
         #[arg(long)]
         with_torch: bool,
     },

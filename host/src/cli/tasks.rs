@@ -156,6 +156,13 @@ fn show(name: &str, json: bool) -> Result<ExitCode> {
     if !spec.files.read_only.is_empty() {
         say!("read-only: {}", spec.files.read_only.join(", "));
     }
+    if !spec.sources.is_empty() {
+        let unconfirmed = spec.sources.iter().filter(|s| s.confirmed.is_none()).count();
+        say!("sources ({} listed, {unconfirmed} not confirmed):", spec.sources.len());
+        for source in &spec.sources {
+            say!("  {}", source.describe());
+        }
+    }
     say!("\n{}", spec.research_problem.trim());
     Ok(ExitCode::SUCCESS)
 }

@@ -79,7 +79,11 @@ impl HostSetup {
             .iter()
             .filter_map(|t| t.spec.resources.image.as_ref().map(|i| (t, i)));
         let Some((first, image)) = declared.next() else {
-            return Ok(ImageRecipe::standard(false).tag());
+            // Tasks that need PyTorch get the torch image.
+            let torch = tasks
+                .iter()
+                .any(|t| t.spec.resources.python_packages.iter().any(|p| p == "torch"));
+            return Ok(ImageRecipe::standard(torch).tag());
         };
         let plain = tasks.iter().find(|t| t.spec.resources.image.is_none());
         if let Some((other, its)) = declared.find(|(_, i)| *i != image) {

@@ -89,10 +89,15 @@ impl DockerSandbox {
             Ok(_) => {}
             Err(error) => tracing::warn!(error = %format!("{error:#}"), "removing stale containers"),
         }
-        let inspected = docker
-            .inspect_image(image)
-            .await
-            .map_err(|_| anyhow!("the Docker image {image} is not built here: build it with `mlrb image build`"))?;
+        let inspected = docker.inspect_image(image).await.map_err(|_| {
+            let torch = super::image::ImageRecipe::standard(true).tag();
+            let how = if image == torch {
+                "mlrb image build --with-torch"
+            } else {
+                "mlrb image build"
+            };
+            anyhow!("the Docker image {image} is not built here: build it with `{how}`")
+        })?;
         Ok(Self {
             docker,
             image: image.to_string(),

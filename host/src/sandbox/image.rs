@@ -1,7 +1,9 @@
 //! The task runtime image, built without a registry: a Debian root
 //! filesystem from debootstrap with Python and the scientific stack from
-//! Debian's packages, imported into the local engine and tagged by a hash of
-//! its recipe, so an unchanged recipe is never built twice.
+//! Debian's packages (or, for the torch image, Python with the exact wheels
+//! of `images/torch/requirements.lock`, each checked against its hash),
+//! imported into the local engine and tagged by a hash of its recipe, so an
+//! unchanged recipe is never built twice.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -22,33 +24,42 @@ pub struct ImageRecipe {
     pub packages: Vec<String>,
     /// Bumped when the way the root filesystem is made changes.
     pub revision: u32,
+    /// Python wheels installed with pip, exactly as locked: the lock's text
+    /// (`name==version --hash=sha256:...` a line), part of the identity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheels: Option<String>,
 }
+
+/// The torch image's lock: PyTorch and the Hugging Face stack, every wheel
+/// pinned with its hash (`scripts/lock_torch_image.py` writes it).
+pub const TORCH_LOCK: &str = include_str!("../../../images/torch/requirements.lock");
 
 /// The repository images are tagged in (`mlrb-runtime:<hash>`).
 pub const IMAGE_REPOSITORY: &str = "mlrb-runtime";
 
 impl ImageRecipe {
     /// Debian bookworm with Python 3 and numpy, scipy, scikit-learn,
-    /// pandas; with `torch`, PyTorch (CPU build from Debian) as well.
+    /// pandas from Debian; with `torch`, Python 3 and the locked wheels of
+    /// PyTorch and the Hugging Face stack instead (their numpy is not
+    /// Debian's, which Debian's scipy and scikit-learn are built against).
     pub fn standard(torch: bool) -> Self {
-        let mut packages: Vec<String> = [
-            "python3",
-            "python3-numpy",
-            "python3-scipy",
-            "python3-sklearn",
-            "python3-pandas",
-            "procps",
-        ]
-        .map(String::from)
-        .to_vec();
-        if torch {
-            packages.push("python3-torch".into());
-        }
+        let debian: &[&str] = match torch {
+            false => &[
+                "python3",
+                "python3-numpy",
+                "python3-scipy",
+                "python3-sklearn",
+                "python3-pandas",
+                "procps",
+            ],
+            true => &["python3", "python3-pip", "ca-certificates", "procps"],
+        };
         Self {
             suite: "bookworm".into(),
             variant: "minbase".into(),
-            packages,
+            packages: debian.iter().map(|p| p.to_string()).collect(),
             revision: 1,
+            wheels: torch.then(|| TORCH_LOCK.to_string()),
         }
     }
 
@@ -81,6 +92,13 @@ pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str
         recipe.packages.len()
     ));
     debootstrap(recipe, &rootfs, scratch.path()).await?;
+    if let Some(lock) = &recipe.wheels {
+        let cache = work_dir.join("wheels");
+        progress(&format!("downloading the locked wheels into {}", cache.display()));
+        download_wheels(lock, &cache).await?;
+        progress("installing the locked wheels");
+        install_wheels(&cache, &rootfs).await?;
+    }
     progress(&format!("importing the root filesystem as {tag}"));
     import(&docker, &rootfs, &tag).await?;
     docker
@@ -134,6 +152,98 @@ async fn debootstrap(recipe: &ImageRecipe, rootfs: &Path, scratch: &Path) -> Res
     Ok(())
 }
 
+/// The image's platform, for pip on the host: CPython 3.11 (bookworm's) on
+/// x86_64 Linux, any manylinux tag bookworm's glibc 2.36 runs.
+fn platform_arguments() -> Vec<String> {
+    let mut args: Vec<String> = ["--python-version", "3.11", "--implementation", "cp", "--abi", "cp311"]
+        .map(String::from)
+        .to_vec();
+    let tags = (17..=36).rev().map(|minor| format!("manylinux_2_{minor}_x86_64"));
+    for tag in tags.chain(["manylinux2014_x86_64".into(), "linux_x86_64".into(), "any".into()]) {
+        args.extend(["--platform".into(), tag]);
+    }
+    args
+}
+
+/// Runs a command to its end; an error with the last line it printed.
+async fn run(command: &mut tokio::process::Command, what: &str) -> Result<()> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .with_context(|| format!("{what}: cannot start"))?;
+    if !output.status.success() {
+        let text = String::from_utf8_lossy(&output.stderr);
+        let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+        bail!("{what} failed ({}): {last}", output.status);
+    }
+    Ok(())
+}
+
+/// Every wheel of `lock` in `cache`, each checked against its hash (pip
+/// keeps a wheel already there whose hash matches).
+async fn download_wheels(lock: &str, cache: &Path) -> Result<()> {
+    std::fs::create_dir_all(cache)?;
+    let lock_file = cache.join("requirements.lock");
+    std::fs::write(&lock_file, lock)?;
+    let mut pip = tokio::process::Command::new("python3");
+    pip.args([
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--require-hashes",
+        "--only-binary=:all:",
+    ])
+    .args(platform_arguments())
+    .arg("-r")
+    .arg(&lock_file)
+    .arg("-d")
+    .arg(cache);
+    run(
+        &mut pip,
+        "downloading the locked wheels (python3 -m pip download; install pip if it is missing)",
+    )
+    .await
+}
+
+/// Installs the wheels of `cache` into the image with the image's own pip,
+/// offline, each checked against the lock's hash again.
+async fn install_wheels(cache: &Path, rootfs: &Path) -> Result<()> {
+    let inside = rootfs.join("tmp/mlrb-wheels");
+    std::fs::create_dir_all(&inside)?;
+    for entry in std::fs::read_dir(cache)?.flatten() {
+        let to = inside.join(entry.file_name());
+        // A hard link where both are on one file system, else a copy.
+        if std::fs::hard_link(entry.path(), &to).is_err() {
+            std::fs::copy(entry.path(), &to)?;
+        }
+    }
+    let mut pip = tokio::process::Command::new("chroot");
+    pip.arg(rootfs)
+        .args([
+            "python3",
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--require-hashes",
+        ])
+        .args(["--break-system-packages", "--no-cache-dir", "--no-compile"])
+        .args([
+            "--find-links",
+            "/tmp/mlrb-wheels",
+            "-r",
+            "/tmp/mlrb-wheels/requirements.lock",
+        ]);
+    let installed = run(&mut pip, "installing the locked wheels in the image").await;
+    std::fs::remove_dir_all(&inside)?;
+    installed
+}
+
 /// Imports `rootfs` into the engine as `tag` (a tar stream, no registry).
 async fn import(docker: &bollard::Docker, rootfs: &Path, tag: &str) -> Result<()> {
     let mut tar = tokio::process::Command::new("tar")
@@ -178,5 +288,25 @@ mod tests {
         assert_eq!(plain.tag(), ImageRecipe::standard(false).tag());
         assert_ne!(plain.tag(), ImageRecipe::standard(true).tag());
         assert!(plain.tag().starts_with("mlrb-runtime:"));
+        // A new lock is a new image.
+        let mut relocked = ImageRecipe::standard(true);
+        relocked.wheels = Some(format!("{TORCH_LOCK}extra==1.0 --hash=sha256:00\n"));
+        assert_ne!(relocked.tag(), ImageRecipe::standard(true).tag());
+    }
+
+    #[test]
+    fn every_locked_wheel_has_one_version_and_a_hash() {
+        let pinned: Vec<&str> = TORCH_LOCK
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .collect();
+        assert!(pinned.len() > 20, "{pinned:?}");
+        for line in &pinned {
+            let (requirement, hash) = line.split_once(" --hash=sha256:").expect(line);
+            assert!(requirement.contains("==") && hash.len() == 64, "{line}");
+        }
+        assert!(
+            pinned.iter().any(|l| l.starts_with("torch==")) && pinned.iter().any(|l| l.starts_with("transformers=="))
+        );
     }
 }

@@ -72,6 +72,12 @@ struct EvalLine {
     raised: Option<String>,
 }
 
+/// A task that asks for no GPU is scored on the CPU (mlrb_llm_eval refuses
+/// one otherwise: a GPU task scored on a CPU would be timed wrong).
+fn cpu_allowed(task: &Task) -> Option<(String, String)> {
+    (task.spec.resources.gpus == 0).then(|| ("MLRB_EVAL_ALLOW_CPU".to_string(), "1".to_string()))
+}
+
 /// The evaluator's command for the task's layout; `out` is the folder its
 /// result file is written to.
 fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox::Command> {
@@ -117,7 +123,7 @@ fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox
             .into_iter()
             .chain([lib_mount, Mount::writable(out, RESULT_DIR)])
             .collect(),
-        env: vec![lib_env, result_env],
+        env: [lib_env, result_env].into_iter().chain(cpu_allowed(task)).collect(),
         network: sandbox::Reach::Nothing,
         limits: task.task_script_limits(timeout),
         gpus: request.gpus.clone(),

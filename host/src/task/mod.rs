@@ -17,6 +17,7 @@ pub mod mlagentbench;
 mod populate;
 mod prepare;
 pub mod pylib;
+mod refusals;
 pub mod requirements;
 pub mod selftest;
 pub mod spec;
@@ -457,6 +458,52 @@ mod tests {
                 "{}: a negative score is invalid",
                 task.spec.name
             );
+        }
+    }
+
+    #[test]
+    fn a_source_says_where_it_was_confirmed_or_why_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let source = |fields: &str| format!("{GOOD}[[sources]]\nkind = \"dataset\"\n{fields}\n");
+        write_task(
+            tmp.path(),
+            &source("id = \"o/d\"\nrevision = \"abc123\"\nsplits = [\"test\"]\nconfirmed = \"o/r@1 README.md\""),
+        );
+        let task = Task::load(tmp.path()).unwrap();
+        assert_eq!(
+            task.spec.sources[0].describe(),
+            "dataset o/d@abc123 splits test (confirmed: o/r@1 README.md)"
+        );
+        for (fields, says) in [
+            ("id = \"o/d\"", "say where it was `confirmed`"),
+            (
+                "id = \"o/d\"\nconfirmed = \"x\"\nunconfirmed = \"y\"",
+                "exclude each other",
+            ),
+            ("id = \"o d\"\nconfirmed = \"x\"", "`id` must be a hub id"),
+            ("id = \"o/d\"\nrevision = \"\"\nconfirmed = \"x\"", "`revision` must be"),
+            ("id = \"o/d\"\nconfirmed = \"x\"\nlicence = \"mit\"", "licence"),
+        ] {
+            write_task(tmp.path(), &source(fields));
+            let err = Task::load(tmp.path()).unwrap_err().to_string();
+            assert!(err.contains("task.toml") && err.contains(says), "{fields}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+
+    /// Every ml-research-benchmark task names its models, datasets and
+    /// protocol, and where each was confirmed or why it could not be.
+    #[test]
+    fn every_research_benchmark_task_lists_its_sources() {
+        for task in list(&builtin_tasks_dir()) {
+            let task = task.unwrap();
+            if task.spec.suite != "ml-research-benchmark" {
+                continue;
+            }
+            let kinds: Vec<_> = task.spec.sources.iter().map(|s| s.kind).collect();
+            for kind in [spec::SourceKind::Protocol, spec::SourceKind::Dataset] {
+                assert!(kinds.contains(&kind), "{}: no {kind:?} in [[sources]]", task.spec.name);
+            }
         }
     }
 

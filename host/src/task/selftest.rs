@@ -2,7 +2,8 @@
 //! the starter code and the reference solution in the sandbox, evaluates
 //! each, and checks that the baseline is reproduced within its tolerance,
 //! that the same workspace gets the same score twice, and that the
-//! reference solution beats the baseline.
+//! reference solution beats the baseline, and that the evaluator refuses
+//! each of the task's invalid submissions (`refusals`) with its reason.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -12,7 +13,7 @@ use serde::Serialize;
 
 use super::check::{Item, Status};
 use super::requirements::{self, HostOffer};
-use super::{EvalRequest, Evaluation, Task, evaluate, improvement, prepare};
+use super::{EvalRequest, Evaluation, Task, evaluate, improvement, prepare, refusals};
 use crate::sandbox::{self, Mount, Sandbox};
 
 /// One program run (starter or reference) and its evaluations.
@@ -106,6 +107,10 @@ pub async fn run(
     let starter = runner.run_and_score(&starter_dir, step).await?;
     report.findings.push(repeat_finding(task, &starter));
     report.findings.push(baseline_finding(task, &starter));
+    if starter.score.is_some() {
+        let refusals = runner.refusals(&starter_dir, work.path(), step).await?;
+        report.findings.extend(refusals);
+    }
     if task.reference_dir().is_dir() {
         let reference_dir = work.path().join("reference");
         super::populate(task, &prepared, &reference_dir)?;
@@ -248,18 +253,32 @@ fn repeat_finding(task: &Task, run: &ProgramRun) -> Item {
 /// Runs the starter code, `python3 train.py`, in the workspace `dir`, as
 /// the task's own scripts run (its resources, its network grant).
 pub(super) async fn run_starter(task: &Task, sandbox: &dyn Sandbox, dir: &Path) -> Result<sandbox::Outcome> {
+    let argv = vec!["python3".into(), "train.py".into()];
+    run_in_workspace(task, sandbox, dir, argv, Vec::new(), "train").await
+}
+
+/// Runs `argv` in the workspace `dir` (with `mounts` besides), as the
+/// task's own scripts run; its output logged beside `dir` as `label`.
+async fn run_in_workspace(
+    task: &Task,
+    sandbox: &dyn Sandbox,
+    dir: &Path,
+    argv: Vec<String>,
+    mounts: Vec<Mount>,
+    label: &str,
+) -> Result<sandbox::Outcome> {
     let resources = &task.spec.resources;
     let (reach, _gateway) = task.reach(false)?;
     sandbox
         .run(sandbox::Command {
-            argv: vec!["python3".into(), "train.py".into()],
+            argv,
             cwd: "/workspace".into(),
-            mounts: vec![Mount::writable(dir, "/workspace")],
+            mounts: [Mount::writable(dir, "/workspace")].into_iter().chain(mounts).collect(),
             env: Vec::new(),
             network: reach,
             limits: task.task_script_limits(Duration::from_secs(resources.script_timeout_seconds)),
             gpus: Vec::new(),
-            log_prefix: Some(dir.with_extension("train")),
+            log_prefix: Some(dir.with_extension(label)),
             stop: Default::default(),
         })
         .await
@@ -317,6 +336,28 @@ impl Runner<'_> {
         run.repeat_score = second.score;
         run.error = first.error;
         Ok(run)
+    }
+
+    /// Each of the task's invalid submissions, made from a copy of the
+    /// starter's finished workspace and evaluated: refused with its reason?
+    async fn refusals(&self, starter: &Path, work: &Path, step: &(dyn Fn(&str) + Sync)) -> Result<Vec<Item>> {
+        let mut findings = Vec::new();
+        for case in refusals::cases(self.task)? {
+            step(&format!("checking that `{}` is refused", case.name));
+            let dir = work.join(format!("invalid-{}", case.name));
+            super::populate::copy_tree(starter, &dir)?;
+            let argv = vec!["python3".into(), format!("{}/{}.py", refusals::GUEST_DIR, case.name)];
+            let mounts = vec![Mount::read_only(refusals::dir(self.task), refusals::GUEST_DIR)];
+            let outcome = run_in_workspace(self.task, self.sandbox, &dir, argv, mounts, "invalid").await?;
+            if !outcome.success() {
+                let why = super::evaluate::failure_cause(&outcome.stderr.text);
+                let detail = format!("{}: the script failed ({}): {why}", case.name, outcome.describe());
+                findings.push(item("invalid submission", Status::Fail, detail));
+                continue;
+            }
+            findings.push(refusals::finding(&case, &self.evaluate(&dir, "eval").await?));
+        }
+        Ok(findings)
     }
 
     async fn evaluate(&self, dir: &Path, label: &str) -> Result<Evaluation> {

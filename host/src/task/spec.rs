@@ -47,6 +47,100 @@ pub struct TaskSpec {
     /// What preparation must produce.
     #[serde(default)]
     pub prepare: PrepareSpec,
+    /// The models, datasets and protocols the task takes from elsewhere,
+    /// each with where it was confirmed (or why it could not be).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<Source>,
+}
+
+/// What a task source is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// Weights on a model hub.
+    Model,
+    /// A dataset on a hub.
+    Dataset,
+    /// How the original benchmark scores, limits or words the task.
+    Protocol,
+}
+
+/// One model, dataset or protocol a task takes from elsewhere (`[[sources]]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// A model, a dataset or a protocol.
+    pub kind: SourceKind,
+    /// The hub id (`owner/name`) of a model or dataset; a short name for a protocol.
+    pub id: String,
+    /// The hub revision (a commit) the task is pinned to, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The dataset configuration (subset) used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    /// The splits used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub splits: Vec<String>,
+    /// What the task takes from it, in words.
+    #[serde(default)]
+    pub used_for: String,
+    /// Where it was confirmed: `owner/repo@commit path`, or a card's URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed: Option<String>,
+    /// Why it could not be confirmed (instead of `confirmed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<String>,
+}
+
+impl Source {
+    /// What is wrong with this entry, if anything.
+    fn fault(&self) -> Option<String> {
+        let blank = |v: &Option<String>| v.as_deref().is_none_or(|v| v.trim().is_empty());
+        if self.id.trim().is_empty() || self.id.contains(char::is_whitespace) {
+            return Some("`id` must be a hub id such as `owner/name` (no spaces)".into());
+        }
+        if self
+            .revision
+            .as_deref()
+            .is_some_and(|r| r.is_empty() || r.contains(char::is_whitespace))
+        {
+            return Some(format!("{}: `revision` must be a commit, branch or tag", self.id));
+        }
+        match (blank(&self.confirmed), blank(&self.unconfirmed)) {
+            (true, true) => Some(format!(
+                "{}: say where it was `confirmed` (repository@commit path, or a card's URL) or why it is `unconfirmed`",
+                self.id
+            )),
+            (false, false) => Some(format!("{}: `confirmed` and `unconfirmed` exclude each other", self.id)),
+            _ => None,
+        }
+    }
+
+    /// One line: kind, id, revision, config, splits, and where it was confirmed.
+    pub fn describe(&self) -> String {
+        let kind = match self.kind {
+            SourceKind::Model => "model",
+            SourceKind::Dataset => "dataset",
+            SourceKind::Protocol => "protocol",
+        };
+        let mut line = format!("{kind} {}", self.id);
+        if let Some(revision) = &self.revision {
+            line.push_str(&format!("@{revision}"));
+        }
+        if let Some(config) = &self.config {
+            line.push_str(&format!(" config {config}"));
+        }
+        if !self.splits.is_empty() {
+            line.push_str(&format!(" splits {}", self.splits.join(",")));
+        }
+        match (&self.confirmed, &self.unconfirmed) {
+            (Some(at), _) => line.push_str(&format!(" (confirmed: {at})")),
+            (None, Some(why)) => line.push_str(&format!(" (NOT CONFIRMED: {why})")),
+            (None, None) => {}
+        }
+        line
+    }
 }
 
 /// What a task's preparation must produce: a prepare step that exits 0
@@ -337,6 +431,9 @@ impl TaskSpec {
             let (glob, _) = crate::relpath::read_only_glob(pattern);
             globset::Glob::new(glob)
                 .map_err(|e| at("files.read_only", &format!("has an invalid pattern `{pattern}`: {e}")))?;
+        }
+        if let Some(what) = self.sources.iter().find_map(Source::fault) {
+            return Err(at("sources", &what));
         }
         if self.validation.enabled && self.validation.max_calls == 0 {
             return Err(at(
