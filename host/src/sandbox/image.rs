@@ -180,13 +180,20 @@ async fn run(command: &mut tokio::process::Command, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// A Python with pip on the host: the tools venv `scripts/setup.sh` makes,
+/// else the first `python3` on the PATH.
+fn host_python() -> std::path::PathBuf {
+    let venv = crate::paths::tools_dir().join("python/bin/python");
+    if venv.is_file() { venv } else { "python3".into() }
+}
+
 /// Every wheel of `lock` in `cache`, each checked against its hash (pip
 /// keeps a wheel already there whose hash matches).
 async fn download_wheels(lock: &str, cache: &Path) -> Result<()> {
     std::fs::create_dir_all(cache)?;
     let lock_file = cache.join("requirements.lock");
     std::fs::write(&lock_file, lock)?;
-    let mut pip = tokio::process::Command::new("python3");
+    let mut pip = tokio::process::Command::new(host_python());
     pip.args([
         "-m",
         "pip",
@@ -203,7 +210,7 @@ async fn download_wheels(lock: &str, cache: &Path) -> Result<()> {
     .arg(cache);
     run(
         &mut pip,
-        "downloading the locked wheels (python3 -m pip download; install pip if it is missing)",
+        "downloading the locked wheels (python -m pip download: run scripts/setup.sh, or install pip)",
     )
     .await
 }
