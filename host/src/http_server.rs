@@ -52,7 +52,7 @@ where
 }
 
 /// Serves one connection (a TCP or Unix stream) until it closes.
-pub async fn connection<S, F, A>(stream: S, name: &'static str, respond: F)
+async fn connection<S, F, A>(stream: S, name: &'static str, respond: F)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     F: Fn(Request<Incoming>) -> A + Send + Sync + 'static,

@@ -173,14 +173,15 @@ impl Shared {
 }
 
 impl HttpState {
-    /// The state of an episode under `limits`; when `recorder` replays a
-    /// recording, its exchanges answer the requests it covers.
-    pub fn new(limits: &Limits, recorder: &Recorder, tally: Arc<Tally>) -> Self {
+    /// The state of an episode under `limits`, counting in the episode's
+    /// `tally` and resolving with its `resolver` (or refusing every request
+    /// with why the organiser's name map does not parse); when `recorder`
+    /// replays a recording, its exchanges answer the requests it covers.
+    pub fn new(limits: &Limits, recorder: &Recorder, tally: Arc<Tally>, resolver: Result<Resolver, String>) -> Self {
         let recorded = recorder
             .replay()
             .map(|r| recorded_exchanges(r.recording()))
             .unwrap_or_default();
-        let resolver = Resolver::from_environment().map_err(|e| format!("{e:#}"));
         let shared = Shared::new(
             limits,
             resolver,

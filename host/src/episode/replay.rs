@@ -31,6 +31,7 @@ use crate::network::Tally;
 use crate::record::recording::Recording;
 use crate::record::snapshot::{self, SnapshotStore};
 use crate::record::trace::Trace;
+use crate::sandbox::egress::proxy::Resolver;
 use crate::sandbox::{EpisodeSandbox, Exec, Outcome};
 
 /// What a replay found.
@@ -159,7 +160,8 @@ fn replay_state(
     replay.ending = recorded.reason.stop().map(|stop| (stop, recorded.detail.clone()));
     recorder.replaying(replay)?;
     let wasi = wasi_context(&log, record.seed, &recorder.observed);
-    let http = HttpState::new(limits, &recorder, Tally::shared());
+    let resolver = Resolver::from_environment().map_err(|e| format!("{e:#}"));
+    let http = HttpState::new(limits, &recorder, Tally::shared(), resolver);
     Ok(AgentState {
         wasi,
         table: ResourceTable::new(),

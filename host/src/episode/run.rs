@@ -2,6 +2,7 @@
 //! the workspace and the sandbox, run the agent under its limits until it
 //! returns, traps or runs out, take the final snapshot, record and score.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -31,6 +32,7 @@ use crate::record::trace::Trace;
 use crate::record::walk::DirHandle;
 use crate::sandbox::Reach;
 use crate::sandbox::egress::gateway::Gateway;
+use crate::sandbox::egress::proxy::Resolver;
 use crate::task::{self, Prepared, Task, requirements};
 use serde_json::json;
 
@@ -123,13 +125,7 @@ impl Runner {
         )?;
         let exec_dir = dir.join("exec");
         std::fs::create_dir_all(&exec_dir)?;
-        // The episode's own egress proxy, when its task grants a network;
-        // it and the agent's wasi:http count against one tally.
-        let tally = Tally::shared();
-        let gateway = match limits.network.allow_list() {
-            Some(grant) => Some(Gateway::start(grant.clone(), tally.clone())?),
-            None => None,
-        };
+        let (tally, resolver, gateway) = episode_network(limits)?;
         let reach = gateway.as_ref().map_or(Reach::Nothing, |g| Reach::Proxy(g.socket()));
         let setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec(), reach);
         let scripts =
@@ -157,7 +153,7 @@ impl Runner {
         if task.spec.validation.enabled {
             episode.allow_validation(self.validation_policy(task, prepared, devices, dir));
         }
-        let http = HttpState::new(limits, &recorder, tally);
+        let http = HttpState::new(limits, &recorder, tally, resolver);
         Ok(AgentState {
             wasi: wasi_context(log, request.seed, &recorder.observed),
             table: ResourceTable::new(),
@@ -216,6 +212,23 @@ impl Runner {
 /// fork of the same agent replays the parent's first steps (the task as
 /// the parent was told it); a fork with another agent starts fresh at the
 /// parent's step count.
+/// The episode's network: one tally and one resolver, which its egress proxy
+/// (started when the task grants a network) and its agent's wasi:http share.
+type EpisodeNetwork = (Arc<Tally>, Result<Resolver, String>, Option<Gateway>);
+
+fn episode_network(limits: &Limits) -> Result<EpisodeNetwork> {
+    let tally = Tally::shared();
+    let resolver = Resolver::from_environment().map_err(|e| format!("{e:#}"));
+    let gateway = match limits.network.allow_list() {
+        Some(grant) => {
+            let resolved = resolver.clone().map_err(anyhow::Error::msg)?;
+            Some(Gateway::with_resolver(grant.clone(), resolved, tally.clone())?)
+        }
+        None => None,
+    };
+    Ok((tally, resolver, gateway))
+}
+
 fn begin_record(recorder: &mut Recorder, request: &EpisodeRequest, root: &DirHandle) -> Result<TaskInfoRecord> {
     let fresh = task_info(&request.task, &request.limits);
     let Some(fork) = &request.fork else {
