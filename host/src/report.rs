@@ -161,10 +161,15 @@ pub fn check_table(items: &[Item]) -> Table {
 /// The table of `mlrb tasks test`.
 pub fn selftest_table(reports: &[Report]) -> Table {
     let mut table = new_table();
+    // A smoke score is never shown as a score.
+    let starter = match reports.iter().any(|r| r.smoke) {
+        true => "smoke score",
+        false => "starter",
+    };
     table.set_header(vec![
         "task",
         "prepare",
-        "starter",
+        starter,
         "train",
         "reference",
         "train",
@@ -190,7 +195,13 @@ pub fn selftest_table(reports: &[Report]) -> Table {
             reference,
             reference_time,
             percent(report.reference_improvement),
-            if report.passed { "passed" } else { "FAILED" }.into(),
+            match (report.passed, report.smoke) {
+                (true, false) => "passed",
+                (true, true) => "passed (smoke)",
+                (false, false) => "FAILED",
+                (false, true) => "FAILED (smoke)",
+            }
+            .into(),
         ]);
     }
     table

@@ -40,6 +40,25 @@ pub enum TasksCommand {
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
+    /// Prepare a task's data now (once per task version, then cached): with
+    /// the network where the task or --network allows, or offline from models
+    /// and datasets downloaded elsewhere (--from), checked against its [[sources]].
+    Prepare {
+        /// A built-in task name or the path of a task folder.
+        task: String,
+        /// A folder of downloaded models and datasets: a Hugging Face cache
+        /// (HF_HOME, with hub/ and datasets/) or `save_pretrained` /
+        /// `save_to_disk` folders named by hub id (DIR/owner/name[/config]).
+        #[arg(long, value_name = "DIR", conflicts_with = "network")]
+        from: Option<std::path::PathBuf>,
+        /// Let preparation reach the network, beyond what the task grants.
+        #[arg(long)]
+        network: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
     /// Measure a task's baseline: run its unchanged starter code in the
     /// sandbox several times and keep the mean ± standard error; improvement
     /// and success are judged against it from then on.
@@ -65,6 +84,11 @@ pub enum TasksCommand {
         /// Keep the workspaces (their path is printed).
         #[arg(long)]
         keep: bool,
+        /// The smoke profile: the real preparation, starter and evaluator on
+        /// the CPU, offline, against a stand-in hub of toy models and
+        /// synthetic data (its scores measure nothing and never enter a bench).
+        #[arg(long)]
+        smoke: bool,
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -84,6 +108,13 @@ impl TasksCommand {
                 no_run,
                 sandbox,
             } => check(&task, json, !no_run, &sandbox).await,
+            Self::Prepare {
+                task,
+                from,
+                network,
+                json,
+                sandbox,
+            } => prepare(&task, from.as_deref(), network, json, &sandbox).await,
             Self::Baseline {
                 task,
                 runs,
@@ -94,9 +125,13 @@ impl TasksCommand {
                 tasks,
                 suite,
                 keep,
+                smoke,
                 json,
                 sandbox,
-            } => test(&chosen(&tasks, suite.as_deref())?, keep, json, &sandbox).await,
+            } => {
+                let tasks = chosen(&tasks, suite.as_deref())?;
+                test(&tasks, Options { keep, smoke, json }, &sandbox).await
+            }
         }
     }
 }
@@ -191,6 +226,45 @@ async fn check(name: &str, json: bool, run: bool, sandbox: &SandboxArgs) -> Resu
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
+async fn prepare(
+    name: &str,
+    from: Option<&std::path::Path>,
+    network: bool,
+    json: bool,
+    sandbox: &SandboxArgs,
+) -> Result<ExitCode> {
+    let mut task = task::resolve(name)?;
+    task.prepare_network |= network;
+    let runner = sandbox.runner(&task).await?;
+    let (sandbox, cache_dir) = (runner.offer().sandbox, runner.cache_dir());
+    let bar = spinner(&format!("preparing {}", task.spec.name));
+    let prepared = match (task::Prepared::existing(&task, cache_dir), from) {
+        (Some(prepared), _) => Ok(prepared),
+        (None, None) => task::prepare(&task, sandbox, cache_dir).await,
+        (None, Some(from)) => task::prepare_from(task.clone(), sandbox, cache_dir, from).await,
+    };
+    bar.finish_and_clear();
+    let prepared = prepared?;
+    let how = if prepared.from_cache {
+        "already prepared"
+    } else {
+        "prepared"
+    };
+    if json {
+        let all = serde_json::json!({ "task": task.spec.name, "version": task.spec.version,
+            "key": prepared.key, "dir": prepared.dir, "from_cache": prepared.from_cache });
+        say!("{}", serde_json::to_string_pretty(&all)?);
+    } else {
+        say!(
+            "{} {}: {how} in {}",
+            task.spec.name,
+            task.spec.version,
+            prepared.dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn baseline(name: &str, runs: u32, json: bool, sandbox: &SandboxArgs) -> Result<ExitCode> {
     if runs == 0 {
         bail!("--runs must be at least 1");
@@ -254,19 +328,29 @@ fn chosen(names: &[String], suite: Option<&str>) -> Result<Vec<Task>> {
     Ok(tasks)
 }
 
-async fn test(tasks: &[Task], keep: bool, json: bool, sandbox: &SandboxArgs) -> Result<ExitCode> {
+/// How `mlrb tasks test` runs.
+struct Options {
+    keep: bool,
+    smoke: bool,
+    json: bool,
+}
+
+async fn test(tasks: &[Task], options: Options, sandbox: &SandboxArgs) -> Result<ExitCode> {
+    let Options { keep, smoke, json } = options;
     let mut reports = Vec::new();
     for task in tasks {
         let runner = sandbox.runner(task).await?;
         let bar = spinner(&task.spec.name);
         let name = task.spec.name.clone();
         let step = |what: &str| bar.set_message(format!("{name}: {what}"));
-        let report = task::selftest::run(task, &runner.offer(), runner.cache_dir(), keep, &step).await;
+        let offer = runner.offer();
+        let report = task::selftest::run(task, &offer, runner.cache_dir(), keep, smoke, &step).await;
         bar.finish_and_clear();
         let report = report?;
         if !json {
             let verdict = if report.passed { "passed" } else { "FAILED" };
-            eprintln!("{} {}: {verdict}", report.task, report.version);
+            let profile = if smoke { " (smoke)" } else { "" };
+            eprintln!("{} {}: {verdict}{profile}", report.task, report.version);
         }
         reports.push(report);
     }
@@ -297,5 +381,8 @@ fn print_reports(reports: &[Report]) -> Result<()> {
     }
     let passed = reports.iter().filter(|r| r.passed).count();
     say!("{passed} of {} task(s) passed", reports.len());
+    if reports.iter().any(|r| r.smoke) {
+        say!("smoke profile: toy models and synthetic data from the stand-in hub; its scores measure nothing");
+    }
     Ok(())
 }

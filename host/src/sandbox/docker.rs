@@ -185,6 +185,11 @@ fn prepare_mount_sources(mounts: &[Mount]) -> Result<()> {
     Ok(())
 }
 
+/// How many CPUs this host has.
+fn host_cpus() -> f64 {
+    std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
+}
+
 /// What a container is made of: mounts, limits, no network unless granted,
 /// read-only root, private /tmp, a plain user, no capabilities, labels.
 pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> ContainerCreateBody {
@@ -272,7 +277,9 @@ fn host_config(setup: &EpisodeSetup) -> HostConfig {
         memory: Some(setup.limits.memory_bytes as i64),
         memory_swap: Some(setup.limits.memory_bytes as i64),
         pids_limit: Some(setup.limits.max_processes as i64),
-        nano_cpus: Some((setup.limits.cpus * 1e9) as i64),
+        // The engine refuses a quota above the host's CPUs; that many is
+        // all a task could get there anyway.
+        nano_cpus: Some((setup.limits.cpus.min(host_cpus()) * 1e9) as i64),
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec![
             "no-new-privileges".into(),

@@ -116,7 +116,7 @@ fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox
     let task_timeout = Duration::from_secs(task.spec.resources.script_timeout_seconds.max(60));
     let timeout = request.timeout.map_or(task_timeout, |t| t.min(task_timeout));
     let result_env = ("MLRB_RESULT".to_string(), format!("{RESULT_DIR}/{RESULT_FILE}"));
-    Ok(sandbox::Command {
+    Ok(task.in_profile(sandbox::Command {
         argv,
         cwd: "/task/scripts".into(),
         mounts: mounts
@@ -129,11 +129,12 @@ fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox
         gpus: request.gpus.clone(),
         log_prefix: request.log_prefix.clone(),
         stop: Default::default(),
-    })
+    }))
 }
 
 /// Scores `request.workspace` with the task's hidden evaluator.
 pub async fn evaluate(task: &Task, sandbox: &dyn Sandbox, request: EvalRequest<'_>) -> Result<Evaluation> {
+    refuse_smoke_data(task, request.prepared)?;
     let out = tempfile::Builder::new()
         .prefix(".eval-out-")
         .tempdir_in(request.cache_dir)
@@ -148,6 +149,19 @@ pub async fn evaluate(task: &Task, sandbox: &dyn Sandbox, request: EvalRequest<'
         stderr_file.as_deref(),
     );
     Ok(Evaluation { duration_ms, ..judged })
+}
+
+/// Refuses to score outside the smoke profile with data the smoke profile
+/// prepared (synthetic, from the stand-in hub): such a score measures nothing.
+fn refuse_smoke_data(task: &Task, prepared: &super::Prepared) -> Result<()> {
+    if !task.smoke() && prepared.dir.join(super::smoke::PREPARED_MARK).exists() {
+        anyhow::bail!(
+            "task {}: {} holds the smoke profile's stand-in data, which can never score a run; prepare the task for real",
+            task.spec.name,
+            prepared.dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// The evaluator's result: its result file, or else the last line it
@@ -293,5 +307,26 @@ mod tests {
         );
         assert_eq!(plain, "KeyError: 'id' (eval.py, line 9)");
         assert_eq!(failure_cause(""), "it printed nothing on stderr");
+    }
+
+    /// Data the smoke profile prepared, even copied to where a real run's
+    /// would be, never score anything but a smoke test.
+    #[test]
+    fn smoke_data_never_score_a_real_run() {
+        let task = Task::load(&super::super::builtin_tasks_dir().join("mini_baby_lm")).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = super::super::Prepared::cache_path(&task, tmp.path());
+        std::fs::create_dir_all(dir.join("hidden")).unwrap();
+        std::fs::create_dir_all(dir.join("public")).unwrap();
+        std::fs::write(dir.join("complete"), task.prepare_key()).unwrap();
+        let prepared = super::super::Prepared::existing(&task, tmp.path()).unwrap();
+        refuse_smoke_data(&task, &prepared).unwrap();
+        std::fs::write(dir.join(super::super::smoke::PREPARED_MARK), "k").unwrap();
+        let err = refuse_smoke_data(&task, &prepared).unwrap_err().to_string();
+        assert!(err.contains("smoke profile") && err.contains("mini_baby_lm"), "{err}");
+        let smoke = super::super::smoke::for_tests(task.clone());
+        assert_ne!(smoke.prepare_key(), task.prepare_key());
+        assert!(smoke.prepare_key().starts_with("smoke-"));
+        refuse_smoke_data(&smoke, &prepared).unwrap();
     }
 }

@@ -239,6 +239,7 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
         validation: Validation::default(),
         prepare,
         sources: Vec::new(),
+        smoke: None,
     })
 }
 

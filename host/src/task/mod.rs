@@ -13,6 +13,7 @@ pub mod check;
 pub mod content;
 mod dry_run;
 mod evaluate;
+pub mod hub;
 pub mod mlagentbench;
 mod populate;
 mod prepare;
@@ -20,6 +21,7 @@ pub mod pylib;
 mod refusals;
 pub mod requirements;
 pub mod selftest;
+pub mod smoke;
 pub mod spec;
 
 use std::path::{Path, PathBuf};
@@ -30,7 +32,7 @@ use serde::Serialize;
 
 pub use evaluate::{EvalRequest, Evaluation, evaluate};
 pub use populate::{apply_reference, populate};
-pub use prepare::{Prepared, prepare};
+pub use prepare::{Prepared, prepare, prepare_from};
 pub use spec::TaskSpec;
 
 use crate::limits::Limits;
@@ -63,6 +65,10 @@ pub struct Task {
     /// Whether the user let preparation reach the network (`--network`),
     /// beyond what the task itself grants.
     pub prepare_network: bool,
+    /// The offline hub its scripts use instead of the Hugging Face hub:
+    /// the smoke profile's stand-in (`mlrb tasks test --smoke`), or one
+    /// assembled from files a user brought (`mlrb tasks prepare --from`).
+    pub hub: Option<hub::Hub>,
 }
 
 impl Task {
@@ -95,6 +101,7 @@ impl Task {
             spec,
             layout,
             prepare_network: false,
+            hub: None,
         };
         task.check_files()?;
         // A baseline measured on this host (`mlrb tasks baseline`) is what
@@ -161,8 +168,28 @@ impl Task {
         if let Ok(bytes) = std::fs::read(self.prepare_script()) {
             hasher.update(&bytes);
         }
+        // The smoke profile's data are prepared from its stand-in, apart.
+        if let Some(stand_in) = self.hub.as_ref().filter(|h| h.stand_in) {
+            hasher.update(b"\0smoke\0");
+            hasher.update(stand_in.key.as_bytes());
+        }
         let hash = hasher.finalize().to_hex();
-        format!("{}-{}-{}", self.spec.name, self.spec.version, &hash[..16])
+        let profile = if self.smoke() { "smoke-" } else { "" };
+        format!("{profile}{}-{}-{}", self.spec.name, self.spec.version, &hash[..16])
+    }
+
+    /// Whether the task runs in the smoke profile (its hub is the stand-in).
+    pub fn smoke(&self) -> bool {
+        self.hub.as_ref().is_some_and(|h| h.stand_in)
+    }
+
+    /// `command`, one of the task's scripts, as its profile runs it: with
+    /// its offline hub, when it has one.
+    pub fn in_profile(&self, command: sandbox::Command) -> sandbox::Command {
+        match &self.hub {
+            Some(hub) => hub.apply(command),
+            None => command,
+        }
     }
 
     /// The task with the resources the user overrode (CPUs, memory, script
@@ -485,6 +512,32 @@ mod tests {
             ("id = \"o/d\"\nconfirmed = \"x\"\nlicence = \"mit\"", "licence"),
         ] {
             write_task(tmp.path(), &source(fields));
+            let err = Task::load(tmp.path()).unwrap_err().to_string();
+            assert!(err.contains("task.toml") && err.contains(says), "{fields}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+
+    #[test]
+    fn a_smoke_table_names_a_script_under_scripts_and_why() {
+        let tmp = tempfile::tempdir().unwrap();
+        let smoke = |fields: &str| format!("{GOOD}[smoke]\n{fields}\n");
+        write_task(tmp.path(), &smoke("starter_args = [\"--max-steps\", \"2\"]"));
+        let task = Task::load(tmp.path()).unwrap();
+        assert_eq!(task.spec.smoke.unwrap().starter_args, ["--max-steps", "2"]);
+        for (fields, says) in [
+            ("submission = \"smoke/s.py\"", "smoke.reason"),
+            ("submission = \"../../etc/s.py\"\nreason = \"gpu\"", "under scripts/"),
+            ("submission = \"/s.py\"\nreason = \"gpu\"", "under scripts/"),
+            ("submission = \"smoke/s.sh\"\nreason = \"gpu\"", "under scripts/"),
+            (
+                "submission = \"s.py\"\nreason = \"gpu\"\nstarter_args = [\"-x\"]",
+                "replaces the starter",
+            ),
+            ("reason = \"gpu\"", "only for a `smoke.submission`"),
+            ("starter_args = \"--fast\"", "starter_args"),
+        ] {
+            write_task(tmp.path(), &smoke(fields));
             let err = Task::load(tmp.path()).unwrap_err().to_string();
             assert!(err.contains("task.toml") && err.contains(says), "{fields}: {err}");
             assert_eq!(err.lines().count(), 1, "{err}");

@@ -118,20 +118,57 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
                 "the evaluator's run during preparation failed");
         }
     }
+    if let Some(stand_in) = task.hub.as_ref().filter(|h| h.stand_in) {
+        std::fs::write(staging.path().join(super::smoke::PREPARED_MARK), &stand_in.key)?;
+    }
     std::fs::write(staging.path().join("complete"), task.prepare_key())?;
-    // Shared by every later episode: nothing may change it from here on.
+    publish(staging, &dir)?;
+    Ok(Prepared::at(task, dir, false))
+}
+
+/// Seals `staging` (shared by every later episode: nothing may change it
+/// from here on) and moves it to `dir`, unless another host got there
+/// first, whose copy is then kept.
+pub(super) fn publish(staging: tempfile::TempDir, dir: &Path) -> Result<()> {
     seal(staging.path())?;
     let staged = staging.keep();
-    match std::fs::rename(&staged, &dir) {
-        Ok(()) => {}
-        // Another host prepared the same version first: use theirs.
+    match std::fs::rename(&staged, dir) {
+        Ok(()) => Ok(()),
         Err(_) if dir.join("complete").is_file() => {
             let _ = unseal(&staged);
             let _ = std::fs::remove_dir_all(&staged);
+            Ok(())
         }
-        Err(e) => return Err(e).with_context(|| format!("storing prepared data in {}", dir.display())),
+        Err(e) => Err(e).with_context(|| format!("storing {}", dir.display())),
     }
-    Ok(Prepared::at(task, dir, false))
+}
+
+/// Prepares `task` offline from the models and datasets in `from` (checked
+/// against its `[[sources]]`): its scripts see them as an offline hub, and
+/// the data are the task's real prepared data, as a download would give.
+pub async fn prepare_from(mut task: Task, sandbox: &dyn Sandbox, cache_dir: &Path, from: &Path) -> Result<Prepared> {
+    let hub = super::hub::Hub::from_files(&task, sandbox, cache_dir, from).await?;
+    let dir = hub.dir.clone();
+    let missing = hub.missing(&task);
+    let prepared = match missing.is_empty() {
+        false => Err(anyhow::anyhow!(
+            "task {}: --from {} lacks {}",
+            task.spec.name,
+            from.display(),
+            missing.join(", ")
+        )),
+        true => {
+            // Offline: whatever the task grants, the files brought are all it gets.
+            task.spec.resources.network = Default::default();
+            task.prepare_network = false;
+            task.hub = Some(hub);
+            prepare(&task, sandbox, cache_dir).await
+        }
+    };
+    // The hub only links the files brought: the prepared data are what stay.
+    let _ = unseal(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    prepared
 }
 
 /// The sandboxed command that prepares `task` into `staging` (none for a
@@ -195,7 +232,7 @@ fn step(
     log: std::path::PathBuf,
 ) -> Result<sandbox::Command> {
     let (lib_mount, lib_env) = pylib::mount(cache_dir)?;
-    Ok(sandbox::Command {
+    Ok(task.in_profile(sandbox::Command {
         argv: argv.iter().map(|a| a.to_string()).collect(),
         cwd: "/task/scripts".into(),
         mounts: mounts.into_iter().chain([lib_mount]).collect(),
@@ -205,7 +242,7 @@ fn step(
         gpus: Vec::new(),
         log_prefix: Some(log),
         stop: Default::default(),
-    })
+    }))
 }
 
 /// For an MLAgentBench folder whose preparation may reach the network: the

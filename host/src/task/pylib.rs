@@ -55,11 +55,15 @@ pub fn install(cache_dir: &Path) -> Result<PathBuf> {
 
 /// The mount and environment that give a task script the helpers.
 pub fn mount(cache_dir: &Path) -> Result<(Mount, (String, String))> {
-    let dir = install(cache_dir)?;
-    Ok((
+    Ok(mount_dir(&install(cache_dir)?))
+}
+
+/// The mount and environment of helpers already installed at `dir`.
+pub fn mount_dir(dir: &Path) -> (Mount, (String, String)) {
+    (
         Mount::read_only(dir, GUEST_DIR),
         ("PYTHONPATH".to_string(), GUEST_DIR.to_string()),
-    ))
+    )
 }
 
 #[cfg(test)]

@@ -4,6 +4,11 @@
 //! that the same workspace gets the same score twice, and that the
 //! reference solution beats the baseline, and that the evaluator refuses
 //! each of the task's invalid submissions (`refusals`) with its reason.
+//!
+//! In the smoke profile (`smoke`) the same scripts run on the CPU against
+//! the stand-in hub: the starter (with the task's `[smoke]` arguments)
+//! must give a valid submission and every invalid one must be refused;
+//! the score itself means nothing, so no baseline, repeat or reference.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -13,7 +18,7 @@ use serde::Serialize;
 
 use super::check::{Item, Status};
 use super::requirements::{self, HostOffer};
-use super::{EvalRequest, Evaluation, Task, evaluate, improvement, prepare, refusals};
+use super::{EvalRequest, Evaluation, Task, evaluate, hub, improvement, prepare, pylib, refusals, smoke};
 use crate::sandbox::{self, Mount, Sandbox};
 
 /// One program run (starter or reference) and its evaluations.
@@ -38,6 +43,9 @@ pub struct Report {
     pub task: String,
     /// The task's version.
     pub version: String,
+    /// Whether this was the smoke profile (stand-in models and data: its
+    /// scores measure nothing).
+    pub smoke: bool,
     /// How long the prepare step took, in seconds.
     pub prepare_seconds: f64,
     /// Whether the prepared data came from the cache.
@@ -56,18 +64,21 @@ pub struct Report {
     pub work_dir: Option<PathBuf>,
 }
 
-/// Runs the quality test of `task`. `step` is told what is happening.
+/// Runs the quality test of `task`, in the smoke profile when `smoke`.
+/// `step` is told what is happening. A task that fails (preparation, its
+/// evaluator) is reported as failed, so the next one of a suite still runs.
 pub async fn run(
     task: &Task,
     offer: &HostOffer<'_>,
     cache_dir: &Path,
     keep: bool,
+    smoke: bool,
     step: &(dyn Fn(&str) + Sync),
 ) -> Result<Report> {
-    let spec = &task.spec;
     let mut report = Report {
-        task: spec.name.clone(),
-        version: spec.version.clone(),
+        task: task.spec.name.clone(),
+        version: task.spec.version.clone(),
+        smoke,
         prepare_seconds: 0.0,
         prepared_from_cache: false,
         starter: None,
@@ -77,55 +88,25 @@ pub async fn run(
         passed: false,
         work_dir: None,
     };
-    step("checking what the task needs");
-    if let Err(error) = requirements::ensure(task, offer).await {
-        report
-            .findings
-            .push(item("requirements", Status::Fail, format!("{error:#}")));
+    let Some((task, prepared)) = ready(task, offer, cache_dir, smoke, &mut report, step).await? else {
         return Ok(report);
-    }
-    step("preparing");
-    let started = Instant::now();
-    let prepared = prepare(task, offer.sandbox, cache_dir).await?;
-    report.prepare_seconds = started.elapsed().as_secs_f64();
-    report.prepared_from_cache = prepared.from_cache;
-
+    };
     let base = cache_dir.join("task-test");
     std::fs::create_dir_all(&base)?;
     let work = tempfile::Builder::new()
-        .prefix(&format!("{}-", spec.name))
+        .prefix(&format!("{}-", task.spec.name))
         .tempdir_in(&base)?;
     let runner = Runner {
-        task,
+        task: &task,
         sandbox: offer.sandbox,
         cache_dir,
         prepared: &prepared,
     };
-    let starter_dir = work.path().join("starter");
-    super::populate(task, &prepared, &starter_dir)?;
-    step("running the starter code");
-    let starter = runner.run_and_score(&starter_dir, step).await?;
-    report.findings.push(repeat_finding(task, &starter));
-    report.findings.push(baseline_finding(task, &starter));
-    if starter.score.is_some() {
-        let refusals = runner.refusals(&starter_dir, work.path(), step).await?;
-        report.findings.extend(refusals);
+    if let Err(error) = runner.programs(&mut report, work.path(), step).await {
+        report
+            .findings
+            .push(item("evaluator", Status::Fail, format!("{error:#}")));
     }
-    if task.reference_dir().is_dir() {
-        let reference_dir = work.path().join("reference");
-        super::populate(task, &prepared, &reference_dir)?;
-        super::apply_reference(task, &reference_dir)?;
-        step("running the reference solution");
-        let reference = runner.run_and_score(&reference_dir, step).await?;
-        let (findings, gain) = reference_findings(task, &reference, starter.score);
-        report.findings.extend(findings);
-        report.reference_improvement = gain;
-        report.reference = Some(reference);
-    } else {
-        let detail = "the task has no scripts/reference/".to_string();
-        report.findings.push(item("reference", Status::Warn, detail));
-    }
-    report.starter = Some(starter);
     report.passed = report.findings.iter().all(|f| f.status != Status::Fail);
     if keep || !report.passed {
         report.work_dir = Some(work.keep());
@@ -133,8 +114,99 @@ pub async fn run(
     Ok(report)
 }
 
+/// The task in its profile, offered what it needs and prepared; none, with
+/// the reason in `report`, when it cannot be.
+async fn ready(
+    task: &Task,
+    offer: &HostOffer<'_>,
+    cache_dir: &Path,
+    smoke: bool,
+    report: &mut Report,
+    step: &(dyn Fn(&str) + Sync),
+) -> Result<Option<(Task, super::Prepared)>> {
+    let task = match smoke {
+        true => smoke::resources(task.clone()),
+        false => task.clone(),
+    };
+    step("checking what the task needs");
+    if let Err(error) = requirements::ensure(&task, offer).await {
+        report
+            .findings
+            .push(item("requirements", Status::Fail, format!("{error:#}")));
+        return Ok(None);
+    }
+    let task = match smoke {
+        true => {
+            step("building the stand-in hub");
+            match with_stand_in(&task, offer.sandbox, cache_dir).await {
+                Ok(task) => task,
+                Err(finding) => {
+                    report.findings.push(finding);
+                    return Ok(None);
+                }
+            }
+        }
+        false => task,
+    };
+    step("preparing");
+    let started = Instant::now();
+    let prepared = prepare(&task, offer.sandbox, cache_dir).await;
+    report.prepare_seconds = started.elapsed().as_secs_f64();
+    match prepared {
+        Ok(prepared) => {
+            report.prepared_from_cache = prepared.from_cache;
+            Ok(Some((task, prepared)))
+        }
+        Err(error) => {
+            report
+                .findings
+                .push(item("prepare", Status::Fail, format!("{error:#}")));
+            Ok(None)
+        }
+    }
+}
+
 fn item(check: &'static str, status: Status, detail: String) -> Item {
     Item { check, status, detail }
+}
+
+/// `task` with the stand-in hub (built once), or why it cannot have one.
+async fn with_stand_in(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Result<Task, Item> {
+    let stand_in = hub::Hub::stand_in(task, sandbox, cache_dir)
+        .await
+        .map_err(|error| item("stand-in", Status::Fail, format!("{error:#}")))?;
+    let missing = stand_in.missing(task);
+    if !missing.is_empty() {
+        let detail = format!(
+            "the stand-in hub has nothing for {}: add it to host/python/mlrb_standin.py",
+            missing.join(", ")
+        );
+        return Err(item("stand-in", Status::Fail, detail));
+    }
+    Ok(Task {
+        hub: Some(stand_in),
+        ..task.clone()
+    })
+}
+
+/// In the smoke profile: whether the evaluator accepted the starter's
+/// submission (any score: the models are toys).
+fn smoke_finding(starter: &ProgramRun) -> Item {
+    match (starter.score, &starter.error) {
+        (Some(score), _) => item(
+            "smoke",
+            Status::Ok,
+            format!("the starter's submission is valid (smoke score {score}: stand-in data, it measures nothing)"),
+        ),
+        (None, error) => item(
+            "smoke",
+            Status::Fail,
+            format!(
+                "the starter's submission was not scored: {}",
+                error.as_deref().unwrap_or("no score")
+            ),
+        ),
+    }
 }
 
 /// Whether the starter scores the baseline the task declares.
@@ -251,36 +323,59 @@ fn repeat_finding(task: &Task, run: &ProgramRun) -> Item {
 }
 
 /// Runs the starter code, `python3 train.py`, in the workspace `dir`, as
-/// the task's own scripts run (its resources, its network grant).
+/// the task's own scripts run (its resources, its network grant). In the
+/// smoke profile: with the task's `[smoke]` arguments, or its submission
+/// script instead.
 pub(super) async fn run_starter(task: &Task, sandbox: &dyn Sandbox, dir: &Path) -> Result<sandbox::Outcome> {
-    let argv = vec!["python3".into(), "train.py".into()];
-    run_in_workspace(task, sandbox, dir, argv, Vec::new(), "train").await
+    let mut argv = vec!["python3".to_string(), "train.py".to_string()];
+    let (mut mounts, mut env) = (Vec::new(), Vec::new());
+    if let (Some(stand_in), Some(spec)) = (task.hub.as_ref().filter(|h| h.stand_in), &task.spec.smoke) {
+        match &spec.submission {
+            Some(script) => {
+                let script = task.scripts_dir().join(script);
+                let name = script.file_name().unwrap_or_default().to_string_lossy();
+                argv[1] = format!("{SMOKE_SCRIPT_DIR}/{name}");
+                mounts.push(Mount::read_only(script.parent().unwrap_or(dir), SMOKE_SCRIPT_DIR));
+                let (lib_mount, lib_env) = stand_in.helpers();
+                mounts.push(lib_mount);
+                env.push(lib_env);
+            }
+            None => argv.extend(spec.starter_args.iter().cloned()),
+        }
+    }
+    run_in_workspace(task, sandbox, dir, (argv, mounts, env), "train").await
 }
 
-/// Runs `argv` in the workspace `dir` (with `mounts` besides), as the
-/// task's own scripts run; its output logged beside `dir` as `label`.
+/// Where a smoke submission script's folder is mounted.
+const SMOKE_SCRIPT_DIR: &str = "/mlrb/smoke";
+
+/// A script run in the workspace: its argv, and the mounts and
+/// environment it gets besides the workspace's.
+type Script = (Vec<String>, Vec<Mount>, Vec<(String, String)>);
+
+/// Runs `script` in the workspace `dir`, as the task's own scripts run;
+/// its output logged beside `dir` as `label`.
 async fn run_in_workspace(
     task: &Task,
     sandbox: &dyn Sandbox,
     dir: &Path,
-    argv: Vec<String>,
-    mounts: Vec<Mount>,
+    (argv, mounts, env): Script,
     label: &str,
 ) -> Result<sandbox::Outcome> {
     let resources = &task.spec.resources;
     let (reach, _gateway) = task.reach(false)?;
     sandbox
-        .run(sandbox::Command {
+        .run(task.in_profile(sandbox::Command {
             argv,
             cwd: "/workspace".into(),
             mounts: [Mount::writable(dir, "/workspace")].into_iter().chain(mounts).collect(),
-            env: Vec::new(),
+            env,
             network: reach,
             limits: task.task_script_limits(Duration::from_secs(resources.script_timeout_seconds)),
             gpus: Vec::new(),
             log_prefix: Some(dir.with_extension(label)),
             stop: Default::default(),
-        })
+        }))
         .await
 }
 
@@ -301,9 +396,57 @@ struct Runner<'a> {
 }
 
 impl Runner<'_> {
-    /// Runs `python3 train.py` in `dir` (when there is one), then evaluates
-    /// the workspace twice.
-    async fn run_and_score(&self, dir: &Path, step: &(dyn Fn(&str) + Sync)) -> Result<ProgramRun> {
+    /// Runs the starter in `work` and, outside the smoke profile, the
+    /// reference solution; their findings and the invalid submissions'.
+    async fn programs(&self, report: &mut Report, work: &Path, step: &(dyn Fn(&str) + Sync)) -> Result<()> {
+        let (task, smoke) = (self.task, self.task.smoke());
+        let starter_dir = work.join("starter");
+        super::populate(task, self.prepared, &starter_dir)?;
+        step("running the starter code");
+        let starter = self.run_and_score(&starter_dir, !smoke, step).await?;
+        if smoke {
+            report.findings.push(smoke_finding(&starter));
+        } else {
+            report.findings.push(repeat_finding(task, &starter));
+            report.findings.push(baseline_finding(task, &starter));
+        }
+        let scored = starter.score;
+        report.starter = Some(starter);
+        if scored.is_some() {
+            let refusals = self.refusals(&starter_dir, work, step).await?;
+            if smoke && refusals.is_empty() {
+                let detail = "no scripts/invalid/ case: the evaluator must be shown refusing a bad submission";
+                report
+                    .findings
+                    .push(item("invalid submission", Status::Fail, detail.into()));
+            }
+            report.findings.extend(refusals);
+        }
+        if smoke {
+            // A reference is judged against the baseline, which toy models cannot show.
+            return Ok(());
+        }
+        if !task.reference_dir().is_dir() {
+            let detail = "the task has no scripts/reference/".to_string();
+            report.findings.push(item("reference", Status::Warn, detail));
+            return Ok(());
+        }
+        let reference_dir = work.join("reference");
+        super::populate(task, self.prepared, &reference_dir)?;
+        super::apply_reference(task, &reference_dir)?;
+        step("running the reference solution");
+        let reference = self.run_and_score(&reference_dir, true, step).await?;
+        let (findings, gain) = reference_findings(task, &reference, scored);
+        report.findings.extend(findings);
+        report.reference_improvement = gain;
+        report.reference = Some(reference);
+        Ok(())
+    }
+
+    /// Runs `python3 train.py` in `dir` (when there is one, or the smoke
+    /// profile's submission script), then evaluates the workspace, twice
+    /// when `repeat`.
+    async fn run_and_score(&self, dir: &Path, repeat: bool, step: &(dyn Fn(&str) + Sync)) -> Result<ProgramRun> {
         let mut run = ProgramRun {
             exit_code: None,
             train_seconds: 0.0,
@@ -311,7 +454,8 @@ impl Runner<'_> {
             repeat_score: None,
             error: None,
         };
-        if dir.join("train.py").is_file() {
+        let smoke_script = self.task.smoke() && self.task.spec.smoke.as_ref().is_some_and(|s| s.submission.is_some());
+        if smoke_script || dir.join("train.py").is_file() {
             let started = Instant::now();
             let outcome = run_starter(self.task, self.sandbox, dir).await?;
             run.train_seconds = started.elapsed().as_secs_f64();
@@ -323,8 +467,13 @@ impl Runner<'_> {
         }
         step("evaluating");
         let first = self.evaluate(dir, "eval").await?;
-        step("evaluating again");
-        let second = self.evaluate(dir, "eval-repeat").await?;
+        let second = match repeat {
+            true => {
+                step("evaluating again");
+                Some(self.evaluate(dir, "eval-repeat").await?)
+            }
+            false => None,
+        };
         if first.evaluator_failed {
             anyhow::bail!(
                 "task {}: the evaluator failed: {}",
@@ -333,7 +482,7 @@ impl Runner<'_> {
             );
         }
         run.score = first.score;
-        run.repeat_score = second.score;
+        run.repeat_score = second.and_then(|s| s.score);
         run.error = first.error;
         Ok(run)
     }
@@ -347,8 +496,14 @@ impl Runner<'_> {
             let dir = work.join(format!("invalid-{}", case.name));
             super::populate::copy_tree(starter, &dir)?;
             let argv = vec!["python3".into(), format!("{}/{}.py", refusals::GUEST_DIR, case.name)];
-            let mounts = vec![Mount::read_only(refusals::dir(self.task), refusals::GUEST_DIR)];
-            let outcome = run_in_workspace(self.task, self.sandbox, &dir, argv, mounts, "invalid").await?;
+            // mlrb's helpers too: cases share their operations (mlrb_invalid).
+            let (lib_mount, lib_env) = pylib::mount(self.cache_dir)?;
+            let mounts = vec![
+                Mount::read_only(refusals::dir(self.task), refusals::GUEST_DIR),
+                lib_mount,
+            ];
+            let script = (argv, mounts, vec![lib_env]);
+            let outcome = run_in_workspace(self.task, self.sandbox, &dir, script, "invalid").await?;
             if !outcome.success() {
                 let why = super::evaluate::failure_cause(&outcome.stderr.text);
                 let detail = format!("{}: the script failed ({}): {why}", case.name, outcome.describe());

@@ -51,6 +51,52 @@ pub struct TaskSpec {
     /// each with where it was confirmed (or why it could not be).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<Source>,
+    /// How `mlrb tasks test --smoke` runs the starter on toy models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smoke: Option<Smoke>,
+}
+
+/// `[smoke]`: how the smoke profile (`mlrb tasks test --smoke`: the real
+/// scripts on the CPU, against the stand-in hub's toy models and synthetic
+/// data) gets a submission from the task in seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Smoke {
+    /// Appended to `python3 train.py` (a few steps, small batches).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub starter_args: Vec<String>,
+    /// A script under `scripts/` run in the workspace instead of the
+    /// starter, for a starter that cannot run on a CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submission: Option<String>,
+    /// Why the starter cannot run on a CPU (with `submission`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Smoke {
+    /// What is wrong with this table, as (field, what), if anything.
+    fn fault(&self) -> Option<(&'static str, &'static str)> {
+        let Some(script) = &self.submission else {
+            return self
+                .reason
+                .is_some()
+                .then_some(("smoke.reason", "is only for a `smoke.submission` script"));
+        };
+        if !self.starter_args.is_empty() {
+            return Some(("smoke.submission", "replaces the starter: drop `smoke.starter_args`"));
+        }
+        if script.starts_with('/') || script.split('/').any(|p| p == ".." || p.is_empty()) || !script.ends_with(".py") {
+            return Some((
+                "smoke.submission",
+                "must be a .py file's path under scripts/, such as `smoke/submission.py`",
+            ));
+        }
+        if self.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+            return Some(("smoke.reason", "must say why the starter cannot run on a CPU"));
+        }
+        None
+    }
 }
 
 /// What a task source is.
@@ -434,6 +480,9 @@ impl TaskSpec {
         }
         if let Some(what) = self.sources.iter().find_map(Source::fault) {
             return Err(at("sources", &what));
+        }
+        if let Some((field, what)) = self.smoke.as_ref().and_then(Smoke::fault) {
+            return Err(at(field, what));
         }
         if self.validation.enabled && self.validation.max_calls == 0 {
             return Err(at(

@@ -1,0 +1,59 @@
+//! The smoke profile of `mlrb tasks test --smoke`: a task's real
+//! preparation, starter and evaluator, run on the CPU and offline against
+//! the stand-in hub ([`super::hub::Hub::stand_in`]: toy models and
+//! synthetic data in each real dataset's schema), so that the scripts run
+//! unchanged in seconds.
+//!
+//! Nothing of it can reach a benchmark result: a smoke task's prepared data
+//! have their own key and a [`PREPARED_MARK`] that evaluation outside the
+//! profile refuses, and its reports say `smoke` wherever a score appears.
+
+use super::Task;
+
+/// The file beside prepared data that marks them as the smoke profile's.
+pub const PREPARED_MARK: &str = "smoke";
+/// What the smoke profile leaves of a task's memory and time per script.
+const MAX_MEMORY_MB: u64 = 8192;
+const MAX_SCRIPT_SECONDS: u64 = 900;
+
+/// The task as the smoke profile runs it: no GPU, no network, one CPU
+/// (toy models gain nothing from more, and PyTorch's threads beside other
+/// work on a small machine slow each step a hundredfold), a few GiB and
+/// minutes per script.
+pub fn resources(mut task: Task) -> Task {
+    let resources = &mut task.spec.resources;
+    resources.gpus = 0;
+    resources.gpu_memory_gb = 0.0;
+    resources.network = Default::default();
+    resources.cpus = 1.0;
+    resources.memory_mb = resources.memory_mb.min(MAX_MEMORY_MB);
+    resources.script_timeout_seconds = resources.script_timeout_seconds.min(MAX_SCRIPT_SECONDS);
+    task.prepare_network = false;
+    task
+}
+
+/// `task` in the smoke profile with an empty stand-in (for tests elsewhere).
+#[cfg(test)]
+pub(super) fn for_tests(task: Task) -> Task {
+    Task {
+        hub: Some(super::hub::for_tests(&[], &[])),
+        ..resources(task)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_profile_takes_gpus_and_network_away() {
+        let task = Task::load(&super::super::builtin_tasks_dir().join("mini_baby_lm")).unwrap();
+        assert!(task.spec.resources.gpus > 0 && task.spec.resources.network.granted());
+        let smoke = resources(task);
+        let r = &smoke.spec.resources;
+        assert_eq!((r.gpus, r.gpu_memory_gb), (0, 0.0));
+        assert!(!r.network.granted() && !smoke.prepare_network());
+        assert!(r.memory_mb <= MAX_MEMORY_MB && r.script_timeout_seconds <= MAX_SCRIPT_SECONDS);
+        assert_eq!(r.cpus, 1.0);
+    }
+}
