@@ -1060,6 +1060,10 @@ def long_prompt(tokenizer, n_tokens):
     return ids[:n_tokens]
 
 
+# The smoke profile (toy models on the CPU; its scores measure nothing).
+SMOKE = os.environ.get("MLRB_SMOKE") == "1"
+
+
 def generation_benchmark(model, tokenizer, prompts=PROBE_PROMPTS, kind="causal", new_tokens=128,
                          warmup=3, runs=3, max_length=2048, prompt_token_ids=None, what="throughput"):
     """Generation throughput and latency at batch size 1: each prompt is
@@ -1068,12 +1072,15 @@ def generation_benchmark(model, tokenizer, prompts=PROBE_PROMPTS, kind="causal",
     prompt set. Returns ``tokens_per_second`` (new tokens over total time),
     ``ms_per_token`` (median over generations), ``latency_ms`` (median time
     of one generation) and ``peak_gpu_memory_bytes`` (None on a CPU).
-    ``prompt_token_ids`` (a list of token-id lists) replaces ``prompts``."""
+    ``prompt_token_ids`` (a list of token-id lists) replaces ``prompts``.
+    In the smoke profile the same code times a few tokens of two prompts."""
     import torch
     device = next(model.parameters()).device
     new_tokens = max(1, min(new_tokens, max_length // 2))
     if prompt_token_ids is None:
         prompt_token_ids = [_encode(tokenizer, p, add_special_tokens=(kind == "seq2seq")) for p in prompts]
+    if SMOKE:
+        new_tokens, warmup, runs, prompt_token_ids = min(new_tokens, 4), min(warmup, 1), 1, prompt_token_ids[:2]
     budget = max_length - new_tokens if kind == "causal" else max_length
     inputs = [torch.tensor([ids[-budget:] or [_prefix_token_id(tokenizer)]], device=device)
               for ids in prompt_token_ids]
@@ -1709,6 +1716,29 @@ def build_arc(config="ARC-Easy", n=1000, split="test", seed=0):
     return items
 
 
+# The 67 paradigms (configs) of BLiMP.
+BLIMP_PARADIGMS = tuple("""
+adjunct_island anaphor_gender_agreement anaphor_number_agreement animate_subject_passive animate_subject_trans
+causative complex_NP_island coordinate_structure_constraint_complex_left_branch
+coordinate_structure_constraint_object_extraction determiner_noun_agreement_1 determiner_noun_agreement_2
+determiner_noun_agreement_irregular_1 determiner_noun_agreement_irregular_2 determiner_noun_agreement_with_adj_2
+determiner_noun_agreement_with_adj_irregular_1 determiner_noun_agreement_with_adj_irregular_2
+determiner_noun_agreement_with_adjective_1 distractor_agreement_relational_noun
+distractor_agreement_relative_clause drop_argument ellipsis_n_bar_1 ellipsis_n_bar_2
+existential_there_object_raising existential_there_quantifiers_1 existential_there_quantifiers_2
+existential_there_subject_raising expletive_it_object_raising inchoative intransitive
+irregular_past_participle_adjectives irregular_past_participle_verbs irregular_plural_subject_verb_agreement_1
+irregular_plural_subject_verb_agreement_2 left_branch_island_echo_question left_branch_island_simple_question
+matrix_question_npi_licensor_present npi_present_1 npi_present_2 only_npi_licensor_present only_npi_scope
+passive_1 passive_2 principle_A_c_command principle_A_case_1 principle_A_case_2 principle_A_domain_1
+principle_A_domain_2 principle_A_domain_3 principle_A_reconstruction regular_plural_subject_verb_agreement_1
+regular_plural_subject_verb_agreement_2 sentential_negation_npi_licensor_present sentential_negation_npi_scope
+sentential_subject_island superlative_quantifiers_1 superlative_quantifiers_2 tough_vs_raising_1
+tough_vs_raising_2 transitive wh_island wh_questions_object_gap wh_questions_subject_gap
+wh_questions_subject_gap_long_distance wh_vs_that_no_gap wh_vs_that_no_gap_long_distance wh_vs_that_with_gap
+wh_vs_that_with_gap_long_distance""".split())
+
+
 def build_blimp(per_paradigm=None, seed=0):
     """BLiMP (all 67 paradigms, sorted) as ``pairs`` items."""
     import datasets
@@ -1718,6 +1748,8 @@ def build_blimp(per_paradigm=None, seed=0):
     except Exception:  # noqa: BLE001
         source = "blimp"
         configs = sorted(datasets.get_dataset_config_names(source))
+    if configs == ["default"]:  # an offline cache (HF_DATASETS_OFFLINE) cannot list the configs
+        configs = sorted(BLIMP_PARADIGMS)
     items = []
     for c in configs:
         ds = hub_dataset([source, "nyu-mll/blimp", "blimp"], c, "train")

@@ -78,6 +78,17 @@ fn research_benchmark_smoke_suite_passes() {
     assert!(output.status.success());
 }
 
+/// A copy of mini_baby_lm that also names a dataset nobody has.
+fn with_unknown_source(dir: &Path) -> PathBuf {
+    let task = copy_of("mini_baby_lm", dir);
+    let mut toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    toml.push_str(
+        "\n[[sources]]\nkind = \"dataset\"\nid = \"nobody/unheard-of\"\nconfig = \"x\"\nconfirmed = \"nowhere\"\n",
+    );
+    std::fs::write(task.join("task.toml"), toml).unwrap();
+    task
+}
+
 /// A dataset the stand-in hub does not hold is named, before anything runs.
 #[test]
 fn a_source_without_a_stand_in_fails_the_smoke_test() {
@@ -85,12 +96,7 @@ fn a_source_without_a_stand_in_fails_the_smoke_test() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let task = copy_of("mini_baby_lm", tmp.path());
-    let mut toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
-    toml.push_str(
-        "\n[[sources]]\nkind = \"dataset\"\nid = \"nobody/unheard-of\"\nconfig = \"x\"\nconfirmed = \"nowhere\"\n",
-    );
-    std::fs::write(task.join("task.toml"), toml).unwrap();
+    let task = with_unknown_source(tmp.path());
     let (ok, reports) = smoke(&[task.to_str().unwrap()]);
     let report = &reports[0];
     assert!(!ok && report["passed"] == false, "{report:#}");
@@ -144,10 +150,12 @@ fn an_accepted_invalid_submission_fails_the_smoke_test() {
     );
 }
 
-/// The stand-in hub of the shared test cache (built by a smoke test first).
+/// The stand-in hub of the shared test cache, built (once) by a smoke test
+/// that stops right after it: its task names a source no stand-in has.
 fn stand_in_dir() -> PathBuf {
-    let (ok, reports) = smoke(&["mini_baby_lm"]);
-    assert!(ok, "{reports:#?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, reports) = smoke(&[with_unknown_source(tmp.path()).to_str().unwrap()]);
+    assert!(!findings(&reports[0], "stand-in", "fail").is_empty(), "{reports:#?}");
     let base = common::cache_dir().join("standin");
     std::fs::read_dir(&base)
         .unwrap()

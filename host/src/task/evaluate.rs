@@ -70,6 +70,9 @@ struct EvalLine {
     /// The exception's type, when an MLAgentBench `get_score` raised.
     #[serde(default)]
     raised: Option<String>,
+    /// Whether the evaluator ran on the smoke profile's stand-in data.
+    #[serde(default)]
+    smoke: bool,
 }
 
 /// A task that asks for no GPU is scored on the CPU (mlrb_llm_eval refuses
@@ -210,6 +213,9 @@ fn judge(task: &Task, outcome: &Outcome, line: &Option<String>, stderr_file: Opt
         Ok(parsed) => parsed,
         Err(e) => return failed(format!("evaluator's result is not JSON with `score` ({e}): {line}")),
     };
+    if parsed.smoke && !task.smoke() {
+        return failed("the evaluator scored the smoke profile's stand-in data, which never score a run".into());
+    }
     let invalid = |error: String, told: String| Evaluation {
         score: None,
         valid: false,
@@ -328,5 +334,26 @@ mod tests {
         assert_ne!(smoke.prepare_key(), task.prepare_key());
         assert!(smoke.prepare_key().starts_with("smoke-"));
         refuse_smoke_data(&smoke, &prepared).unwrap();
+    }
+
+    /// An evaluator that says it scored stand-in data fails outside the
+    /// smoke profile, whatever score it gives.
+    #[test]
+    fn a_smoke_result_never_scores_a_real_run() {
+        let task = Task::load(&super::super::builtin_tasks_dir().join("mini_baby_lm")).unwrap();
+        let smoke = super::super::smoke::for_tests(task.clone());
+        let ending = crate::sandbox::Ending {
+            exit_code: Some(0),
+            signal: None,
+            ended_by_host: None,
+            out_of_memory: false,
+            memory_bytes: 0,
+        };
+        let outcome = Outcome::from_ending(ending, Duration::ZERO, Default::default(), Default::default());
+        let line = Some(r#"{"score": 0.9, "smoke": true}"#.to_string());
+        let real = judge(&task, &outcome, &line, None);
+        assert!(real.evaluator_failed && real.score.is_none(), "{real:?}");
+        assert!(real.error.unwrap().contains("smoke profile"));
+        assert_eq!(judge(&smoke, &outcome, &line, None).score, Some(0.9));
     }
 }
