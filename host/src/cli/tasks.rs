@@ -238,10 +238,9 @@ async fn prepare(
     let runner = sandbox.runner(&task).await?;
     let (sandbox, cache_dir) = (runner.offer().sandbox, runner.cache_dir());
     let bar = spinner(&format!("preparing {}", task.spec.name));
-    let prepared = match (task::Prepared::existing(&task, cache_dir), from) {
-        (Some(prepared), _) => Ok(prepared),
-        (None, None) => task::prepare(&task, sandbox, cache_dir).await,
-        (None, Some(from)) => task::prepare_from(task.clone(), sandbox, cache_dir, from).await,
+    let prepared = match from {
+        None => task::prepare(&task, sandbox, cache_dir).await,
+        Some(from) => task::prepare_from(task.clone(), sandbox, cache_dir, from).await,
     };
     bar.finish_and_clear();
     let prepared = prepared?;

@@ -22,6 +22,8 @@ pub const GUEST_DIR: &str = "/mlrb/hub";
 /// Where the folder a user brought is seen while a hub is assembled from
 /// it, and by the scripts after (the hub links into it).
 const FROM_DIR: &str = "/mlrb/from";
+/// The models (`huggingface_hub`'s cache) in the hub, as scripts see them.
+const HUB_CACHE: &str = "/mlrb/hub/hub";
 /// The datasets cache scripts see: links into the hub's, in their private /tmp.
 const DATASETS_CACHE: &str = "/tmp/mlrb-datasets";
 /// The longest building a hub may take.
@@ -143,7 +145,7 @@ impl Hub {
             ("HF_HUB_OFFLINE", "1"),
             ("HF_DATASETS_OFFLINE", "1"),
             ("TRANSFORMERS_OFFLINE", "1"),
-            ("HF_HUB_CACHE", "/mlrb/hub/hub"),
+            ("HF_HUB_CACHE", HUB_CACHE),
             ("HF_DATASETS_CACHE", DATASETS_CACHE),
         ];
         if self.stand_in {

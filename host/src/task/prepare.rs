@@ -146,7 +146,11 @@ pub(super) fn publish(staging: tempfile::TempDir, dir: &Path) -> Result<()> {
 /// Prepares `task` offline from the models and datasets in `from` (checked
 /// against its `[[sources]]`): its scripts see them as an offline hub, and
 /// the data are the task's real prepared data, as a download would give.
+/// Data already prepared are kept, and no hub is assembled for them.
 pub async fn prepare_from(mut task: Task, sandbox: &dyn Sandbox, cache_dir: &Path, from: &Path) -> Result<Prepared> {
+    if let Some(prepared) = Prepared::existing(&task, cache_dir) {
+        return Ok(prepared);
+    }
     let hub = super::hub::Hub::from_files(&task, sandbox, cache_dir, from).await?;
     let dir = hub.dir.clone();
     let missing = hub.missing(&task);
