@@ -830,6 +830,29 @@ pub async fn gc(all: bool) -> Result<Vec<String>> {
 mod tests {
     use super::*;
 
+    /// A task asking for more CPUs than the host has gets the host's, not
+    /// a container the engine refuses.
+    #[test]
+    fn a_cpu_quota_above_the_host_is_capped_at_its_cpus() {
+        let setup = EpisodeSetup {
+            name: "/runs/r/t/a/0".into(),
+            mounts: Vec::new(),
+            cwd: "/workspace".into(),
+            network: Reach::Nothing,
+            limits: super::super::CommandLimits {
+                cpus: 1000.0,
+                ..super::super::CommandLimits::new(&crate::limits::Limits::default(), Duration::from_secs(600))
+            },
+            gpus: Vec::new(),
+            lifetime: Duration::from_secs(3600),
+        };
+        let host = container_body("mlrb-runtime:abc", &setup, "episode")
+            .host_config
+            .unwrap();
+        assert_eq!(host.nano_cpus, Some((host_cpus() * 1e9) as i64));
+        assert!(host_cpus() < 1000.0);
+    }
+
     #[test]
     fn the_container_configuration_is_locked_down_and_names_its_gpus() {
         let setup = EpisodeSetup {
