@@ -47,11 +47,11 @@ import stat
 import sys
 
 __all__ = [
-    "checked_lstat", "report",
+    "checked_lstat", "report", "KINDS", "Answers",
     "MAX_BYTES", "MAX_LINE_CHARS", "Invalid", "finish", "main", "one_line", "short",
     "read_file", "read_text", "read_submission", "read_answers",
     "integer_id", "string_id", "class_label", "finite_float", "probability",
-    "one_of", "boolean", "format_cell", "write_csv", "prepare_args",
+    "one_of", "boolean", "format_cell", "write_csv", "prepare_args", "Run", "run_submission",
 ]
 
 MAX_BYTES = 50 * 1024 * 1024  # never read more than this from a workspace file
@@ -59,8 +59,28 @@ MAX_LINE_CHARS = 10_000       # longest accepted line of a submission CSV
 SCORE_DIGITS = 6              # scores are printed rounded to this many decimals
 
 
+# The kinds of fault mlrb tells an agent about (host/src/task/feedback.rs):
+# the agent hears one fixed sentence per kind, never the message itself.
+KINDS = (
+    "missing", "not-a-file", "too-large", "empty", "encoding", "format", "header",
+    "rows", "value", "duplicate-id", "missing-id", "unknown-id", "code-failed",
+    "code-timeout", "wrong-result", "model", "rules", "out-of-range",
+)
+
+
 class Invalid(Exception):
-    """The submission is invalid; the message says why (one line)."""
+    """The submission is invalid; the message says why (one line, kept in
+    mlrb's records for the user). ``kind`` (one of :data:`KINDS`) is what
+    the agent may learn of it; without one it learns only that the
+    evaluator refused the submission."""
+
+    def __init__(self, message, kind=None):
+        super().__init__(message)
+        self.kind = kind if kind in KINDS else None
+
+    def prefixed(self, prefix):
+        """The same fault, its message prefixed with ``prefix``."""
+        return Invalid(f"{prefix}{self}", self.kind)
 
 
 # ---------------------------------------------------------------------------
@@ -78,12 +98,13 @@ def short(value, limit=40):
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def finish(score=None, error=None):
+def finish(score=None, error=None, kind=None, folds=None):
     """Prints the final JSON line and exits with status 0.
 
     ``finish(score=x)``: a valid submission, ``{"score": x}`` with x rounded
     to 6 decimals. ``finish(error=e)``: an invalid one,
-    ``{"score": null, "error": "<e on one line>"}``. A score that is not a
+    ``{"score": null, "error": "<e on one line>", "kind": ...}`` (the kind
+    from ``kind`` or an :class:`Invalid` ``error``). A score that is not a
     finite number is an evaluator bug: it raises ValueError (non-zero exit).
     """
     if error is None:
@@ -93,8 +114,13 @@ def finish(score=None, error=None):
         if not math.isfinite(value):
             raise ValueError(f"the evaluator computed a non-finite score: {value!r}")
         result = {"score": round(value, SCORE_DIGITS)}
+        if folds:
+            result["folds"] = folds
     else:
         result = {"score": None, "error": one_line(error) or "invalid submission"}
+        kind = kind or getattr(error, "kind", None)
+        if kind in KINDS:
+            result["kind"] = kind
     if os.environ.get("MLRB_SMOKE") == "1":
         # The smoke profile's stand-in data: mlrb keeps this out of every real result.
         result["smoke"] = True
@@ -127,7 +153,24 @@ def main(score_fn, argv=None):
         score = score_fn(argv[1], argv[2])
     except Invalid as e:
         finish(error=e)
+    folds = int(os.environ.get("MLRB_FOLDS", "0") or 0)
+    if folds > 1:
+        finish(score=score, folds=_fold_scores(score_fn, argv, folds))
     finish(score=score)
+
+
+def _fold_scores(score_fn, argv, k):
+    """The score on each of ``k`` folds of the answers (for the metric's
+    standard error); none when the evaluator does not read its answers
+    with :func:`read_answers`."""
+    scores = []
+    for f in range(k):
+        os.environ["MLRB_FOLD"] = f"{f}/{k}"
+        try:
+            scores.append(round(float(score_fn(argv[1], argv[2])), SCORE_DIGITS))
+        finally:
+            del os.environ["MLRB_FOLD"]
+    return scores if _folds_used[0] else None
 
 
 # ---------------------------------------------------------------------------
@@ -146,16 +189,16 @@ def checked_lstat(path, name, folder=False, missing=""):
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        raise Invalid(f"{name} missing{missing}")
+        raise Invalid(f"{name} missing{missing}", "missing")
     except OSError as e:
-        raise Invalid(f"{name} cannot be read: {e.strerror}")
+        raise Invalid(f"{name} cannot be read: {e.strerror}", "not-a-file")
     if stat.S_ISLNK(st.st_mode):
         real = "save the model in a real folder" if folder else "write a regular file"
-        raise Invalid(f"{name} is a symbolic link; {real}")
+        raise Invalid(f"{name} is a symbolic link; {real}", "not-a-file")
     if folder and not stat.S_ISDIR(st.st_mode):
-        raise Invalid(f"{name} is not a folder")
+        raise Invalid(f"{name} is not a folder", "not-a-file")
     if not folder and not stat.S_ISREG(st.st_mode):
-        raise Invalid(f"{name} is not a regular file")
+        raise Invalid(f"{name} is not a regular file", "not-a-file")
     return st
 
 
@@ -168,15 +211,15 @@ def read_file(path, name=None, max_bytes=MAX_BYTES):
     name = name or os.path.basename(path)
     st = checked_lstat(path, name)
     if st.st_size > max_bytes:
-        raise Invalid(f"{name} is larger than {_megabytes(max_bytes)}")
+        raise Invalid(f"{name} is larger than {_megabytes(max_bytes)}", "too-large")
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags)
     except OSError as e:
-        raise Invalid(f"{name} cannot be read: {e.strerror}")
+        raise Invalid(f"{name} cannot be read: {e.strerror}", "not-a-file")
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Invalid(f"{name} is not a regular file")
+            raise Invalid(f"{name} is not a regular file", "not-a-file")
         chunks, total = [], 0
         while total <= max_bytes:
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
@@ -185,11 +228,11 @@ def read_file(path, name=None, max_bytes=MAX_BYTES):
             chunks.append(chunk)
             total += len(chunk)
     except OSError as e:
-        raise Invalid(f"{name} cannot be read: {e.strerror}")
+        raise Invalid(f"{name} cannot be read: {e.strerror}", "not-a-file")
     finally:
         os.close(fd)
     if total > max_bytes:
-        raise Invalid(f"{name} is larger than {_megabytes(max_bytes)}")
+        raise Invalid(f"{name} is larger than {_megabytes(max_bytes)}", "too-large")
     return b"".join(chunks)
 
 
@@ -201,13 +244,13 @@ def read_text(path, name=None, max_bytes=MAX_BYTES):
     name = name or os.path.basename(path)
     raw = read_file(path, name, max_bytes)
     if not raw.strip():
-        raise Invalid(f"{name} is empty")
+        raise Invalid(f"{name} is empty", "empty")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise Invalid(f"{name} is not UTF-8 text")
+        raise Invalid(f"{name} is not UTF-8 text", "encoding")
     if "\x00" in text:
-        raise Invalid(f"{name} contains NUL bytes")
+        raise Invalid(f"{name} contains NUL bytes", "encoding")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -218,13 +261,13 @@ def read_text(path, name=None, max_bytes=MAX_BYTES):
 
 def _number(text, column):
     if not text:
-        raise Invalid(f"empty {column} (missing value)")
+        raise Invalid(f"empty {column} (missing value)", "value")
     try:
         value = float(text)
     except ValueError:
-        raise Invalid(f"non-numeric {column} {short(text)}")
+        raise Invalid(f"non-numeric {column} {short(text)}", "value")
     if math.isnan(value):
-        raise Invalid(f"NaN {column}")
+        raise Invalid(f"NaN {column}", "value")
     return value
 
 
@@ -232,16 +275,16 @@ def integer_id(text, column="id"):
     """An integral id such as ``17`` (``17.0`` is accepted too)."""
     value = _number(text, column)
     if not math.isfinite(value) or value != int(value):
-        raise Invalid(f"{column} {short(text)} is not an integer")
+        raise Invalid(f"{column} {short(text)} is not an integer", "value")
     return int(value)
 
 
 def string_id(text, column="id", max_chars=100):
     """A non-empty textual id such as ``0042_01``, compared exactly."""
     if not text:
-        raise Invalid(f"empty {column} (missing value)")
+        raise Invalid(f"empty {column} (missing value)", "value")
     if len(text) > max_chars:
-        raise Invalid(f"{column} {short(text)} is longer than {max_chars} characters")
+        raise Invalid(f"{column} {short(text)} is longer than {max_chars} characters", "value")
     return text
 
 
@@ -250,7 +293,7 @@ def class_label(n_classes):
     def parse(text, column):
         value = _number(text, column)
         if not math.isfinite(value) or value != int(value) or not 0 <= value < n_classes:
-            raise Invalid(f"{column} {short(text)} is not a class label 0-{n_classes - 1}")
+            raise Invalid(f"{column} {short(text)} is not a class label 0-{n_classes - 1}", "value")
         return int(value)
     return parse
 
@@ -260,7 +303,7 @@ def finite_float(max_abs=1e12):
     def parse(text, column):
         value = _number(text, column)
         if not math.isfinite(value) or abs(value) > max_abs:
-            raise Invalid(f"{column} {short(text)} is out of range (|value| <= {max_abs:g})")
+            raise Invalid(f"{column} {short(text)} is out of range (|value| <= {max_abs:g})", "value")
         return value
     return parse
 
@@ -270,7 +313,7 @@ def probability():
     def parse(text, column):
         value = _number(text, column)
         if not 0.0 <= value <= 1.0:
-            raise Invalid(f"{column} {short(text)} is not a probability in [0, 1]")
+            raise Invalid(f"{column} {short(text)} is not a probability in [0, 1]", "value")
         return value
     return parse
 
@@ -283,10 +326,10 @@ def one_of(choices, case_sensitive=True):
 
     def parse(text, column):
         if not text:
-            raise Invalid(f"empty {column} (missing value)")
+            raise Invalid(f"empty {column} (missing value)", "value")
         key = text if case_sensitive else text.lower()
         if key not in table:
-            raise Invalid(f"{column} {short(text)} is not one of: {shown}")
+            raise Invalid(f"{column} {short(text)} is not one of: {shown}", "value")
         return table[key]
     return parse
 
@@ -300,8 +343,8 @@ def boolean():
         if key in ("false", "0", "0.0"):
             return False
         if not text:
-            raise Invalid(f"empty {column} (missing value)")
-        raise Invalid(f"{column} {short(text)} is not True or False")
+            raise Invalid(f"empty {column} (missing value)", "value")
+        raise Invalid(f"{column} {short(text)} is not True or False", "value")
     return parse
 
 
@@ -326,43 +369,44 @@ def read_submission(path, id_col, value_col, expected_ids, parse_value,
     name = name or os.path.basename(path)
     value_cols = [value_col] if isinstance(value_col, str) else list(value_col)
     columns = [id_col] + value_cols
-    expected_list = list(expected_ids)
+    scored = getattr(expected_ids, "all_ids", None) is not None
+    expected_list = list(expected_ids.all_ids if scored else expected_ids)
     expected = set(expected_list)
     n_expected = len(expected)
 
     text = read_text(path, name, max_bytes)
     # Cheap checks before parsing, so that hostile files cannot exhaust memory.
     if text.count("\n") > 2 * n_expected + 16:
-        raise Invalid(f"wrong row count: expected {n_expected} rows after the header, got far more")
+        raise Invalid(f"wrong row count: expected {n_expected} rows after the header, got far more", "rows")
     lines = [ln for ln in text.split("\n") if ln.strip()]
     if not lines:
-        raise Invalid(f"{name} is empty")
+        raise Invalid(f"{name} is empty", "empty")
     if any(len(ln) > max_line_chars for ln in lines):
-        raise Invalid(f"{name} has a line longer than {max_line_chars} characters")
+        raise Invalid(f"{name} has a line longer than {max_line_chars} characters", "format")
     try:
         rows = [next(csv.reader([ln])) for ln in lines]
     except csv.Error as e:
-        raise Invalid(f"{name} is not valid CSV: {e}")
+        raise Invalid(f"{name} is not valid CSV: {e}", "format")
 
     header = [h.strip() for h in rows[0]]
     if sorted(header) != sorted(columns):
-        raise Invalid(f"wrong columns: expected {','.join(columns)}, got {short(','.join(header), 80)}")
+        raise Invalid(f"wrong columns: expected {','.join(columns)}, got {short(','.join(header), 80)}", "header")
     i_id = header.index(id_col)
     i_vals = [header.index(c) for c in value_cols]
     if len(rows) - 1 != n_expected:
-        raise Invalid(f"wrong row count: expected {n_expected} rows after the header, got {len(rows) - 1}")
+        raise Invalid(f"wrong row count: expected {n_expected} rows after the header, got {len(rows) - 1}", "rows")
 
     predictions = {}
     for row_no, row in enumerate(rows[1:], start=1):
         if len(row) != len(columns):
-            raise Invalid(f"data row {row_no} has {len(row)} fields, expected {len(columns)}")
+            raise Invalid(f"data row {row_no} has {len(row)} fields, expected {len(columns)}", "format")
         try:
             ident = parse_id(row[i_id].strip(), id_col)
             values = tuple(parse_value(row[i].strip(), c) for i, c in zip(i_vals, value_cols))
         except Invalid as e:
-            raise Invalid(f"data row {row_no}: {e}")
+            raise e.prefixed(f"data row {row_no}: ")
         if ident in predictions:
-            raise Invalid(f"duplicated {id_col} {short(ident)}")
+            raise Invalid(f"duplicated {id_col} {short(ident)}", "duplicate-id")
         predictions[ident] = values[0] if isinstance(value_col, str) else values
 
     missing = [i for i in expected_list if i not in predictions]
@@ -371,26 +415,156 @@ def read_submission(path, id_col, value_col, expected_ids, parse_value,
         raise Invalid(
             f"missing ids: {len(missing)} expected {id_col}(s) without a prediction "
             f"(e.g. {short(missing[0])}); unknown ids: {len(unknown)}"
-            + (f" (e.g. {short(unknown[0])})" if unknown else "")
+            + (f" (e.g. {short(unknown[0])})" if unknown else ""),
+            "unknown-id" if unknown else "missing-id",
         )
+    if scored:
+        # One part of the test set is scored: its rows' predictions only.
+        return {i: predictions[i] for i in expected_ids}
     return predictions
 
 
+class Answers(dict):
+    """{id: answer} of the rows an evaluation scores. ``all_ids`` are the
+    ids a submission must have rows for: every row of the test set, also
+    when only one part of it (the public or the private one) is scored."""
+
+    all_ids = None
+
+
 def read_answers(path, id_col, value_col, parse_value=str, parse_id=int):
-    """Reads a trusted answers CSV written by prepare.py; returns {id: value}
-    in file order. ``parse_value`` and ``parse_id`` take the cell text only.
+    """Reads a trusted answers CSV written by prepare.py; returns
+    :class:`Answers` ({id: value} in file order). ``parse_value`` and
+    ``parse_id`` take the cell text only.
+
+    Where mlrb scores one part of a split test set (``[validation.split]``),
+    the file holds that part's rows and ``<path>.ids`` every id: the
+    answers are the part's, ``all_ids`` every id, and
+    :func:`read_submission` checks the submission against all of them and
+    returns the part's predictions. When mlrb measures the metric's
+    standard error (``MLRB_FOLD=f/k``), only every k-th row from the f-th is kept.
     """
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
         header = next(reader)
         i_id, i_val = header.index(id_col), header.index(value_col)
-        answers = {}
+        answers = Answers()
         for row in reader:
             if row:
                 answers[parse_id(row[i_id])] = parse_value(row[i_val])
     if not answers:
         raise ValueError(f"{path}: no answers")
-    return answers
+    if os.path.isfile(path + ".ids"):
+        with open(path + ".ids", encoding="utf-8") as f:
+            answers.all_ids = [parse_id(line.strip()) for line in f if line.strip()]
+    return _fold(answers)
+
+
+def _fold(answers):
+    """The rows of the fold ``MLRB_FOLD`` names (``f/k``), or all of them."""
+    fold = os.environ.get("MLRB_FOLD")
+    if not fold:
+        return answers
+    f, k = (int(n) for n in fold.split("/"))
+    _folds_used[0] = True
+    kept = Answers((i, a) for n, (i, a) in enumerate(answers.items()) if n % k == f)
+    kept.all_ids = answers.all_ids if answers.all_ids is not None else list(answers)
+    return kept
+
+
+_folds_used = [False]
+
+
+# ---------------------------------------------------------------------------
+# Running submitted code (tasks whose task.toml says [scoring] submission = "code")
+
+
+class Run:
+    """How one run of submitted code ended (see :func:`run_submission`).
+
+    ``termination`` is ``exited``, ``timed-out``, ``out-of-memory`` or
+    ``killed``; ``exit_code`` the exit code when it exited; ``result`` the
+    bytes it sent on its channel (``None`` without a complete one);
+    ``seconds`` mlrb's own measure of a timed run (from its ``ready`` to the
+    result's last byte) or of the whole run; ``outputs`` the folder where
+    what it wrote to ``/mlrb/output`` was copied; ``stderr`` the end of what it
+    printed (for the records: never tell it to the agent)."""
+
+    def __init__(self, reply, folder):
+        self.termination = reply.get("termination")
+        self.exit_code = reply.get("exit_code")
+        self.seconds = reply.get("seconds")
+        self.stderr = reply.get("stderr", "")
+        self.outputs = os.path.join(folder, "out")
+        self.result = None
+        if reply.get("result"):
+            with open(os.path.join(folder, "result"), "rb") as f:
+                self.result = f.read()
+
+
+_runner = {"socket": None, "stream": None, "count": 0}
+
+
+def _runner_stream():
+    """The connection to mlrb's submission runner, made once."""
+    import socket
+    if _runner["stream"] is None:
+        path = os.environ.get("MLRB_RUNNER")
+        if not path:
+            raise RuntimeError("no submission runner: the task must say [scoring] submission = \"code\" "
+                               "in its task.toml to run submitted code")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
+        _runner["socket"], _runner["stream"] = sock, sock.makefile("rwb", buffering=0)
+    return _runner["stream"]
+
+
+def _runner_call(request):
+    stream = _runner_stream()
+    stream.write(json.dumps(request).encode() + b"\n")
+    line = stream.readline()
+    if not line:
+        raise RuntimeError("the submission runner closed its connection")
+    reply = json.loads(line)
+    if reply.get("refused"):
+        raise RuntimeError("the submission runner refused a run: " + reply["refused"])
+    return reply
+
+
+def run_submission(argv, inputs=None, timeout=60.0, timed=False, result_max_bytes=64 << 20):
+    """Runs submitted code in a sandbox of its own and returns a :class:`Run`.
+
+    Submitted code never runs in the evaluator's sandbox: mlrb starts each
+    run fresh (its own control group or container, killed as a whole when
+    it ends) with the workspace read-only at ``/workspace``, ``inputs``
+    (``{name: bytes or str}``) read-only at ``/mlrb/in/<name>``, a scratch
+    ``/mlrb/output``, the working directory ``/tmp``, no network, the task's
+    limits, and neither the hidden files nor this evaluator in reach.
+
+    The run's program (usually a harness of the evaluator's own, passed in
+    ``inputs`` and started as ``["python3", "-I", "/mlrb/in/harness.py"]``)
+    hands its result back on the channel ``$MLRB_CHANNEL`` (a FIFO: open it
+    with ``open(os.environ["MLRB_CHANNEL"], "wb", buffering=0)``): the
+    result's length as 8 little-endian bytes, then its bytes. A ``timed``
+    run first writes ``b"ready\\n"`` there, once its inputs are loaded and
+    before any submitted code runs; mlrb's clock runs from that line to the
+    result's last byte, and the run is ended as soon as the result is in.
+    """
+    _runner["count"] += 1
+    name = f"run-{os.getpid()}-{_runner['count']}"
+    folder = os.path.join(os.environ.get("MLRB_EXCHANGE", "/mlrb/exchange"), name)
+    os.makedirs(folder)
+    for file_name, content in (inputs or {}).items():
+        if "/" in file_name or file_name in ("", ".", "..", "out", "result"):
+            raise ValueError(f"input name {file_name!r} must be a plain file name")
+        data = content.encode() if isinstance(content, str) else content
+        with open(os.path.join(folder, file_name), "wb") as f:
+            f.write(data)
+    reply = _runner_call({
+        "argv": list(argv), "folder": name, "timeout_s": float(timeout),
+        "timed": bool(timed), "result_max_bytes": int(result_max_bytes),
+    })
+    return Run(reply, folder)
 
 
 # ---------------------------------------------------------------------------

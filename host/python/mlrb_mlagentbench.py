@@ -27,14 +27,23 @@ import traceback
 import mlrb_eval
 
 
-def emit(score=None, error=None, raised=None):
+def emit(score=None, error=None, kind=None):
     if error is None:
         mlrb_eval.report({"score": score})
     else:
         result = {"score": None, "error": " ".join(str(error).split())[:500]}
-        if raised:
-            result["raised"] = raised
+        if kind in mlrb_eval.KINDS:
+            result["kind"] = kind
         mlrb_eval.report(result)
+
+
+def fault_kind(error, folder):
+    """What the agent may learn of get_score's exception: that a file of the
+    submission folder is missing, or nothing (its name and message are
+    get_score's, or the submission's own, and may quote the answers)."""
+    if isinstance(error, FileNotFoundError) and type(error) is FileNotFoundError:
+        return "missing"
+    return None
 
 
 def submission_fault(error, folder):
@@ -81,15 +90,15 @@ def main():
         if not submission_fault(e, folder):
             print("mlrb: get_score failed for a reason that is not the submission's", file=sys.stderr)
             sys.exit(2)
-        emit(error=f"get_score raised {type(e).__name__}: {e}", raised=type(e).__name__)
+        emit(error=f"get_score raised {type(e).__name__}: {e}", kind=fault_kind(e, folder))
         return
     try:
         score = float(result)
     except (TypeError, ValueError):
-        emit(error=f"get_score returned {type(result).__name__} {str(result)[:60]!r}, not a number")
+        emit(error=f"get_score returned {type(result).__name__} {str(result)[:60]!r}, not a number", kind="out-of-range")
         return
     if not math.isfinite(score):
-        emit(error=f"get_score returned {score}")
+        emit(error=f"get_score returned {score}", kind="out-of-range")
         return
     emit(score=score)
 

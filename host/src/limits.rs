@@ -266,6 +266,31 @@ pub struct Overrides {
     #[arg(long, value_enum)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
+    /// The scores a valid submission can have (`LOW,HIGH`, inf allowed),
+    /// for a task folder that does not declare them; anything else (such
+    /// as an evaluator's 1e10 for "no submission") is an invalid one.
+    #[arg(long, value_name = "LOW,HIGH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range: Option<MetricRange>,
+}
+
+/// `LOW,HIGH`: the scores a valid submission can have.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MetricRange(pub [f64; 2]);
+
+impl std::str::FromStr for MetricRange {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = || format!("`{text}` is not a range: give LOW,HIGH, e.g. 0,1 or 0,inf");
+        let (low, high) = text.split_once(',').ok_or_else(bad)?;
+        let low: f64 = low.trim().parse().map_err(|_| bad())?;
+        let high: f64 = high.trim().parse().map_err(|_| bad())?;
+        if low.is_nan() || high.is_nan() || low > high {
+            return Err(format!("`{text}`: LOW must not be above HIGH"));
+        }
+        Ok(Self([low, high]))
+    }
 }
 
 /// Which way a metric improves.
@@ -298,6 +323,7 @@ impl Overrides {
             http_response_mb: self.http_response_mb.or(base.http_response_mb),
             metric: self.metric.or_else(|| base.metric.clone()),
             direction: self.direction.or(base.direction),
+            range: self.range.or(base.range),
         }
     }
 

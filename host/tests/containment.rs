@@ -167,6 +167,149 @@ fn the_supervisor_is_out_of_reach_of_a_python_agent_in_docker() {
 }
 
 // ---------------------------------------------------------------------------
+// The launcher, whose word the host records, is out of the scripts' reach.
+
+fn check_launcher(attack: Attack, sandbox: Sandbox) {
+    attack.assert_ended_and_scored("completed");
+    attack.assert_nothing_escaped();
+    let answer = attack.answer();
+    // The script that attacked it was still told apart from what it did, and
+    // the next one's status is its own: the launcher was neither stopped,
+    // killed nor taken over.
+    for line in ["launcher> attacks done", "control> control ran"] {
+        assert!(answer.contains(line), "missing `{line}`:\n{answer}");
+    }
+    // Rust agents print `exit=Some(7)`, Python ones `exit=7`.
+    let exit = |prefix: &str| {
+        let line = attack.line(prefix).to_lowercase();
+        let code = line.rsplit("exit=").next().unwrap_or_default().to_string();
+        code.trim_start_matches("some(").trim_end_matches(')').to_string()
+    };
+    assert_eq!(exit("launcher: termination="), "0", "{answer}");
+    assert_eq!(exit("control: termination="), "7", "{answer}");
+    // It was the launcher that started them: the namespace's init under
+    // bubblewrap, root in a container.
+    let who = attack.line("launcher> launcher: ");
+    match sandbox {
+        Sandbox::Local => assert!(who.contains("pid 1 "), "{who}"),
+        Sandbox::Docker => assert!(who.ends_with("uid 0"), "{who}"),
+    }
+    for attempt in [
+        "open launcher mem rw: denied",
+        "process_vm_writev launcher: denied",
+        "ptrace attach launcher: denied",
+        "ptrace seize launcher: denied",
+        "list launcher fds: denied",
+        "read launcher environ: denied",
+    ] {
+        assert!(answer.contains(attempt), "missing `{attempt}`:\n{answer}");
+    }
+}
+
+#[test]
+fn the_launcher_is_out_of_reach_in_bubblewrap() {
+    check_launcher(Attack::rust("launcher", Sandbox::Local), Sandbox::Local);
+}
+
+#[test]
+fn the_launcher_is_out_of_reach_in_docker() {
+    if Sandbox::Docker.ready() {
+        check_launcher(Attack::rust("launcher", Sandbox::Docker), Sandbox::Docker);
+    }
+}
+
+#[test]
+fn the_launcher_is_out_of_reach_of_a_python_agent() {
+    check_launcher(Attack::python("launcher", Sandbox::Local), Sandbox::Local);
+}
+
+#[test]
+fn the_launcher_is_out_of_reach_of_a_python_agent_in_docker() {
+    if Sandbox::Docker.ready() {
+        check_launcher(Attack::python("launcher", Sandbox::Docker), Sandbox::Docker);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Scoring that runs submitted code cannot be forged, nor leak through its
+// messages.
+
+/// Every `.stderr` log under `dir`, with its text.
+fn stderr_logs(dir: &Path) -> Vec<(PathBuf, String)> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "stderr"))
+        .map(|e| {
+            (
+                e.path().to_path_buf(),
+                std::fs::read_to_string(e.path()).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn check_forged_score(agent: &Path, sandbox: Sandbox) {
+    let tmp = tempfile::tempdir().unwrap();
+    let finished = common::run_episode(agent, "vectorize", &tmp.path().join("runs"), sandbox.args());
+    // Python agents print True/False.
+    let answer = finished.answer().replace("=True", "=true").replace("=False", "=false");
+    // The name the submission gave its exception (the reference solution's
+    // text, if it could read it) is not what the agent is told.
+    let leak = answer.lines().find(|l| l.starts_with("leak:")).unwrap_or_default();
+    assert!(leak.contains("valid=false"), "{answer}");
+    assert!(
+        leak.ends_with("invalid submission: the submitted code raised an error or crashed when the evaluator ran it"),
+        "{answer}"
+    );
+    // Scored as what it is: valid and fast, never the forged time.
+    assert!(answer.contains("forged: valid=true"), "{answer}");
+    let score = &finished.json["score"];
+    assert_eq!(score["valid"], true, "{score}");
+    let seconds = score["score"].as_f64().unwrap();
+    assert!(seconds > 1e-4, "a forged time was recorded: {score}");
+    // What the submitted code found, from every run of it: no result to
+    // forge, no hidden file, no evaluator, and its daemon gone with it.
+    let logs = stderr_logs(&finished.dir);
+    let attacks: Vec<&(PathBuf, String)> = logs.iter().filter(|(_, t)| t.contains("forge> ")).collect();
+    assert!(!attacks.is_empty(), "the submitted code never ran: {logs:?}");
+    for (path, text) in &logs {
+        assert!(!text.contains("ESCAPED"), "{}: {text}", path.display());
+        assert!(
+            !text.contains("/mlrb/out/result.json: written"),
+            "{}: {text}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn a_score_cannot_be_forged_by_the_code_it_times_in_bubblewrap() {
+    check_forged_score(&common::agent("forge_score"), Sandbox::Local);
+}
+
+#[test]
+fn a_score_cannot_be_forged_by_the_code_it_times_in_docker() {
+    if Sandbox::Docker.ready() {
+        check_forged_score(&common::agent("forge_score"), Sandbox::Docker);
+    }
+}
+
+#[test]
+fn a_python_agent_cannot_forge_a_score_by_the_code_it_times() {
+    let agent = common::built_agent("tests/agents/hostile-py", Some("forge_score"));
+    check_forged_score(&agent, Sandbox::Local);
+}
+
+#[test]
+fn a_python_agent_cannot_forge_a_score_by_the_code_it_times_in_docker() {
+    if Sandbox::Docker.ready() {
+        let agent = common::built_agent("tests/agents/hostile-py", Some("forge_score"));
+        check_forged_score(&agent, Sandbox::Docker);
+    }
+}
+
+// ---------------------------------------------------------------------------
 // No agent process outlives its call.
 
 fn check_background(attack: Attack) {

@@ -11,16 +11,29 @@ use std::time::{Duration, Instant};
 
 /// Names of the containers mlrb made for episodes under `dir`.
 fn containers_for(dir: &Path) -> Vec<String> {
+    containers_matching(dir, false)
+}
+
+/// Names of the containers mlrb made for episodes under `dir` that are
+/// still running.
+fn running_containers_for(dir: &Path) -> Vec<String> {
+    containers_matching(dir, true)
+}
+
+fn containers_matching(dir: &Path, running: bool) -> Vec<String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
         let (docker, _) = mlrb::sandbox::docker::connect().await.unwrap();
-        let filters = HashMap::from([(
+        let mut filters = HashMap::from([(
             "label".to_string(),
             vec![format!("{}=1", mlrb::sandbox::docker::LABEL_MANAGED)],
         )]);
+        if running {
+            filters.insert("status".to_string(), vec!["running".to_string()]);
+        }
         let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
             .all(true)
             .filters(&filters)
@@ -190,15 +203,28 @@ fn no_container_is_left_after_ctrl_c_or_after_gc_of_a_killed_host() {
         containers_for(&out)
     );
 
-    // SIGKILL: the container outlives the host until `mlrb gc`.
+    // SIGKILL: nothing can end the container from the host, but its
+    // lifeline closes with the host and it stops by itself within seconds
+    // (the next host, or `mlrb gc`, removes it).
     let out = tmp.path().join("killed");
     let mut child = start_looping_agent(&out, &task);
     wait_for_container(&out);
+    std::thread::sleep(Duration::from_millis(500));
     child.kill().unwrap();
     child.wait().unwrap();
+    let killed = Instant::now();
+    while !running_containers_for(&out).is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "still running 10 s after its host was killed: {:?}",
+            running_containers_for(&out)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("the killed host's container stopped {:?} after it", killed.elapsed());
     assert!(
         !containers_for(&out).is_empty(),
-        "expected the killed host's container to remain"
+        "the stopped container is kept for `mlrb gc` to remove"
     );
     let gc = common::mlrb().arg("gc").output().unwrap();
     assert!(gc.status.success(), "{}", String::from_utf8_lossy(&gc.stderr));

@@ -422,6 +422,28 @@ fn verify_finds_one_changed_byte_in_any_artefact_and_a_signature_holds_only_with
     std::fs::write(&score_path, serde_json::to_vec(&score).unwrap()).unwrap();
     let (ok, said) = verify(&moved, &["--no-eval"]);
     assert!(!ok && said.contains("score.json: binds snapshot"), "{said}");
+
+    // A success claimed by editing only what follows from the score: the
+    // score, the baseline and the metric say otherwise.
+    let edited = tmp.path().join("edited");
+    common::copy_dir(&run, &edited);
+    let score_path = edited.join("digits/baseline/1/score.json");
+    let mut score: Value = serde_json::from_slice(&std::fs::read(&score_path).unwrap()).unwrap();
+    assert_eq!(score["success"], false, "{score}");
+    score["success"] = true.into();
+    score["improvement"] = 0.5.into();
+    score["normalized"] = 0.9.into();
+    std::fs::write(&score_path, serde_json::to_vec(&score).unwrap()).unwrap();
+    let (ok, said) = verify(&edited, &["--no-eval"]);
+    for field in ["success", "improvement", "normalized"] {
+        assert!(
+            !ok && said.contains(&format!("score.json: {field} is")),
+            "{field}: {said}"
+        );
+    }
+    // The run's tables are derived from the score too: results.jsonl still
+    // holds what the score says, and verify finds no difference there.
+    assert!(!said.contains("results.jsonl"), "{said}");
 }
 
 #[test]

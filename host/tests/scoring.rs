@@ -137,7 +137,8 @@ fn check_gaming(agent: &Path, sandbox: &str) {
     );
     let unmatched = answer.lines().find(|l| l.starts_with("unmatched:")).unwrap_or_default();
     assert!(
-        unmatched.contains("invalid submission: the evaluator raised KeyError"),
+        unmatched.contains("invalid submission: the evaluator refused it; check it against the task's description")
+            && !unmatched.contains("KeyError"),
         "{answer}"
     );
     assert!(

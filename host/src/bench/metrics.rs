@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::episode::EndReason;
+use crate::episode::feedback::Feedback;
 use crate::episode::{EpisodeRecord, ScoreRecord};
 use crate::stats::{MeanSe, mean_se};
 
@@ -67,12 +68,29 @@ pub struct ResultLine {
     /// Where the episode's scripts connected, when its task grants a network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::network::NetworkUse>,
+    /// What `validate()` told the agent (`test-set` for records made before
+    /// mlrb split test sets: never mixed into a table unmarked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<Feedback>,
+    /// The best public-part score of its validations, where the task
+    /// splits its hidden answers (`score` is then the private part's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_score: Option<f64>,
+    /// Relative improvement of that public score over the public baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_improvement: Option<f64>,
+    /// A public gain that did not carry over to the private part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_gain_lost: Option<bool>,
 }
 
 impl ResultLine {
     /// The result of a finished episode, from its `episode.json` and `score.json`.
     pub fn from_records(id: &str, agent: &str, dir: &str, record: &EpisodeRecord, score: &ScoreRecord) -> Self {
         let end = record.end.as_ref();
+        // Derived again, never read: score.json's own claims are not trusted.
+        let validations = end.map_or(&[][..], |e| &e.validations[..]);
+        let judged = crate::episode::judgement::judge(score, validations);
         Self {
             id: id.to_string(),
             task: score.task.clone(),
@@ -86,10 +104,10 @@ impl ResultLine {
             valid: score.valid,
             baseline: score.baseline,
             reference: score.reference,
-            improvement: score.improvement,
-            normalized: score.normalized,
-            success: score.success,
-            best_score: score.best_score,
+            improvement: judged.improvement,
+            normalized: judged.normalized,
+            success: judged.success,
+            best_score: judged.best_score,
             score_over_steps: end
                 .map(|e| {
                     e.validations
@@ -107,6 +125,10 @@ impl ResultLine {
             infra_error: None,
             stale: None,
             network: end.and_then(|e| e.network.clone()),
+            feedback: Some(Feedback::recorded(score.feedback, validations)).filter(|f| *f != Feedback::Off),
+            public_score: score.public.and_then(|p| p.best),
+            public_improvement: judged.public_improvement,
+            public_gain_lost: judged.public_gain_lost,
         }
     }
 
@@ -139,6 +161,10 @@ impl ResultLine {
             infra_error: Some(error.to_string()),
             stale: None,
             network: None,
+            feedback: None,
+            public_score: None,
+            public_improvement: None,
+            public_gain_lost: None,
         }
     }
 }
@@ -183,10 +209,44 @@ pub struct Stats {
     /// was invalidated (`mlrb runs invalidate`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stale: usize,
+    /// The best public-part score per run (mean ± SE), where the task
+    /// splits its answers: beside `score`, the private part's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_score: Option<MeanSe>,
+    /// The public improvement over the public baseline (mean ± SE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_improvement: Option<MeanSe>,
+    /// Runs whose public gain did not carry over to the private part.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub public_gain_lost: usize,
+    /// Runs recorded before mlrb split test sets, whose validations told
+    /// the agent its score on the test set itself.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub test_set_feedback: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+impl Stats {
+    /// What a reader must know of the group's numbers before trusting them.
+    pub fn marks(&self) -> String {
+        let mut marks = Vec::new();
+        if self.public_gain_lost > 0 {
+            marks.push(format!(
+                "public gain lost in {}/{} (private improvement < half the public one)",
+                self.public_gain_lost, self.runs
+            ));
+        }
+        if self.test_set_feedback > 0 {
+            marks.push(format!(
+                "TEST-SET feedback in {}/{} (recorded before public/private splits)",
+                self.test_set_feedback, self.runs
+            ));
+        }
+        marks.join("; ")
+    }
 }
 
 impl Stats {
@@ -223,6 +283,10 @@ impl Stats {
             // + 0.0: an empty sum is -0.0, shown as "$-0.00".
             cost_usd: results.iter().map(|r| r.cost_usd).sum::<f64>() + 0.0,
             stale: all.len() - runs,
+            public_score: mean_se(&collect(&|r| r.public_score)),
+            public_improvement: mean_se(&collect(&|r| r.public_improvement)),
+            public_gain_lost: results.iter().filter(|r| r.public_gain_lost == Some(true)).count(),
+            test_set_feedback: results.iter().filter(|r| r.feedback == Some(Feedback::TestSet)).count(),
         }
     }
 }
@@ -345,10 +409,12 @@ impl Summary {
             "success",
             "improvement",
             "score",
+            "public",
             "best",
             "normalised",
             "steps",
             "wall",
+            "marks",
         ];
         let rows = self
             .by_task_and_agent
@@ -365,10 +431,12 @@ impl Summary {
                     s.success_rate.map_or("n/a".into(), |r| format!("{:.0} %", r * 100.0)),
                     mean_se(s.improvement, true),
                     number(s.score.map(|m| m.mean)),
+                    s.public_score.map_or("-".into(), |m| number(Some(m.mean))),
                     number(s.best_score),
                     number(s.normalized.map(|m| m.mean)),
                     format!("{:.1}", s.mean_steps),
                     format!("{:.1} s", s.mean_wall_seconds),
+                    s.marks(),
                 ]
             })
             .collect();
@@ -387,9 +455,11 @@ impl Summary {
             "infra failures",
             "success",
             "improvement",
+            "public gain",
             "normalised",
             "tokens",
             "cost",
+            "marks",
         ];
         let rows = self
             .by_agent
@@ -405,9 +475,11 @@ impl Summary {
                     s.infra_failures.to_string(),
                     s.success_rate.map_or("n/a".into(), |r| format!("{:.0} %", r * 100.0)),
                     mean_se(s.improvement, true),
+                    s.public_improvement.map_or("-".into(), |m| mean_se(Some(m), true)),
                     number(s.normalized.map(|m| m.mean)),
                     (s.input_tokens + s.output_tokens).to_string(),
                     format!("${:.2}", s.cost_usd),
+                    s.marks(),
                 ]
             })
             .collect();

@@ -214,6 +214,7 @@ impl Plan {
             http_response_mb: Some(0),
             metric: Some(String::new()),
             direction: Some(crate::limits::Direction::Higher),
+            range: Some(crate::limits::MetricRange([0.0, 1.0])),
         };
         names.extend(all_set(serde_json::to_value(host).unwrap_or_default()));
         names.extend(all_set(serde_json::to_value(limits).unwrap_or_default()));

@@ -48,6 +48,13 @@ pub struct ValidationPolicy {
     pub validator: Arc<dyn Validator>,
     /// Whether the agent is told only validity, not the score.
     pub hide_score: bool,
+    /// Whether the score is worth keeping in the records: a public part's
+    /// (or a task's without hidden answers), not the whole test set's when
+    /// only validity is told.
+    pub keep_score: bool,
+    /// What the score told is of, for the agent: e.g. "on the public part of
+    /// the test set".
+    pub told_of: &'static str,
     /// How many validations the episode may make.
     pub max_calls: u32,
 }
@@ -270,7 +277,12 @@ impl EpisodeView<'_> {
                 .record_plain("episode", "validate", Value::Null, result_json(&refused))?;
             return Ok(refused);
         };
-        let (hide_score, max_calls, validator) = (policy.hide_score, policy.max_calls, policy.validator.clone());
+        let told_as = Told {
+            hide_score: policy.hide_score,
+            keep_score: policy.keep_score,
+            of: policy.told_of,
+        };
+        let (max_calls, validator) = (policy.max_calls, policy.validator.clone());
         let step = match self.recorder.begin_step()? {
             Ok(step) => step,
             Err(refused) => {
@@ -288,7 +300,7 @@ impl EpisodeView<'_> {
             let refused = Err(ToolError::Timeout("the episode's time is up".into()));
             (refused, Value::Null, None)
         } else {
-            self.score(validator.as_ref(), step, hide_score).await?
+            self.score(validator.as_ref(), step, told_as).await?
         };
         // The trace keeps what the agent was told and, apart, the full record.
         let told = json!({ "told": result_json(&result), "validation": kept });
@@ -340,7 +352,7 @@ impl EpisodeView<'_> {
         &mut self,
         validator: &dyn Validator,
         step: u32,
-        hide_score: bool,
+        told_as: Told,
     ) -> wasmtime::Result<(ToolResult<ScoreReportRecord>, Value, Option<u64>)> {
         let (scored, snapshot) = self
             .score_copy(validator, step)
@@ -350,13 +362,13 @@ impl EpisodeView<'_> {
             step,
             t_ms: self.recorder.trace.elapsed_ms() as u64,
             snapshot,
-            score: scored.score,
+            score: scored.score.filter(|_| told_as.keep_score),
             valid: scored.valid,
             error: scored.error.clone(),
         };
         let kept = serde_json::to_value(&record).unwrap_or_default();
         self.episode.validations.push(record);
-        let told = told(scored, hide_score, &self.episode.task_info.metric);
+        let told = told(scored, told_as, &self.episode.task_info.metric);
         // Every change is snapshotted when it happens: validate takes none.
         Ok((told, kept, None))
     }
@@ -377,8 +389,17 @@ impl EpisodeView<'_> {
     }
 }
 
+/// How a validation's result is told and kept.
+#[derive(Clone, Copy)]
+struct Told {
+    hide_score: bool,
+    keep_score: bool,
+    of: &'static str,
+}
+
 /// What the agent is told of a validation.
-fn told(scored: Scored, hide_score: bool, metric: &str) -> ToolResult<ScoreReportRecord> {
+fn told(scored: Scored, how: Told, metric: &str) -> ToolResult<ScoreReportRecord> {
+    let hide_score = how.hide_score;
     if scored.evaluator_failed {
         return Err(ToolError::Unavailable(scored.told));
     }
@@ -393,7 +414,8 @@ fn told(scored: Scored, hide_score: bool, metric: &str) -> ToolResult<ScoreRepor
         score: if hide_score { None } else { scored.score },
         valid: true,
         message: match (hide_score, scored.score) {
-            (false, Some(score)) => format!("valid submission; {metric} = {score}"),
+            (false, Some(score)) if how.of.is_empty() => format!("valid submission; {metric} = {score}"),
+            (false, Some(score)) => format!("valid submission; {metric} {} = {score}", how.of),
             _ => "valid submission (this task does not reveal intermediate scores)".into(),
         },
     })

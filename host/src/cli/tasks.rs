@@ -162,19 +162,17 @@ fn show(name: &str, json: bool) -> Result<ExitCode> {
         say!("{}", serde_json::to_string_pretty(spec)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let direction = if spec.metric.higher_is_better {
-        "higher"
-    } else {
-        "lower"
+    let direction = match (spec.metric.direction_known, spec.metric.higher_is_better) {
+        (false, _) => "direction unknown: declare it",
+        (true, true) => "higher is better",
+        (true, false) => "lower is better",
     };
     let baseline = spec.metric.baseline.map_or("none declared".into(), |b| b.to_string());
     let resources = &spec.resources;
     say!("{} {} — {}", spec.name, spec.version, spec.description);
     say!("folder: {}", task.root.display());
-    say!(
-        "metric: {} ({direction} is better), baseline {baseline}",
-        spec.metric.name
-    );
+    say!("metric: {} ({direction}), baseline {baseline}", spec.metric.name);
+    say!("validate(): {}", task::split::describe(&spec.validation, &spec.metric));
     say!(
         "budget: {} steps, {} s wall clock",
         spec.budget.max_steps,

@@ -7,6 +7,8 @@
 //! [`EpisodeRequest`]s, one after another or at once.
 
 pub mod end;
+pub mod feedback;
+pub mod judgement;
 pub mod records;
 mod replay;
 mod request;

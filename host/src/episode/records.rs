@@ -12,7 +12,7 @@ use crate::capability::episode::ValidationRecord;
 use crate::limits::Limits;
 use crate::llm::LlmUsage;
 use crate::process::HostProcess;
-use crate::task::{self, Evaluation, Prepared, Task};
+use crate::task::{Evaluation, Prepared, Task};
 
 /// Which agent component an episode ran, and how it was loaded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -318,9 +318,26 @@ pub struct ScoreRecord {
     /// More than 10 % better than the baseline; null where that cannot be
     /// judged (no baseline, or a metric whose direction is unknown).
     pub success: Option<bool>,
-    /// The best of the intermediate scores and the final one.
+    /// The best of the intermediate scores and the final one, where they
+    /// score the same answers; else the final one.
     #[serde(default)]
     pub best_score: Option<f64>,
+    /// What `validate()` told the agent; none in records made before mlrb
+    /// said (they told the score on the whole test set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<super::feedback::Feedback>,
+    /// The public part's scores of the validations, where the task splits
+    /// its hidden answers (the final `score` is the private part's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public: Option<super::feedback::PublicScores>,
+    /// Relative improvement of the best public score over the public
+    /// baseline (derived, like `improvement`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_improvement: Option<f64>,
+    /// True when a public gain did not carry over to the private part: the
+    /// private improvement is under half the public one (derived).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_gain_lost: Option<bool>,
     /// Why the episode ended; null when it has no end record.
     pub end_reason: Option<EndReason>,
     /// Why the submission is not valid, or why it was not scored.
@@ -384,30 +401,7 @@ impl ScoreRecord {
     /// The score record of an evaluation of snapshot `snapshot`, against the task's baseline and reference.
     pub fn from_evaluation(task: &Task, record: &EpisodeRecord, snapshot: (u64, &str), evaluation: Evaluation) -> Self {
         let metric = &task.spec.metric;
-        // Nothing is judged against a baseline in an unknown direction.
-        let baseline = metric.baseline.filter(|_| metric.direction_known);
-        let improvement = match (evaluation.score, baseline) {
-            (Some(score), Some(baseline)) => task::improvement(score, baseline, metric.higher_is_better),
-            _ => None,
-        };
-        let normalized = match (evaluation.score, baseline, metric.reference) {
-            (Some(score), Some(baseline), Some(reference)) if reference != baseline => {
-                Some((score - baseline) / (reference - baseline))
-            }
-            _ => None,
-        };
-        // An evaluator that failed judged nothing: no success either way.
-        let success = baseline
-            .filter(|_| !evaluation.evaluator_failed)
-            .map(|_| improvement.is_some_and(|i| i > task::SUCCESS_THRESHOLD));
-        let intermediate = record
-            .end
-            .iter()
-            .flat_map(|end| end.validations.iter().filter_map(|v| v.score));
-        let best_score = intermediate
-            .chain(evaluation.score)
-            .reduce(|a, b| if (b > a) == metric.higher_is_better { b } else { a });
-        Self {
+        let mut score = Self {
             task: task.spec.name.clone(),
             metric: metric.name.clone(),
             higher_is_better: metric.higher_is_better,
@@ -417,17 +411,35 @@ impl ScoreRecord {
             baseline: metric.baseline,
             baseline_source: metric.baseline_source(),
             reference: metric.reference,
-            improvement,
-            normalized,
-            success,
-            best_score,
+            improvement: None,
+            normalized: None,
+            success: None,
+            best_score: None,
+            feedback: Some(super::feedback::Feedback::of(task)),
+            public: None,
+            public_improvement: None,
+            public_gain_lost: None,
             end_reason: record.end.as_ref().map(|e| e.reason),
             error: evaluation.error,
             evaluator_failed: evaluation.evaluator_failed,
             snapshot: Some(snapshot.0),
             evaluated_at: now(),
             binding: Some(ScoreBinding::of(record, snapshot.1)),
-        }
+        };
+        let validations = record.end.as_ref().map_or(&[][..], |e| &e.validations[..]);
+        score.public = super::feedback::PublicScores::of(task, validations);
+        score.set_judgement(super::judgement::judge(&score, validations));
+        score
+    }
+
+    /// Sets the fields that follow from the score, baseline and metric.
+    pub fn set_judgement(&mut self, judgement: super::judgement::Judgement) {
+        self.improvement = judgement.improvement;
+        self.normalized = judgement.normalized;
+        self.success = judgement.success;
+        self.best_score = judgement.best_score;
+        self.public_improvement = judgement.public_improvement;
+        self.public_gain_lost = judgement.public_gain_lost;
     }
 
     /// The score record of an episode that was not evaluated, saying `why`.
@@ -446,6 +458,10 @@ impl ScoreRecord {
             normalized: None,
             success: None,
             best_score: None,
+            feedback: Some(super::feedback::Feedback::of(task)),
+            public: None,
+            public_improvement: None,
+            public_gain_lost: None,
             end_reason: record.end.as_ref().map(|e| e.reason),
             error: Some(why.to_string()),
             evaluator_failed: false,

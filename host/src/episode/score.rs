@@ -64,6 +64,7 @@ impl Runner {
             log_prefix: Some(work.join("eval")),
             gpus: gpus.to_vec(),
             timeout: None,
+            part: task.final_part(),
         };
         let evaluation = task::evaluate(task, self.sandbox.as_ref(), request).await?;
         Ok(ScoreRecord::from_evaluation(
@@ -91,7 +92,14 @@ impl Runner {
                 gpus: devices.to_vec(),
                 log_dir: dir.join("validate"),
             }),
-            hide_score: task.spec.validation.hide_score,
+            hide_score: !task.spec.validation.reveals(),
+            keep_score: task.spec.validation.split.is_some(),
+            told_of: match task.spec.validation.part() {
+                crate::task::split::Part::Public => {
+                    "on the public part of the test set (the final score uses the rest)"
+                }
+                _ => "",
+            },
             max_calls: task.spec.validation.max_calls,
         }
     }
@@ -119,6 +127,7 @@ impl Validator for TaskValidator {
             log_prefix: Some(self.log_dir.join(format!("{number:04}"))),
             gpus: self.gpus.clone(),
             timeout: Some(timeout),
+            part: self.task.spec.validation.part(),
         };
         let evaluation: Evaluation = task::evaluate(&self.task, self.sandbox.as_ref(), request).await?;
         Ok(Scored {

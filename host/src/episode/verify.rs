@@ -34,6 +34,7 @@ pub fn check_records(dir: &Path) -> Vec<String> {
                 ));
             }
             failures.extend(check_store(dir, &record, &recording));
+            failures.extend(check_validations(&record, &recording));
         }
     }
     failures.extend(check_score(dir, &record));
@@ -214,7 +215,33 @@ fn check_score(dir: &Path, record: &EpisodeRecord) -> Vec<String> {
             score.snapshot, end.final_snapshot
         ));
     }
+    let expected = super::judgement::judge(&score, &end.validations);
+    failures.extend(super::judgement::differences(&score, &expected));
     failures
+}
+
+/// The intermediate scorings `episode.json` lists are the ones its trace
+/// recorded (the best score is derived from them).
+fn check_validations(record: &EpisodeRecord, recording: &Recording) -> Option<String> {
+    let end = record.end.as_ref()?;
+    let traced: Vec<Value> = recording
+        .events
+        .iter()
+        .filter(|e| e["interface"] == "episode" && e["function"] == "validate")
+        .filter_map(|e| e["result"].get("validation").filter(|v| !v.is_null()).cloned())
+        .collect();
+    let listed: Vec<Value> = end
+        .validations
+        .iter()
+        .map(|v| serde_json::to_value(v).unwrap_or_default())
+        .collect();
+    (traced != listed).then(|| {
+        format!(
+            "episode.json: lists {} validation(s) that its trace does not record as they are ({} in the trace)",
+            listed.len(),
+            traced.len()
+        )
+    })
 }
 
 /// A score's re-computation against the recorded one: `None` when they

@@ -36,12 +36,27 @@ pub const LABEL_HOST: &str = "mlrb.host";
 /// The uid:gid scripts run as: a plain user, never root.
 const SANDBOX_USER: &str = "1000:1000";
 const SANDBOX_UID: u32 = 1000;
-/// The container's init runs as another plain user, so no script can
-/// signal it, trace it or open its file descriptors.
-const INIT_USER: &str = "65534:65534";
-/// Where an episode's container sees the folder in which this host
-/// listens for the episode's launcher (read-only).
+/// The container's init and main process run as root with only CAP_SETUID
+/// and CAP_SETGID (the engine gives a root exec the container's
+/// capabilities only when its user is root: the launcher needs them), never
+/// as the sandbox user, so no script can signal, trace or read them.
+const INIT_USER: &str = "0:0";
+/// The user the egress relay drops to, neither root nor the sandbox user.
+const RELAY_USER: &str = "65534";
+/// Where a container sees the folder in which this host listens for the
+/// episode's launcher and holds the container's lifeline (read-only).
 const LAUNCH_DIR: &str = "/run/mlrb";
+/// The lifeline's name in [`LAUNCH_DIR`]: a Unix socket this host listens
+/// on (and never accepts from). The container's main process connects and
+/// waits; the host's end closes with the host, however it ends, and the
+/// container stops moments later instead of at the end of its lifetime.
+const LIFELINE: &str = "host";
+/// The container's main process: waits on the lifeline until it breaks.
+const WATCH: &str = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ntry:\n    s.recv(1)\nexcept OSError:\n    pass\n";
+/// The user an episode's launcher runs as: root with only the capabilities
+/// to start scripts as [`SANDBOX_USER`], who can then neither signal, nor
+/// trace, nor read it.
+const LAUNCHER_USER: &str = INIT_USER;
 /// How long a container outlives the time its work may take (its removal
 /// normally comes first).
 const LIFETIME_GRACE: Duration = Duration::from_secs(300);
@@ -117,11 +132,9 @@ impl DockerSandbox {
     /// processes, a task step's never does.
     async fn open(&self, setup: &EpisodeSetup, role: &str, warm: bool) -> Result<DockerEpisode> {
         prepare_mount_sources(&setup.mounts)?;
-        let launch_dir = if warm { Some(launch_dir()?) } else { None };
+        let (launch_dir, lifeline) = launch_dir()?;
         let mut setup = setup.clone();
-        if let Some(dir) = &launch_dir {
-            setup.mounts.push(Mount::read_only(dir.path(), LAUNCH_DIR));
-        }
+        setup.mounts.push(Mount::read_only(launch_dir.path(), LAUNCH_DIR));
         let name = format!(
             "mlrb-{}-{}",
             std::process::id(),
@@ -141,6 +154,7 @@ impl DockerSandbox {
             closed: AtomicBool::new(false),
             procs: None,
             launch_dir,
+            _lifeline: lifeline,
             warm: Warm::new(false),
         };
         // From here the container is removed on every path (close or drop).
@@ -151,20 +165,27 @@ impl DockerSandbox {
         episode.procs = episode.find_procs().await;
         // Only a host that sees the container's processes can vouch that a
         // script left nothing, and so keep a launcher between scripts.
-        episode.warm = Warm::new(episode.launch_dir.is_some() && episode.procs.is_some());
+        episode.warm = Warm::new(warm && episode.procs.is_some());
         Ok(episode)
     }
 }
 
-/// A folder only root may change, for the launcher's socket.
-fn launch_dir() -> Result<tempfile::TempDir> {
+/// A folder only this host may change, for the launcher's socket, with
+/// the container's lifeline in it: a socket only this host listens on.
+fn launch_dir() -> Result<(tempfile::TempDir, std::os::unix::net::UnixListener)> {
+    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::Builder::new()
         .prefix("mlrb-launch-")
         .tempdir()
         .context("making a folder for the launcher's socket")?;
-    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-    std::fs::set_permissions(dir.path(), mode).context("opening the launcher's folder")?;
-    Ok(dir)
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .context("opening the launcher's folder")?;
+    let path = dir.path().join(LIFELINE);
+    let lifeline = std::os::unix::net::UnixListener::bind(&path)
+        .with_context(|| format!("making the container's lifeline {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
+        .with_context(|| format!("opening {} to the container", path.display()))?;
+    Ok((dir, lifeline))
 }
 
 /// Bind sources must be readable by the sandbox user; a root host hands the
@@ -205,16 +226,25 @@ pub fn container_body(image: &str, setup: &EpisodeSetup, role: &str) -> Containe
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     let lifetime = setup.lifetime.as_secs().max(1).to_string();
-    // The container ends by itself once its time is up, even if the host
-    // that should remove it was killed. Behind a proxy, its main process
-    // (not the sandbox user's, so no script can end it) relays the
-    // scripts' proxy port to the proxy's socket until then.
-    let cmd = match setup.network {
-        Reach::Proxy(_) => ["python3", "-I", "-S", "-c", gateway::FORWARDER, "serve", &lifetime]
-            .map(String::from)
-            .to_vec(),
-        _ => vec!["sleep".into(), lifetime],
+    // The container ends when this host's lifeline closes (the host ended,
+    // however) or its time is up. Behind a proxy, its main process (not the
+    // sandbox user's, so no script can end it) also relays the scripts'
+    // proxy port to the proxy's socket until then.
+    let watch = format!("exec timeout \"$1\" python3 -I -S -c \"$2\" {LAUNCH_DIR}/{LIFELINE}");
+    let script = match setup.network {
+        Reach::Proxy(_) => format!(
+            "setpriv --reuid={RELAY_USER} --regid={RELAY_USER} --clear-groups python3 -I -S -c \"$0\" serve \"$1\" & {watch}"
+        ),
+        _ => watch,
     };
+    let cmd = vec![
+        "sh".into(),
+        "-c".into(),
+        script,
+        gateway::FORWARDER.into(),
+        lifetime,
+        WATCH.into(),
+    ];
     ContainerCreateBody {
         image: Some(image.to_string()),
         cmd: Some(cmd),
@@ -281,6 +311,9 @@ fn host_config(setup: &EpisodeSetup) -> HostConfig {
         // all a task could get there anyway.
         nano_cpus: Some((setup.limits.cpus.min(host_cpus()) * 1e9) as i64),
         cap_drop: Some(vec!["ALL".into()]),
+        // Only for the launcher (root): scripts run as a plain user and
+        // get none (no-new-privileges, no setuid program can give them).
+        cap_add: Some(vec!["SETUID".into(), "SETGID".into()]),
         security_opt: Some(vec![
             "no-new-privileges".into(),
             format!("seccomp={}", super::seccomp::docker_profile()),
@@ -304,7 +337,10 @@ pub struct DockerEpisode {
     /// processes behind is read here instead of asked of an exec.
     procs: Option<(PathBuf, Vec<i32>)>,
     /// Where this host listens for the episode's launcher.
-    launch_dir: Option<tempfile::TempDir>,
+    launch_dir: tempfile::TempDir,
+    /// The container's lifeline: the container ends when it closes (with
+    /// this host, however it ends).
+    _lifeline: std::os::unix::net::UnixListener,
     warm: Warm<DockerWarm>,
     oom: OomWatch,
 }
@@ -477,15 +513,21 @@ done"#;
 }
 
 impl DockerEpisode {
-    /// Creates an exec as the sandbox user in the episode's folder, with
-    /// its output attached or not (`attach`).
-    async fn create_exec(&self, argv: Vec<String>, env: &[(String, String)], attach: bool) -> Result<String> {
+    /// Creates an exec as `user` in the episode's folder, with its output
+    /// attached or not (`attach`).
+    async fn create_exec(
+        &self,
+        argv: Vec<String>,
+        env: &[(String, String)],
+        attach: bool,
+        user: &str,
+    ) -> Result<String> {
         let options = CreateExecOptions {
             cmd: Some(argv),
             env: (!env.is_empty()).then(|| env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
             attach_stdout: Some(attach),
             attach_stderr: Some(attach),
-            user: Some(SANDBOX_USER.to_string()),
+            user: Some(user.to_string()),
             working_dir: Some(self.setup.cwd.to_string_lossy().into_owned()),
             ..Default::default()
         };
@@ -560,7 +602,9 @@ impl DockerEpisode {
     /// Runs a script as an exec of its own.
     async fn exec_directly(&self, exec: Exec) -> Result<Outcome> {
         let ooms = self.oom.count();
-        let exec_id = self.create_exec(exec.argv.clone(), &exec.env, true).await?;
+        let exec_id = self
+            .create_exec(exec.argv.clone(), &exec.env, true, SANDBOX_USER)
+            .await?;
         let started = Instant::now();
         let StartExecResults::Attached { output, .. } = self
             .docker
@@ -608,13 +652,13 @@ impl DockerEpisode {
     }
 
     async fn try_start_launcher(&self) -> Result<DockerWarm> {
-        let (Some(dir), Some((procs, _))) = (&self.launch_dir, &self.procs) else {
+        let Some((procs, _)) = &self.procs else {
             bail!("this host cannot watch the container's processes");
         };
-        let rendezvous = Rendezvous::listen(&dir.path().join("launch.sock"))?;
+        let rendezvous = Rendezvous::listen(&self.launch_dir.path().join("launch.sock"))?;
         let place = format!("{LAUNCH_DIR}/launch.sock");
-        let argv = launcher::argv("connect", &place, self.setup.lifetime, false);
-        let exec_id = self.create_exec(argv, &[], false).await?;
+        let argv = launcher::argv("connect", &place, self.setup.lifetime, false, Some(SANDBOX_USER));
+        let exec_id = self.create_exec(argv, &[], false, LAUNCHER_USER).await?;
         let detached = bollard::exec::StartExecOptions {
             detach: true,
             ..Default::default()
@@ -889,6 +933,14 @@ mod tests {
         assert_eq!(host.pids_limit, Some(256));
         assert_eq!(host.nano_cpus, Some(1_500_000_000));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        // Only what a root launcher needs to start scripts as the sandbox user.
+        assert_eq!(host.cap_add, Some(vec!["SETUID".to_string(), "SETGID".to_string()]));
+        let watch = body.cmd.clone().unwrap();
+        assert_eq!(watch[..2], ["sh", "-c"]);
+        assert!(
+            watch[2].starts_with("exec timeout \"$1\" python3 -I -S -c \"$2\" /run/mlrb/host"),
+            "{watch:?}"
+        );
         let security = host.security_opt.clone().unwrap();
         assert!(security.contains(&"no-new-privileges".to_string()));
         assert!(
@@ -942,7 +994,13 @@ mod tests {
         let socket = host.mounts.unwrap().pop().unwrap();
         assert_eq!(socket.target.as_deref(), Some(gateway::GUEST_SOCKET));
         assert_eq!(socket.source.as_deref(), Some("/tmp/mlrb-egress-x/egress.sock"));
-        assert_eq!(proxied.cmd.unwrap()[5], "serve");
+        // The relay beside the watch on the host's lifeline.
+        let cmd = proxied.cmd.unwrap();
+        assert!(
+            cmd[2].contains("\"$0\" serve") && cmd[2].contains("/run/mlrb/host"),
+            "{cmd:?}"
+        );
+        assert_eq!(cmd[3], gateway::FORWARDER);
         assert!(
             proxied
                 .env

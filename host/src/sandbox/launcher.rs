@@ -2,9 +2,10 @@
 //! (`launcher.py`), so that a script costs one spawn instead of a
 //! new bubblewrap or a Docker exec.
 //!
-//! The launcher runs as the sandbox user, so a script can kill it or make
-//! it lie; it is trusted for nothing but the exit status of the agent's own
-//! script. Everything else stays with the host: the output pipes are the
+//! The launcher is out of the scripts' reach (the pid namespace's init
+//! under bubblewrap, root in a container; never dumpable: see
+//! `launcher.py`), and is still trusted for nothing but the exit status of
+//! the agent's own script. Everything else stays with the host: the output pipes are the
 //! host's (handed over as `SCM_RIGHTS`), the timeout and the flood limit are
 //! enforced here, and after every script the caller checks from outside
 //! that nothing but the launcher is left. Any doubt ends the whole sandbox
@@ -44,16 +45,19 @@ const REQUEST_CAP: usize = 256 << 10;
 /// The argv that starts a launcher inside a sandbox: `how` is `fd` (an
 /// inherited socket) or `connect` (a socket path), for at most `lifetime`;
 /// with `relay`, it also relays the scripts' proxy port to the egress
-/// proxy's socket (`egress/forwarder.py`).
-pub fn argv(how: &str, place: &str, lifetime: Duration, relay: bool) -> Vec<String> {
+/// proxy's socket (`egress/forwarder.py`); with `script_user` (`uid:gid`),
+/// it runs as root and starts scripts as that user.
+pub fn argv(how: &str, place: &str, lifetime: Duration, relay: bool, script_user: Option<&str>) -> Vec<String> {
     let lifetime = lifetime.as_secs().max(1).to_string();
     let source = match relay {
         true => format!("{}\nforward()\n{SOURCE}", super::egress::gateway::FORWARDER),
         false => SOURCE.to_string(),
     };
     ["python3", "-I", "-S", "-c", &source, how, place, &lifetime]
+        .into_iter()
+        .chain(script_user)
         .map(String::from)
-        .to_vec()
+        .collect()
 }
 
 /// An episode's long-lived sandbox `T` (a launcher and what holds it), as

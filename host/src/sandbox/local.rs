@@ -110,13 +110,22 @@ impl LocalEpisode {
         // threads (a forwarder process would go with a script's leftovers).
         let relay = matches!(self.setup.network, Reach::Proxy(_));
         let command = self.setup.command(Exec {
-            argv: launcher::argv("fd", &guest_end.as_raw_fd().to_string(), self.setup.lifetime, relay),
+            argv: launcher::argv(
+                "fd",
+                &guest_end.as_raw_fd().to_string(),
+                self.setup.lifetime,
+                relay,
+                None,
+            ),
             env: Vec::new(),
             timeout: self.setup.lifetime,
             log_prefix: None,
             stop: Default::default(),
         });
-        let bwrap = self.sandbox.spawn(&command, Some(&group), &[guest_end], Stdio::null)?;
+        // The launcher is the namespace's init: no script can signal it.
+        let bwrap = self
+            .sandbox
+            .spawn(&command, Some(&group), &[guest_end], Stdio::null, true)?;
         let launcher = Launcher::ready(host_end).await?;
         Ok(WarmSandbox {
             launcher,
@@ -394,7 +403,7 @@ impl Sandbox for LocalSandbox {
             argv.append(&mut command.argv);
             command.argv = argv;
         }
-        let mut child = self.spawn(&command, group.as_ref(), &[], Stdio::piped)?;
+        let mut child = self.spawn(&command, group.as_ref(), &[], Stdio::piped, false)?;
         let pid = child.id().map(|p| p as i32);
         // Both streams count towards one output total; past the limit the
         // command is stopped.
@@ -443,13 +452,16 @@ impl LocalSandbox {
 
     /// Starts bubblewrap for `command`: in `group` (or under rlimits
     /// without one), under the seccomp filters, in its own process group,
-    /// with `pass` open in it and its output to `output()`.
+    /// with `pass` open in it and its output to `output()`; with `as_init`,
+    /// the command is the pid namespace's init (bubblewrap's own is not
+    /// there), which no process of the namespace can signal.
     fn spawn(
         &self,
         command: &Command,
         group: Option<&Cgroup>,
         pass: &[OwnedFd],
         output: fn() -> Stdio,
+        as_init: bool,
     ) -> Result<tokio::process::Child> {
         let limits = &command.limits;
         let join = match group {
@@ -469,6 +481,9 @@ impl LocalSandbox {
             .chain(pass.iter().map(|fd| fd.as_raw_fd()))
             .collect();
         let mut child = tokio::process::Command::new(&self.bwrap);
+        if as_init {
+            child.arg("--as-pid-1");
+        }
         child
             .args(bwrap_args(command, &filter_fds))
             .env_clear()

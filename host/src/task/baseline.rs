@@ -108,6 +108,7 @@ pub async fn measure(
             log_prefix: Some(dir.with_extension("eval")),
             gpus: Vec::new(),
             timeout: None,
+            part: task.final_part(),
         };
         let evaluation = evaluate(task, sandbox, request).await?;
         if evaluation.evaluator_failed {

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::requirements::{self, HostOffer};
-use super::{Layout, Prepared, Task, mlagentbench};
+use super::{Layout, Prepared, Task, code_scan, mlagentbench};
 use crate::relpath::read_only_glob;
 
 /// How one check of a task went.
@@ -89,6 +89,7 @@ async fn static_items(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>) -> V
         ),
         starter_item(task),
         evaluator_item(task),
+        submitted_code_item(task),
         prepare_item(task, cache_dir),
     ];
     items.extend(read_only_item(task, cache_dir));
@@ -185,15 +186,7 @@ fn metric_items(task: &Task) -> Vec<Item> {
 }
 
 fn validation_item(task: &Task) -> Item {
-    let validation = &task.spec.validation;
-    let detail = match (validation.enabled, validation.hide_score) {
-        (false, _) => "off".to_string(),
-        (true, false) => format!("on, up to {} validations", validation.max_calls),
-        (true, true) => format!(
-            "on, up to {} validations, score hidden (valid or not only)",
-            validation.max_calls
-        ),
-    };
+    let detail = super::split::describe(&task.spec.validation, &task.spec.metric);
     item("intermediate scoring", Status::Ok, detail)
 }
 
@@ -212,6 +205,33 @@ fn evaluator_item(task: &Task) -> Item {
                 )
             }
         }
+    }
+}
+
+/// Which steps run code of the agent's, and where.
+fn submitted_code_item(task: &Task) -> Item {
+    const STEPS: &str =
+        "prepare runs the task's own code; the agent's scripts run in the episode's sandbox, without the hidden files";
+    match code_scan::scan(task) {
+        code_scan::Finding::Declared(how) => item(
+            "submitted code",
+            Status::Ok,
+            format!("{STEPS}; evaluation {}", how.describe()),
+        ),
+        code_scan::Finding::Undeclared(signs) => item(
+            "submitted code",
+            Status::Warn,
+            format!(
+                "scripts/eval.py may run code ({}) while [scoring] submission is not \"code\": if it runs the \
+                 submission's, declare submission = \"code\" and run it with mlrb_eval.run_submission, in a sandbox of its own",
+                signs.join("; ")
+            ),
+        ),
+        code_scan::Finding::InProcess(_) => item(
+            "submitted code",
+            Status::Fail,
+            code_scan::refusal(task).unwrap_or_default(),
+        ),
     }
 }
 

@@ -6,54 +6,10 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
-
 use super::check::{Item, Status};
 use super::selftest::{run_starter, starter_failure};
-use super::{EvalRequest, Layout, Task, evaluate, populate, prepare, pylib};
-use crate::sandbox::{self, Mount, Sandbox};
-
-/// Lists the top-level modules each script imports (by its syntax tree,
-/// nothing is run) and which of them cannot be found where the task's
-/// scripts run: with the task's own folders and mlrb's helpers on the path.
-const IMPORT_PROBE: &str = r#"
-import ast, glob, importlib.util, json, os, sys
-sys.path[:0] = ["/task/env", "/task/scripts"]
-report = {}
-for label, pattern in (("starter", "/task/env/*.py"), ("evaluator", "/task/scripts/eval.py"), ("preparation", "/task/scripts/prepare.py")):
-    names = set()
-    for path in sorted(glob.glob(pattern)):
-        try:
-            tree = ast.parse(open(path, encoding="utf-8", errors="replace").read())
-        except SyntaxError as e:
-            report.setdefault(label, {})["syntax"] = f"{os.path.basename(path)}: {e.msg} (line {e.lineno})"
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names.update(a.name.split(".")[0] for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.add(node.module.split(".")[0])
-    def missing(name):
-        try:
-            return importlib.util.find_spec(name) is None
-        except Exception:
-            return True
-    if names:
-        entry = report.setdefault(label, {})
-        entry["imports"] = sorted(names)
-        entry["missing"] = sorted(n for n in names if missing(n))
-print(json.dumps(report))
-"#;
-
-#[derive(Debug, Default, Deserialize)]
-struct Imports {
-    #[serde(default)]
-    imports: Vec<String>,
-    #[serde(default)]
-    missing: Vec<String>,
-    #[serde(default)]
-    syntax: Option<String>,
-}
+use super::{EvalRequest, Layout, Task, evaluate, populate, prepare};
+use crate::sandbox::Sandbox;
 
 fn item(check: &'static str, status: Status, detail: impl Into<String>) -> Item {
     Item {
@@ -65,7 +21,7 @@ fn item(check: &'static str, status: Status, detail: impl Into<String>) -> Item 
 
 /// The Python imports of the task's scripts, probed in `sandbox`.
 pub async fn imports(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Vec<Item> {
-    let report = match probe_imports(task, sandbox, cache_dir).await {
+    let report = match super::imports::probe(task, sandbox, cache_dir).await {
         Ok(report) => report,
         Err(error) => return vec![item("python imports", Status::Fail, format!("{error:#}"))],
     };
@@ -90,40 +46,6 @@ pub async fn imports(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Ve
         });
     }
     items
-}
-
-async fn probe_imports(
-    task: &Task,
-    sandbox: &dyn Sandbox,
-    cache_dir: &Path,
-) -> anyhow::Result<std::collections::BTreeMap<String, Imports>> {
-    let (lib_mount, lib_env) = pylib::mount(cache_dir)?;
-    let outcome = sandbox
-        .run(sandbox::Command {
-            argv: vec!["python3".into(), "-c".into(), IMPORT_PROBE.into()],
-            cwd: "/task/scripts".into(),
-            mounts: vec![
-                Mount::read_only(task.env_dir(), "/task/env"),
-                Mount::read_only(task.scripts_dir(), "/task/scripts"),
-                lib_mount,
-            ],
-            env: vec![lib_env],
-            network: sandbox::Reach::Nothing,
-            limits: task.task_script_limits(std::time::Duration::from_secs(120)),
-            gpus: Vec::new(),
-            log_prefix: None,
-            stop: Default::default(),
-        })
-        .await?;
-    if !outcome.success() {
-        anyhow::bail!(
-            "python3 in the sandbox could not list the imports ({}): {}",
-            outcome.describe(),
-            super::evaluate::failure_cause(&outcome.stderr.text)
-        );
-    }
-    let line = outcome.stdout.text.lines().last().unwrap_or("{}");
-    Ok(serde_json::from_str(line)?)
 }
 
 /// Markers of an evaluator that fetches data when it scores.
@@ -204,6 +126,7 @@ async fn starter_and_score(
         log_prefix: Some(dir.with_extension("eval")),
         gpus: Vec::new(),
         timeout: None,
+        part: task.final_part(),
     };
     let evaluation = evaluate(task, sandbox, request).await?;
     let metric = &task.spec.metric.name;

@@ -16,7 +16,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{Layout, Prepared, Task, pylib};
+use super::spec::SubmissionUse;
+use super::split::Part;
+use super::{Layout, Prepared, Task, pylib, submission};
 use crate::sandbox::{self, Mount, Outcome, Sandbox};
 
 /// What the evaluator said of a workspace.
@@ -32,10 +34,18 @@ pub struct Evaluation {
     pub evaluator_failed: bool,
     /// How long the evaluation took, in milliseconds.
     pub duration_ms: u64,
-    /// What the agent may be told of an invalid submission: a short message
-    /// the host built, never the evaluator's raw output.
+    /// What the agent may be told of an invalid submission: a sentence of
+    /// a fixed vocabulary (`feedback`), never the evaluator's own words.
     #[serde(default)]
     pub told: String,
+    /// The kind of fault the evaluator named, when it is one of the
+    /// vocabulary's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The score on each fold of the answers, when they were asked for
+    /// (`MLRB_FOLDS`, to measure the metric's standard error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folds: Option<Vec<f64>>,
 }
 
 /// One evaluation to run.
@@ -53,12 +63,16 @@ pub struct EvalRequest<'a> {
     pub gpus: Vec<String>,
     /// A tighter limit than the task's, e.g. the episode's remaining time.
     pub timeout: Option<Duration>,
+    /// Which part of the hidden answers is scored (and alone mounted).
+    pub part: Part,
 }
 
 /// Where, inside the evaluator's sandbox, its result file goes.
 const RESULT_DIR: &str = "/mlrb/out";
 /// The result file's name in [`RESULT_DIR`].
 const RESULT_FILE: &str = "result.json";
+/// The folder of the evaluation's scratch that is [`RESULT_DIR`].
+const RESULT_DIR_NAME: &str = "result";
 /// Where an MLAgentBench evaluator finds the agent's files.
 const SUBMISSION_DIR: &str = "/submission";
 
@@ -67,12 +81,26 @@ struct EvalLine {
     score: Option<f64>,
     #[serde(default)]
     error: Option<String>,
-    /// The exception's type, when an MLAgentBench `get_score` raised.
+    /// The kind of fault (`feedback`'s vocabulary).
     #[serde(default)]
-    raised: Option<String>,
+    kind: Option<String>,
+    /// The score on each fold of the answers (`MLRB_FOLDS`).
+    #[serde(default)]
+    folds: Option<Vec<f64>>,
     /// Whether the evaluator ran on the smoke profile's stand-in data.
     #[serde(default)]
     smoke: bool,
+}
+
+/// An empty folder over the task's reference solution (`scripts/reference/`):
+/// the evaluator has no use for it, so it is not there to be read.
+fn masked_reference(task: &Task, out: &Path) -> Result<Option<Mount>> {
+    if !task.scripts_dir().join("reference").is_dir() {
+        return Ok(None);
+    }
+    let empty = out.join("empty");
+    std::fs::create_dir_all(&empty)?;
+    Ok(Some(Mount::read_only(empty, "/task/scripts/reference")))
 }
 
 /// A task that asks for no GPU is scored on the CPU (mlrb_llm_eval refuses
@@ -81,8 +109,8 @@ fn cpu_allowed(task: &Task) -> Option<(String, String)> {
     (task.spec.resources.gpus == 0).then(|| ("MLRB_EVAL_ALLOW_CPU".to_string(), "1".to_string()))
 }
 
-/// The evaluator's command for the task's layout; `out` is the folder its
-/// result file is written to.
+/// The evaluator's command for the task's layout; `out` is a scratch
+/// folder of this evaluation's (its result file goes to a folder in it).
 fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox::Command> {
     let (lib_mount, lib_env) = pylib::mount(request.cache_dir)?;
     let (argv, mounts) = match task.layout {
@@ -93,22 +121,33 @@ fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox
                 "/workspace".into(),
                 "/hidden".into(),
             ],
-            vec![
+            [
                 Mount::read_only(task.scripts_dir(), "/task/scripts"),
                 Mount::read_only(request.workspace, "/workspace"),
-                Mount::read_only(&request.prepared.hidden, "/hidden"),
-            ],
+                Mount::read_only(request.prepared.hidden_part(request.part), "/hidden"),
+            ]
+            .into_iter()
+            .chain(masked_reference(task, out)?)
+            .collect(),
         ),
         // The prepared scripts folder (answers included) with the pristine
         // prepared env beside it at ../env, as MLAgentBench lays them out;
         // the agent's files apart, as the submission folder.
         Layout::MlAgentBench => (
-            vec![
-                "python3".into(),
-                pylib::MLAGENTBENCH_ADAPTER.into(),
-                "/task/scripts/eval.py".into(),
-                SUBMISSION_DIR.into(),
-            ],
+            match &task.spec.scoring.evaluator {
+                // mlrb's own evaluator, where the folder's cannot be trusted.
+                Some(evaluator) => vec![
+                    "python3".into(),
+                    format!("{}/{evaluator}", pylib::GUEST_DIR),
+                    SUBMISSION_DIR.into(),
+                ],
+                None => vec![
+                    "python3".into(),
+                    pylib::MLAGENTBENCH_ADAPTER.into(),
+                    "/task/scripts/eval.py".into(),
+                    SUBMISSION_DIR.into(),
+                ],
+            },
             vec![
                 Mount::read_only(&request.prepared.hidden, "/task/scripts"),
                 Mount::read_only(&request.prepared.public, "/task/env"),
@@ -124,7 +163,7 @@ fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox
         cwd: "/task/scripts".into(),
         mounts: mounts
             .into_iter()
-            .chain([lib_mount, Mount::writable(out, RESULT_DIR)])
+            .chain([lib_mount, Mount::writable(out.join(RESULT_DIR_NAME), RESULT_DIR)])
             .collect(),
         env: [lib_env, result_env].into_iter().chain(cpu_allowed(task)).collect(),
         network: sandbox::Reach::Nothing,
@@ -137,21 +176,66 @@ fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox
 
 /// Scores `request.workspace` with the task's hidden evaluator.
 pub async fn evaluate(task: &Task, sandbox: &dyn Sandbox, request: EvalRequest<'_>) -> Result<Evaluation> {
+    evaluate_with(task, sandbox, request, Vec::new()).await
+}
+
+/// [`evaluate`], with `env` added to the evaluator's environment.
+pub async fn evaluate_with(
+    task: &Task,
+    sandbox: &dyn Sandbox,
+    request: EvalRequest<'_>,
+    env: Vec<(String, String)>,
+) -> Result<Evaluation> {
     refuse_smoke_data(task, request.prepared)?;
     let out = tempfile::Builder::new()
         .prefix(".eval-out-")
         .tempdir_in(request.cache_dir)
         .with_context(|| format!("{}: cannot write", request.cache_dir.display()))?;
-    let outcome = sandbox.run(command(task, &request, out.path())?).await?;
+    std::fs::create_dir(out.path().join(RESULT_DIR_NAME))?;
+    let mut command = command(task, &request, out.path())?;
+    command.env.extend(env);
+    let outcome = match task.spec.scoring.submission {
+        SubmissionUse::Code => run_with_runner(task, sandbox, &request, command).await?,
+        _ => sandbox.run(command).await?,
+    };
     let duration_ms = outcome.duration.as_millis() as u64;
     let stderr_file = request.log_prefix.as_ref().map(|p| p.with_extension("stderr"));
     let judged = judge(
         task,
         &outcome,
-        &result_text(out.path(), &outcome),
+        &result_text(&out.path().join(RESULT_DIR_NAME), &outcome),
         stderr_file.as_deref(),
     );
     Ok(Evaluation { duration_ms, ..judged })
+}
+
+/// Runs an evaluator that runs submitted code, serving its runs (each in
+/// a sandbox of its own) until it ends.
+async fn run_with_runner(
+    task: &Task,
+    sandbox: &dyn Sandbox,
+    request: &EvalRequest<'_>,
+    mut command: sandbox::Command,
+) -> Result<Outcome> {
+    let service = submission::Service::start()?;
+    let (mounts, env) = service.for_evaluator();
+    command.mounts.extend(mounts);
+    command.env.extend(env);
+    let context = submission::Runs {
+        task,
+        sandbox,
+        workspace: request.workspace,
+        gpus: request.gpus.clone(),
+        log_prefix: request.log_prefix.clone(),
+    };
+    let serving = async {
+        service.serve(&context).await;
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        outcome = sandbox.run(command) => outcome,
+        _ = serving => unreachable!("serving never ends"),
+    }
 }
 
 /// Refuses to score outside the smoke profile with data the smoke profile
@@ -197,7 +281,9 @@ fn judge(task: &Task, outcome: &Outcome, line: &Option<String>, stderr_file: Opt
         error: Some(error),
         evaluator_failed: true,
         duration_ms: 0,
-        told: "the task's evaluator failed, which is not your submission's fault".into(),
+        told: super::feedback::EVALUATOR_FAILED.into(),
+        kind: None,
+        folds: None,
     };
     if !outcome.success() {
         let cause = failure_cause(&outcome.stderr.text);
@@ -216,21 +302,26 @@ fn judge(task: &Task, outcome: &Outcome, line: &Option<String>, stderr_file: Opt
     if parsed.smoke && !task.smoke() {
         return failed("the evaluator scored the smoke profile's stand-in data, which never score a run".into());
     }
-    let invalid = |error: String, told: String| Evaluation {
-        score: None,
-        valid: false,
-        error: Some(error),
-        evaluator_failed: false,
-        duration_ms: 0,
-        told,
+    let invalid = |error: String, kind: Option<&str>| {
+        let kind = super::feedback::known(kind);
+        Evaluation {
+            score: None,
+            valid: false,
+            error: Some(error),
+            evaluator_failed: false,
+            duration_ms: 0,
+            told: super::feedback::invalid(kind),
+            kind: kind.map(String::from),
+            folds: None,
+        }
     };
     match parsed.score {
         Some(score) if !score.is_finite() => invalid(
             format!("the evaluator's score {score} is not a finite number"),
-            "invalid submission: the evaluator gave no finite score".into(),
+            Some("out-of-range"),
         ),
         Some(score) => match task.spec.metric.out_of_range(score) {
-            Some(why) => invalid(why.clone(), format!("invalid submission: {why}")),
+            Some(why) => invalid(why, Some("out-of-range")),
             None => Evaluation {
                 score: Some(score),
                 valid: true,
@@ -238,33 +329,14 @@ fn judge(task: &Task, outcome: &Outcome, line: &Option<String>, stderr_file: Opt
                 evaluator_failed: false,
                 duration_ms: 0,
                 told: String::new(),
+                kind: None,
+                folds: parsed.folds.clone(),
             },
         },
-        None => {
-            let error = parsed.error.unwrap_or_else(|| "invalid submission".into());
-            invalid(error.clone(), told_invalid(task, &error, parsed.raised.as_deref()))
-        }
-    }
-}
-
-/// What the agent is told of an invalid submission. A native evaluator's
-/// reason is written for agents (`mlrb_eval`'s messages) and is passed on,
-/// short; of a foreign (MLAgentBench) evaluator only the kind of exception
-/// is, since its text may quote the hidden answers.
-fn told_invalid(task: &Task, error: &str, raised: Option<&str>) -> String {
-    const TOLD_CHARS: usize = 200;
-    match task.layout {
-        Layout::Native => {
-            let short: String = error.split_whitespace().collect::<Vec<_>>().join(" ");
-            format!(
-                "invalid submission: {}",
-                short.chars().take(TOLD_CHARS).collect::<String>()
-            )
-        }
-        Layout::MlAgentBench => match raised.filter(|r| r.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) {
-            Some(kind) => format!("invalid submission: the evaluator raised {kind}"),
-            None => "invalid submission: the evaluator could not score it".into(),
-        },
+        None => invalid(
+            parsed.error.unwrap_or_else(|| "invalid submission".into()),
+            parsed.kind.as_deref(),
+        ),
     }
 }
 

@@ -53,6 +53,12 @@ pub struct Known {
     /// What preparation must produce (patterns under the prepared folder).
     #[serde(default)]
     pub prepare_outputs: Vec<String>,
+    /// mlrb's evaluator in place of the folder's (see `spec::Scoring`).
+    #[serde(default)]
+    pub evaluator: Option<String>,
+    /// Why the folder's own evaluator is not used.
+    #[serde(default)]
+    pub evaluator_why: Option<String>,
     /// Where these facts come from.
     pub source: String,
 }
@@ -109,15 +115,39 @@ fn recognise_in(overlay: &str, name: &str, fingerprint: &str) -> Recognised {
 /// research problem and the starter (not the data preparation downloads).
 const DEFINING_FILES: &[&str] = &["scripts/eval.py", "scripts/research_problem.txt", "env/train.py"];
 
-/// A short hash of the folder's defining files.
+/// A short hash of the folder's defining files, and of every module of
+/// the folder's own that the evaluator imports (a metric in `env/metric.py`
+/// defines the score as much as `eval.py` does).
 pub fn fingerprint(root: &Path) -> String {
     let mut hasher = blake3::Hasher::new();
-    for rel in DEFINING_FILES {
-        if let Ok(bytes) = std::fs::read(root.join(rel)) {
+    let imported = evaluator_modules(root);
+    let files = DEFINING_FILES.iter().map(|rel| rel.to_string()).chain(imported);
+    for rel in files {
+        if let Ok(bytes) = std::fs::read(root.join(&rel)) {
             hasher.update(rel.as_bytes()).update(b"\0").update(&bytes).update(b"\0");
         }
     }
     hasher.finalize().to_hex()[..16].to_string()
+}
+
+/// The folder's own modules (`scripts/<m>.py`, `env/<m>.py`) that
+/// `scripts/eval.py` imports, other than the defining files, sorted.
+pub fn evaluator_modules(root: &Path) -> Vec<String> {
+    let source = std::fs::read_to_string(root.join("scripts/eval.py")).unwrap_or_default();
+    let mut found: Vec<String> = source
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let rest = line.strip_prefix("import ").or_else(|| line.strip_prefix("from "))?;
+            let module: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            (!module.is_empty()).then_some(module)
+        })
+        .flat_map(|module| [format!("scripts/{module}.py"), format!("env/{module}.py")])
+        .filter(|rel| root.join(rel).is_file() && !DEFINING_FILES.contains(&rel.as_str()))
+        .collect();
+    found.sort();
+    found.dedup();
+    found
 }
 
 /// The metric of a folder mlrb does not know: a score whose direction is
@@ -131,10 +161,15 @@ fn unknown_metric() -> Metric {
         reference: None,
         tolerance: 0.0,
         deterministic: true,
-        range: None,
+        // MLAgentBench's evaluators mark a missing submission with 1e10 (or
+        // inf, NaN): no such value is a score.
+        range: Some([(-NO_SUBMISSION).next_up(), NO_SUBMISSION.next_down()]),
         direction_known: false,
     }
 }
+
+/// What MLAgentBench's evaluators return for a missing submission.
+const NO_SUBMISSION: f64 = 1e10;
 
 /// The metric of an unchanged upstream task.
 fn known_metric(known: &Known) -> Metric {
@@ -148,6 +183,19 @@ fn known_metric(known: &Known) -> Metric {
         deterministic: known.deterministic,
         range: Some(known.range),
         direction_known: true,
+    }
+}
+
+/// How an unchanged upstream task is scored: by mlrb's own evaluator where
+/// the overlay gives one (it runs the submission's code, in sandboxes of
+/// its own), else by the folder's get_score on the submission as data.
+fn known_scoring(known: &Known) -> super::spec::Scoring {
+    match &known.evaluator {
+        Some(evaluator) => super::spec::Scoring {
+            submission: super::spec::SubmissionUse::Code,
+            evaluator: Some(evaluator.clone()),
+        },
+        None => Default::default(),
     }
 }
 
@@ -208,14 +256,15 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
         .map(|n| n.to_string_lossy().into_owned())
         .filter(|n| !n.is_empty() && !n.starts_with('.'))
         .ok_or_else(|| anyhow::anyhow!("{}: cannot name a task after this folder", root.display()))?;
-    let (metric, prepare) = match recognise(&name, &fingerprint(root)) {
+    let (metric, prepare, scoring) = match recognise(&name, &fingerprint(root)) {
         Recognised::Upstream(known) => (
             known_metric(&known),
             PrepareSpec {
                 outputs: known.prepare_outputs.clone(),
             },
+            known_scoring(&known),
         ),
-        _ => (unknown_metric(), PrepareSpec::default()),
+        _ => (unknown_metric(), PrepareSpec::default(), Default::default()),
     };
     Ok(TaskSpec {
         description: format!("MLAgentBench task folder {name}"),
@@ -236,7 +285,12 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
         files: Files {
             read_only: read_only_patterns(root)?,
         },
-        validation: Validation::default(),
+        // Validity only: the folder declares no public part to score.
+        validation: Validation {
+            enabled: true,
+            ..Validation::default()
+        },
+        scoring,
         prepare,
         sources: Vec::new(),
         smoke: None,

@@ -10,10 +10,13 @@
 
 pub mod baseline;
 pub mod check;
+pub mod code_scan;
 pub mod content;
 mod dry_run;
 mod evaluate;
+pub mod feedback;
 pub mod hub;
+pub mod imports;
 pub mod mlagentbench;
 mod populate;
 mod prepare;
@@ -23,6 +26,8 @@ pub mod requirements;
 pub mod selftest;
 pub mod smoke;
 pub mod spec;
+pub mod split;
+pub mod submission;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -168,6 +173,11 @@ impl Task {
         if let Ok(bytes) = std::fs::read(self.prepare_script()) {
             hasher.update(&bytes);
         }
+        // A split is part of the prepared data (its parts' folders).
+        if let Some(split) = self.spec.validation.split.as_ref().filter(|s| s.splits()) {
+            hasher.update(b"\0split\0");
+            hasher.update(split.splitter_spec(&self.split_seed()).to_string().as_bytes());
+        }
         // The smoke profile's data are prepared from its stand-in, apart.
         if let Some(stand_in) = self.hub.as_ref().filter(|h| h.stand_in) {
             hasher.update(b"\0smoke\0");
@@ -176,6 +186,20 @@ impl Task {
         let hash = hasher.finalize().to_hex();
         let profile = if self.smoke() { "smoke-" } else { "" };
         format!("{profile}{}-{}-{}", self.spec.name, self.spec.version, &hash[..16])
+    }
+
+    /// The part of the hidden answers a final score reads: the private one
+    /// where the task splits them.
+    pub fn final_part(&self) -> split::Part {
+        match &self.spec.validation.split {
+            Some(split) if split.splits() => split::Part::Private,
+            _ => split::Part::Whole,
+        }
+    }
+
+    /// The seed of the task's split: fixed per task version.
+    pub fn split_seed(&self) -> String {
+        format!("{}@{}", self.spec.name, self.spec.version)
     }
 
     /// Whether the task runs in the smoke profile (its hub is the stand-in).
@@ -212,6 +236,9 @@ impl Task {
             if let Some(name) = &overrides.metric {
                 metric.name = name.clone();
             }
+            if let Some(range) = overrides.range {
+                metric.range = Some(range.0);
+            }
             if let Some(direction) = overrides.direction {
                 metric.higher_is_better = direction == crate::limits::Direction::Higher;
                 metric.direction_known = true;
@@ -236,6 +263,15 @@ impl Task {
         let metric = &self.spec.metric;
         if !metric.direction_known {
             return Ok(());
+        }
+        if let Some(range) = overrides.range.filter(|r| Some(r.0) != metric.range) {
+            bail!(
+                "task {} declares the range of its metric {}: --range {},{} cannot change it",
+                self.spec.name,
+                metric.name,
+                range.0[0],
+                range.0[1]
+            );
         }
         let declared = if metric.higher_is_better { "higher" } else { "lower" };
         if let Some(direction) = overrides.direction

@@ -53,6 +53,12 @@ impl Prepared {
         }
     }
 
+    /// The hidden answers an evaluation of `part` is given: the part's
+    /// folder where the task splits them, else all of them.
+    pub fn hidden_part(&self, part: super::split::Part) -> PathBuf {
+        super::split::part_dir(&self.dir, &self.hidden, part)
+    }
+
     /// Where this task's prepared data are (or would be) cached.
     pub fn cache_path(task: &Task, cache_dir: &Path) -> PathBuf {
         cache_dir.join("prepared").join(task.prepare_key())
@@ -60,7 +66,10 @@ impl Prepared {
 
     /// The prepared data if they already exist, without preparing anything.
     pub fn existing(task: &Task, cache_dir: &Path) -> Option<Self> {
-        if task.layout == Layout::MlAgentBench && mlagentbench::prepared_in_place(&task.root) {
+        // A folder with nothing to prepare is used in place, unless its
+        // evaluator is to fetch its data now (`--network`: the warm-up).
+        let warm_up = task.prepare_network() && !task.root.join("scripts/prepared").is_file();
+        if task.layout == Layout::MlAgentBench && mlagentbench::prepared_in_place(&task.root) && !warm_up {
             return Some(Self::at(task, task.root.clone(), true));
         }
         let dir = Self::cache_path(task, cache_dir);
@@ -116,6 +125,18 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
         if !outcome.success() {
             tracing::warn!(task = %task.spec.name, cause = %super::evaluate::failure_cause(&outcome.stderr.text),
                 "the evaluator's run during preparation failed");
+        }
+    }
+    if let Some(command) = split_command(task, staging.path(), cache_dir)? {
+        let outcome = sandbox.run(command).await?;
+        if !outcome.success() {
+            let cause = super::evaluate::failure_cause(&outcome.stderr.text);
+            let log = keep_failed_log(staging.path(), &dir);
+            bail!(
+                "task {}: its hidden answers could not be split ({cause}); log: {}",
+                task.spec.name,
+                log.display()
+            );
         }
     }
     if let Some(stand_in) = task.hub.as_ref().filter(|h| h.stand_in) {
@@ -207,6 +228,10 @@ fn prepare_command(
             std::fs::create_dir_all(&scripts)?;
             populate::copy_tree(&task.env_dir(), &env)?;
             populate::copy_tree(&task.scripts_dir(), &scripts)?;
+            if !task.prepare_script().is_file() {
+                // Nothing of its own to run: the copies are the prepared data.
+                return Ok(None);
+            }
             let mounts = vec![
                 Mount::writable(&env, "/task/env"),
                 Mount::writable(&scripts, "/task/scripts"),
@@ -221,6 +246,33 @@ fn prepare_command(
         cache_dir,
         reach,
         staging.join("prepare"),
+    )?))
+}
+
+/// For a task with `[validation.split]`: the split of its hidden answers
+/// into the public and private parts' folders (`split.rs`).
+fn split_command(task: &Task, staging: &Path, cache_dir: &Path) -> Result<Option<sandbox::Command>> {
+    let Some(split) = task.spec.validation.split.as_ref().filter(|s| s.splits()) else {
+        return Ok(None);
+    };
+    if task.layout != Layout::Native {
+        return Ok(None);
+    }
+    let spec = split.splitter_spec(&task.split_seed()).to_string();
+    let splitter = format!("{}/mlrb_split.py", pylib::GUEST_DIR);
+    let argv = ["python3", splitter.as_str(), "/out/hidden", "/out", spec.as_str()];
+    let mounts = vec![
+        Mount::read_only(task.scripts_dir(), "/task/scripts"),
+        Mount::writable(staging, "/out"),
+    ];
+    let reach = sandbox::Reach::Nothing;
+    Ok(Some(step(
+        task,
+        &argv,
+        mounts,
+        cache_dir,
+        &reach,
+        staging.join("split"),
     )?))
 }
 

@@ -111,6 +111,8 @@ mod tests {
             evaluator_failed,
             duration_ms: 0,
             told: String::new(),
+            kind: None,
+            folds: None,
         }
     }
 

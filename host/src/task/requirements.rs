@@ -82,6 +82,20 @@ pub async fn shortfalls(task: &Task, offer: &HostOffer<'_>) -> Vec<Shortfall> {
             format!("{} MiB of memory; this host has {total_mb} MiB", resources.memory_mb),
         );
     }
+    // An upstream evaluator imports what the host may lack: known before
+    // an episode is spent on a folder that cannot be scored.
+    if task.layout == super::Layout::MlAgentBench
+        && task.spec.scoring.evaluator.is_none()
+        && let Some(why) = super::imports::evaluator_fault(task, offer.sandbox, &crate::paths::cache_dir()).await
+    {
+        lack("python_packages", why);
+    }
+    if let Some(why) = super::code_scan::refusal(task) {
+        lack(
+            "scoring",
+            format!("an evaluator that reads its submission as data ({why})"),
+        );
+    }
     if !resources.python_packages.is_empty() {
         match missing_modules(task, offer.sandbox).await {
             Ok(absent) if absent.is_empty() => {}

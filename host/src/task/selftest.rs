@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::check::{Item, Status};
 use super::requirements::{self, HostOffer};
-use super::{EvalRequest, Evaluation, Task, evaluate, hub, improvement, prepare, pylib, refusals, smoke};
+use super::{EvalRequest, Evaluation, Task, hub, improvement, prepare, pylib, refusals, smoke};
 use crate::sandbox::{self, Mount, Sandbox};
 
 /// One program run (starter or reference) and its evaluations.
@@ -412,6 +412,9 @@ impl Runner<'_> {
         }
         let scored = starter.score;
         report.starter = Some(starter);
+        if !smoke && scored.is_some() {
+            report.findings.extend(self.split_findings(&starter_dir, step).await?);
+        }
         if scored.is_some() {
             let refusals = self.refusals(&starter_dir, work, step).await?;
             if smoke && refusals.is_empty() {
@@ -487,6 +490,34 @@ impl Runner<'_> {
         Ok(run)
     }
 
+    /// For a task that splits its hidden answers: each part's size, the
+    /// starter's score and the metric's standard error on it, measured
+    /// (the latter from fifty folds of the part) and checked against what
+    /// `[validation.split]` states.
+    async fn split_findings(&self, starter: &Path, step: &(dyn Fn(&str) + Sync)) -> Result<Vec<Item>> {
+        use super::split::{self, Part};
+        let Some(declared) = self.task.spec.validation.split.as_ref().filter(|s| s.splits()) else {
+            return Ok(Vec::new());
+        };
+        let folds = vec![("MLRB_FOLDS".to_string(), split::MEASURE_FOLDS.to_string())];
+        let mut parts = Vec::new();
+        for (part, label) in [(Part::Public, "eval-public"), (Part::Private, "eval-private")] {
+            step(&format!("measuring the {label} part"));
+            let evaluation = self.evaluate_part(starter, label, part, folds.clone()).await?;
+            let rows = split::part_rows(&self.prepared.hidden_part(part), declared)?;
+            parts.push(split::Measured::of(
+                part,
+                rows,
+                &evaluation.score,
+                evaluation.folds.as_deref(),
+            ));
+        }
+        Ok(split::findings(declared, &self.task.spec.metric, &parts)
+            .into_iter()
+            .map(|(ok, detail)| item("split", if ok { Status::Ok } else { Status::Fail }, detail))
+            .collect())
+    }
+
     /// Each of the task's invalid submissions, made from a copy of the
     /// starter's finished workspace and evaluated: refused with its reason?
     async fn refusals(&self, starter: &Path, work: &Path, step: &(dyn Fn(&str) + Sync)) -> Result<Vec<Item>> {
@@ -516,18 +547,27 @@ impl Runner<'_> {
     }
 
     async fn evaluate(&self, dir: &Path, label: &str) -> Result<Evaluation> {
-        evaluate(
-            self.task,
-            self.sandbox,
-            EvalRequest {
-                workspace: dir,
-                prepared: self.prepared,
-                cache_dir: self.cache_dir,
-                log_prefix: Some(dir.with_extension(label)),
-                gpus: Vec::new(),
-                timeout: None,
-            },
-        )
-        .await
+        self.evaluate_part(dir, label, self.task.final_part(), Vec::new()).await
+    }
+
+    /// `dir` scored on `part` of the hidden answers, with `env` added to
+    /// the evaluator's (e.g. the folds that measure the standard error).
+    async fn evaluate_part(
+        &self,
+        dir: &Path,
+        label: &str,
+        part: super::split::Part,
+        env: Vec<(String, String)>,
+    ) -> Result<Evaluation> {
+        let request = EvalRequest {
+            workspace: dir,
+            prepared: self.prepared,
+            cache_dir: self.cache_dir,
+            log_prefix: Some(dir.with_extension(label)),
+            gpus: Vec::new(),
+            timeout: None,
+            part,
+        };
+        super::evaluate::evaluate_with(self.task, self.sandbox, request, env).await
     }
 }

@@ -44,6 +44,9 @@ pub struct TaskSpec {
     /// Intermediate scoring through `episode.validate()`.
     #[serde(default)]
     pub validation: Validation,
+    /// What the evaluator does with the workspace.
+    #[serde(default)]
+    pub scoring: Scoring,
     /// What preparation must produce.
     #[serde(default)]
     pub prepare: PrepareSpec,
@@ -96,6 +99,50 @@ impl Smoke {
             return Some(("smoke.reason", "must say why the starter cannot run on a CPU"));
         }
         None
+    }
+}
+
+/// `[scoring]`: how the evaluator uses the agent's workspace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Scoring {
+    /// What the submission is to the evaluator.
+    pub submission: SubmissionUse,
+    /// For an MLAgentBench folder: one of mlrb's own evaluators (a module
+    /// of its Python helpers, `mlrb_mlab_<task>.py`) in place of the
+    /// folder's `scripts/eval.py`, where that one cannot be trusted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evaluator: Option<String>,
+}
+
+/// What a submission is to its evaluator, as `mlrb tasks check` tells it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubmissionUse {
+    /// Files the evaluator reads and checks (predictions, a text).
+    #[default]
+    Data,
+    /// Model weights the evaluator loads and runs with its own code
+    /// (safetensors, checked TorchScript graphs): no program of the agent's.
+    Model,
+    /// Programs the evaluator runs and times: each run goes to a sandbox of
+    /// its own through mlrb's submission runner (`mlrb_eval.run_submission`),
+    /// with neither the hidden files nor the evaluator's result in reach.
+    Code,
+}
+
+impl SubmissionUse {
+    /// What the evaluation step does with submitted code, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SubmissionUse::Data => "reads the submission as data; runs none of its code",
+            SubmissionUse::Model => {
+                "loads and runs the submission's model weights with its own code; runs no program of the agent's"
+            }
+            SubmissionUse::Code => {
+                "runs submitted code, each run in a sandbox of its own (no hidden files, no result channel, killed as a whole)"
+            }
+        }
     }
 }
 
@@ -382,19 +429,41 @@ pub struct Files {
 pub struct Validation {
     /// Whether the agent may score intermediate submissions.
     pub enabled: bool,
-    /// Tell the agent only whether its submission is valid, not the number.
+    /// Tell the agent only whether its submission is valid, not the number
+    /// (the default); `false` reveals the public part's score.
     pub hide_score: bool,
     /// Validations allowed per episode.
     pub max_calls: u32,
+    /// How the hidden answers split into a public and a private part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<super::split::Split>,
 }
 
 impl Default for Validation {
     fn default() -> Self {
         Self {
             enabled: false,
-            hide_score: false,
+            hide_score: true,
             max_calls: 20,
+            split: None,
         }
+    }
+}
+
+impl Validation {
+    /// Which part of the hidden answers `validate()` scores: the public
+    /// one, or all of them where there is no split (then only validity is
+    /// told, or the score of a task with no hidden answers).
+    pub fn part(&self) -> super::split::Part {
+        match &self.split {
+            Some(split) if split.splits() => super::split::Part::Public,
+            _ => super::split::Part::Whole,
+        }
+    }
+
+    /// Whether `validate()` may tell the agent a number.
+    pub fn reveals(&self) -> bool {
+        !self.hide_score && self.split.is_some()
     }
 }
 
@@ -483,6 +552,28 @@ impl TaskSpec {
         }
         if let Some((field, what)) = self.smoke.as_ref().and_then(Smoke::fault) {
             return Err(at(field, what));
+        }
+        if let Some(evaluator) = &self.scoring.evaluator
+            && (self.layout != Some(super::Layout::MlAgentBench)
+                || !super::pylib::files()
+                    .iter()
+                    .any(|(name, _)| name == evaluator && name.starts_with("mlrb_mlab_")))
+        {
+            return Err(at(
+                "scoring.evaluator",
+                "names one of mlrb's evaluators for MLAgentBench folders (mlrb_mlab_<task>.py), with layout = \"mlagentbench\"",
+            ));
+        }
+        if let Some((field, what)) = self.validation.split.as_ref().and_then(|s| s.fault()) {
+            return Err(at(field, what));
+        }
+        if self.validation.enabled && !self.validation.hide_score && self.validation.split.is_none() {
+            return Err(at(
+                "validation.hide_score",
+                "= false would tell the agent its score on the test set: declare [validation.split] \
+                 (file and id of the hidden answers, whose public part validate() then scores), or \
+                 `none = \"why\"` where the task has no hidden answers",
+            ));
         }
         if self.validation.enabled && self.validation.max_calls == 0 {
             return Err(at(

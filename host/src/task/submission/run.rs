@@ -1,0 +1,216 @@
+//! One run of submitted code: a fresh sandbox with the workspace and the
+//! run's inputs read-only, a scratch output folder, and a result channel
+//! (a FIFO) that this host reads and times.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use tokio::io::AsyncReadExt;
+
+use super::{Paths, Reply, Request, Runs, outputs};
+use crate::sandbox::{self, Mount, Outcome, Stopper};
+
+/// The run's channel inside its sandbox.
+const GUEST_CHANNEL: &str = "/mlrb/channel/result";
+/// What a timed run writes on its channel when its clock may start.
+const READY: &[u8] = b"ready\n";
+/// How much of the run's stderr the evaluator is given.
+const STDERR_TAIL: usize = 2048;
+
+/// Runs `request` (the evaluation's run number `number`).
+pub async fn run(request: &Request, number: u32, context: &Runs<'_>, paths: &Paths) -> Result<Reply> {
+    let inputs = inputs_folder(&paths.exchange, &request.folder)?;
+    let own = paths.runs.join(number.to_string());
+    let (out, channel_dir) = (own.join("out"), own.join("channel"));
+    for dir in [&own, &out, &channel_dir] {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    super::open_to_all(&own)?;
+    super::open_to_all(&channel_dir)?;
+    let fifo = channel_dir.join("result");
+    make_fifo(&fifo)?;
+    let stop = Stopper::default();
+    let command = command(request, number, context, &inputs, &out, &channel_dir, stop.clone())?;
+    let (outcome, channel) = run_and_read(context, command, &fifo, request, stop).await?;
+    let result = channel.as_ref().and_then(|c| c.result.as_deref());
+    if let Some(bytes) = result {
+        std::fs::write(inputs.join("result"), bytes).context("saving the run's result")?;
+    }
+    outputs::copy_back(&out, &inputs.join("out"))?;
+    Ok(reply(&outcome, channel.as_ref(), request.timed))
+}
+
+/// The inputs folder `name` of the exchange: a plain name of a folder.
+fn inputs_folder(exchange: &Path, name: &str) -> Result<PathBuf> {
+    let plain =
+        !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !plain {
+        bail!(
+            "`folder` must be a plain name (letters, digits, - and _) of a folder in {}",
+            super::GUEST_EXCHANGE
+        );
+    }
+    let path = exchange.join(name);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_dir() => Ok(path),
+        _ => bail!("{}/{name} is not a folder", super::GUEST_EXCHANGE),
+    }
+}
+
+/// A FIFO the run's user may write.
+fn make_fifo(path: &Path) -> Result<()> {
+    rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, 0o600.into(), 0)
+        .with_context(|| format!("making the run's channel {}", path.display()))?;
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
+    Ok(())
+}
+
+/// The run's sandboxed command.
+fn command(
+    request: &Request,
+    number: u32,
+    context: &Runs<'_>,
+    inputs: &Path,
+    out: &Path,
+    channel_dir: &Path,
+    stop: Stopper,
+) -> Result<sandbox::Command> {
+    if request.argv.is_empty() {
+        bail!("`argv` is empty");
+    }
+    let task_timeout = context.task.spec.resources.script_timeout_seconds as f64;
+    if !(request.timeout_s > 0.0 && request.timeout_s.is_finite()) {
+        bail!("`timeout_s` must be a positive number of seconds");
+    }
+    let timeout = Duration::from_secs_f64(request.timeout_s.min(task_timeout));
+    let mounts = vec![
+        Mount::read_only(context.workspace, "/workspace"),
+        Mount::read_only(inputs, "/mlrb/in"),
+        Mount::writable(out, "/mlrb/output"),
+        Mount::read_only(channel_dir, "/mlrb/channel"),
+    ];
+    Ok(sandbox::Command {
+        argv: request.argv.clone(),
+        cwd: "/tmp".into(),
+        mounts,
+        env: vec![("MLRB_CHANNEL".into(), GUEST_CHANNEL.into())],
+        network: sandbox::Reach::Nothing,
+        limits: context.task.task_script_limits(timeout),
+        gpus: context.gpus.clone(),
+        log_prefix: context
+            .log_prefix
+            .as_ref()
+            .map(|p| PathBuf::from(format!("{}-run-{number}", p.display()))),
+        stop,
+    })
+}
+
+/// What came on a run's channel.
+struct Channel {
+    /// When `ready` came.
+    ready: Option<Instant>,
+    /// The framed result, complete.
+    result: Option<Vec<u8>>,
+    /// When its last byte came.
+    done: Option<Instant>,
+}
+
+/// Runs `command` while reading its channel; once a complete result is in,
+/// the run is ended (nothing it does afterwards can change what was sent).
+async fn run_and_read(
+    context: &Runs<'_>,
+    command: sandbox::Command,
+    fifo: &Path,
+    request: &Request,
+    stop: Stopper,
+) -> Result<(Outcome, Option<Channel>)> {
+    // Read and write: the reader never sees an end of file, whoever opens
+    // and closes the write end inside.
+    let receiver = tokio::net::unix::pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(fifo)
+        .context("opening the run's channel")?;
+    let run = context.sandbox.run(command);
+    tokio::pin!(run);
+    let read = read_channel(receiver, request.timed, request.result_max_bytes);
+    tokio::pin!(read);
+    let (outcome, channel) = tokio::select! {
+        outcome = &mut run => (outcome?, None),
+        channel = &mut read => {
+            stop.stop("the run's result is in");
+            (run.await?, Some(channel))
+        }
+    };
+    Ok((outcome, channel))
+}
+
+/// Reads `ready` (when timed) and then a result framed as its length (8
+/// bytes, little-endian) and its bytes; resolves once it is complete.
+/// A result over `cap` bytes, or a wrong first line, never completes.
+async fn read_channel(mut receiver: tokio::net::unix::pipe::Receiver, timed: bool, cap: u64) -> Channel {
+    let mut channel = Channel {
+        ready: None,
+        result: None,
+        done: None,
+    };
+    if timed {
+        let mut line = [0u8; READY.len()];
+        if receiver.read_exact(&mut line).await.is_err() || line != READY {
+            return std::future::pending().await;
+        }
+        channel.ready = Some(Instant::now());
+    }
+    let mut length = [0u8; 8];
+    if receiver.read_exact(&mut length).await.is_err() {
+        return std::future::pending().await;
+    }
+    let length = u64::from_le_bytes(length);
+    if length > cap {
+        return std::future::pending().await;
+    }
+    let mut bytes = vec![0u8; length as usize];
+    if receiver.read_exact(&mut bytes).await.is_err() {
+        return std::future::pending().await;
+    }
+    channel.done = Some(Instant::now());
+    channel.result = Some(bytes);
+    channel
+}
+
+/// The evaluator's reply for a run that ended as `outcome`: a timed run's
+/// seconds are from `ready` to its result's last byte, an untimed one's
+/// its whole time.
+fn reply(outcome: &Outcome, channel: Option<&Channel>, timed: bool) -> Reply {
+    let result = channel.is_some_and(|c| c.result.is_some());
+    let seconds = match (timed, channel) {
+        (false, _) => Some(outcome.duration.as_secs_f64()),
+        (true, Some(c)) => c
+            .ready
+            .zip(c.done)
+            .map(|(ready, done)| done.duration_since(ready).as_secs_f64()),
+        (true, None) => None,
+    };
+    let stderr = &outcome.stderr.text;
+    let tail = stderr
+        .char_indices()
+        .rev()
+        .nth(STDERR_TAIL)
+        .map_or(stderr.as_str(), |(i, _)| &stderr[i..]);
+    let termination = match (result, outcome.termination) {
+        // Ended by this host because its result was in: it finished.
+        (true, _) => "exited".to_string(),
+        (false, t) => serde_json::to_value(t)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
+    };
+    Reply {
+        refused: None,
+        termination,
+        exit_code: outcome.exit_code,
+        result,
+        seconds,
+        stderr: tail.to_string(),
+    }
+}
