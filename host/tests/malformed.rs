@@ -126,7 +126,11 @@ fn a_gpu_task_on_a_host_without_gpus_is_refused_before_anything_starts() {
     run_fails(
         &common::agent("baseline"),
         &task,
-        &["needs 1 GPU(s)", "--sandbox docker", "Nothing was started"],
+        &[
+            "needs 1 GPU(s)",
+            "this host was given 0 (--gpus none",
+            "Nothing was started",
+        ],
     );
 }
 

@@ -10,6 +10,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cluster::{done_lines, outcomes, plan, served, slow_task, wait_for};
+use common::gpu::{FakeGpus, gpu_task, gpus_seen, probes};
 use common::slurm::{Cluster, cluster_or_skip};
 use serde_json::Value;
 
@@ -180,4 +181,61 @@ fn a_bench_on_slurm_loses_and_duplicates_nothing_through_scancel_requeue_and_a_k
     child.wait().unwrap();
     succeeded(mlrb_bench(&cluster, &["--resume".as_ref(), run.as_os_str()]), &run);
     check_against(&run, &reference);
+}
+
+/// A GPU task on Slurm nodes without Docker: the plan names the node's GPU
+/// and no sandbox; the worker runs the episode in the local sandbox, its
+/// script seeing the device it leased and no other.
+#[test]
+fn a_gpu_task_on_slurm_runs_in_the_local_sandbox_with_its_leased_device() {
+    let Some(host) = FakeGpus::new(true) else {
+        return;
+    };
+    let Some(cluster) = cluster_or_skip("slurm gpu") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let task = gpu_task(tmp.path(), 0);
+    let plan_path = plan(
+        tmp.path(),
+        &[common::agent("baseline")],
+        &task,
+        1,
+        &format!("gpus = [\"1\"]\n{PLAN}"),
+    );
+    let run = tmp.path().join("gpu");
+    let mut command = common::mlrb();
+    command
+        .env("SLURM_CONF", cluster.conf())
+        .args([
+            "bench",
+            "--quiet",
+            "--json",
+            "--plan",
+            plan_path.to_str().unwrap(),
+            "--out",
+        ])
+        .arg(tmp.path())
+        .args(["--run-name", "gpu"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // The fake host's settings reach the workers as Slurm exports them.
+    host.apply(&mut command);
+    succeeded(command.spawn().unwrap(), &run);
+    let dir = run.join("hostile/baseline/1");
+    let episode: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("episode.json")).unwrap()).unwrap();
+    assert_eq!(episode["gpus"], serde_json::json!(["1"]));
+    let sandbox = episode["host"]["sandbox"].as_str().unwrap();
+    assert!(sandbox.starts_with("local (bubblewrap"), "{sandbox}");
+    let db = rusqlite::Connection::open(run.join("cluster/queue.sqlite")).unwrap();
+    let by_slurm: i64 = db
+        .query_row("SELECT COUNT(*) FROM leases WHERE worker LIKE 'slurm-%'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(by_slurm, 1, "leased by a Slurm worker:\n{}", logs(&run));
+    let seen = probes(&dir.join("exec"));
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(gpus_seen(&seen[0]), ["nvidia1"], "{}", seen[0]);
+    assert_eq!(seen[0]["cuda"], "GPU-11111111-fake");
 }

@@ -195,6 +195,7 @@ impl Plan {
             sandbox: Some(Default::default()),
             image: Some(String::new()),
             gpus: vec![String::new()],
+            python: Some(PathBuf::new()),
             config: Some(PathBuf::new()),
             llm: Some(String::new()),
         };

@@ -120,9 +120,13 @@ struct SandboxArgs {
     /// The image for `--sandbox docker` [default: the task's, else the one `mlrb image build` makes].
     #[arg(long)]
     image: Option<String>,
-    /// GPUs this host may hand to the task's scripts, by device id (e.g. 0,1); with --sandbox docker.
+    /// GPUs this host may hand to the task's scripts, by nvidia-smi index or UUID (e.g. 0,1).
     #[arg(long, value_delimiter = ',', value_name = "IDS")]
     gpus: Vec<String>,
+    /// The Python of the local sandbox: an interpreter, venv or installation whose
+    /// packages meet the task's, run as its scripts' python3 [default: $MLRB_PYTHON].
+    #[arg(long, value_name = "PATH")]
+    python: Option<std::path::PathBuf>,
 }
 
 impl SandboxArgs {
@@ -132,6 +136,7 @@ impl SandboxArgs {
             sandbox: Some(self.sandbox),
             image: self.image.clone(),
             gpus: self.gpus.clone(),
+            python: self.python.clone(),
             llm: Some("none".into()),
             config: None,
         };

@@ -165,6 +165,7 @@ impl VerifyArgs {
             sandbox: Some(self.sandbox.sandbox),
             image: self.sandbox.image.clone(),
             gpus: self.sandbox.gpus.clone(),
+            python: self.sandbox.python.clone(),
             llm: Some("none".into()),
             config: None,
         };

@@ -26,10 +26,16 @@ pub struct HostSetup {
     /// `mlrb image build` makes].
     #[arg(long)]
     pub image: Option<String>,
-    /// GPUs this host may hand to episodes, by device id (e.g. 0,1); with --sandbox docker.
+    /// GPUs this host may hand to episodes, by nvidia-smi index or UUID (e.g. 0,1).
     #[arg(long, value_delimiter = ',', value_name = "IDS")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<String>,
+    /// The Python of the local sandbox: an interpreter, venv or installation
+    /// whose packages meet the tasks' (torch, ...), mounted read-only and run as
+    /// every script's python3 [default: $MLRB_PYTHON, else the system's python3].
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python: Option<PathBuf>,
     /// The configuration with the `[llm]` providers and model aliases
     /// [default: $MLRB_CONFIG, ./mlrb.toml, ~/.config/mlrb/mlrb.toml].
     #[arg(long, value_name = "FILE.toml")]
@@ -49,6 +55,7 @@ impl HostSetup {
             sandbox: self.sandbox.or(base.sandbox),
             image: self.image.or(base.image),
             gpus: if self.gpus.is_empty() { base.gpus } else { self.gpus },
+            python: self.python.or(base.python),
             config: self.config.or(base.config),
             llm: self.llm.or(base.llm),
         }
@@ -63,7 +70,25 @@ impl HostSetup {
                 .with_context(|| format!("{}: cannot read", config.display()))?;
             self.config = Some(absolute);
         }
+        // Made absolute, not resolved: a venv is known by its own path.
+        if let Some(python) = &self.python {
+            let absolute = std::path::absolute(python).with_context(|| format!("--python {}", python.display()))?;
+            self.python = Some(absolute);
+        }
         Ok(self)
+    }
+
+    /// The Python environment of the local sandbox: the one named, else
+    /// `$MLRB_PYTHON` (this host's setting; not for Docker, whose image has
+    /// its own).
+    fn python(&self) -> Option<PathBuf> {
+        match (&self.python, self.sandbox.unwrap_or_default()) {
+            (Some(python), _) => Some(python.clone()),
+            (None, SandboxKind::Local) => std::env::var_os("MLRB_PYTHON")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            (None, SandboxKind::Docker) => None,
+        }
     }
 
     /// The image scripts of `tasks` run in: the one asked for, else the one
@@ -106,7 +131,8 @@ impl HostSetup {
     /// Opens the sandbox, the GPU pool and the model source for `tasks`.
     pub async fn runner(&self, cache_dir: &Path, tasks: &[Task]) -> Result<Runner> {
         let image = self.image(tasks)?;
-        let sandbox = sandbox::open(self.sandbox.unwrap_or_default(), &image).await?;
+        let python = self.python();
+        let sandbox = sandbox::open(self.sandbox.unwrap_or_default(), &image, python.as_deref()).await?;
         let llm = LlmSource::open(self.llm.as_deref(), self.config.as_deref())?;
         Ok(Runner::new(cache_dir, sandbox)?
             .with_gpus(GpuPool::new(&self.gpus)?)

@@ -18,8 +18,10 @@ use anyhow::{Context, Result, bail};
 
 use super::cgroup::{self, Cgroup};
 use super::egress::gateway;
+use super::gpu::{GpuHost, Passthrough};
 use super::launcher::{self, Failure, Launcher, Warm};
 use super::output::Capture;
+use super::python::{self, PythonEnv};
 use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Reach, Sandbox};
 
 /// Files of the host system a script needs to start a dynamically linked
@@ -51,6 +53,20 @@ pub struct LocalSandbox {
     host: String,
     /// The seccomp programs every command runs under (see `seccomp`).
     seccomp: Arc<Vec<Vec<u8>>>,
+    /// Where a command's GPUs come from (device nodes, driver libraries).
+    gpu: Arc<GpuHost>,
+    /// The environment scripts' `python3` comes from, where one was named.
+    python: Option<Arc<PythonEnv>>,
+}
+
+/// What this host adds to one command's sandbox beyond its own mounts:
+/// the Python environment and the command's GPUs.
+#[derive(Debug, Default)]
+pub struct HostExtras {
+    /// The named Python environment, if any.
+    pub python: Option<Arc<PythonEnv>>,
+    /// The command's GPUs, passed through.
+    pub gpus: Passthrough,
 }
 
 /// An episode under bubblewrap. Its scripts start in one long-lived
@@ -220,13 +236,35 @@ impl LocalSandbox {
             counter: Arc::new(AtomicU64::new(0)),
             host: crate::process::current_token(),
             seccomp: Arc::new(super::seccomp::bwrap_programs()?),
+            gpu: Arc::new(GpuHost::from_env()),
+            python: None,
+        })
+    }
+
+    /// The same sandbox with scripts' `python3` taken from `python`.
+    pub fn with_python(mut self, python: PythonEnv) -> Self {
+        self.python = Some(Arc::new(python));
+        self
+    }
+
+    /// What the host adds to `command`'s sandbox; an error names what
+    /// this host lacks for the command's GPUs.
+    fn extras(&self, command: &Command) -> Result<HostExtras> {
+        let gpus = match command.gpus.is_empty() {
+            true => Passthrough::default(),
+            false => self.gpu.passthrough(&command.gpus)?,
+        };
+        Ok(HostExtras {
+            python: self.python.clone(),
+            gpus,
         })
     }
 }
 
 /// The bubblewrap arguments for `command`, up to and including `--`;
-/// `seccomp_fds` are the descriptors of the filters it loads.
-pub fn bwrap_args(command: &Command, seccomp_fds: &[i32]) -> Vec<OsString> {
+/// `seccomp_fds` are the descriptors of the filters it loads, `extras`
+/// what the host adds (see [`HostExtras`]).
+pub fn bwrap_args(command: &Command, seccomp_fds: &[i32], extras: &HostExtras) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
     push(&[
@@ -244,6 +282,7 @@ pub fn bwrap_args(command: &Command, seccomp_fds: &[i32]) -> Vec<OsString> {
     }
     push(&["--uid", "1000", "--gid", "1000", "--hostname", "mlrb-sandbox"]);
     args.extend(system_mounts(command.network != Reach::Nothing));
+    args.extend(extra_mounts(extras));
     if let Reach::Proxy(socket) = &command.network {
         args.push("--bind".into());
         args.push(socket.clone().into());
@@ -264,6 +303,7 @@ pub fn bwrap_args(command: &Command, seccomp_fds: &[i32]) -> Vec<OsString> {
         }
     }
     env.extend(command.network.environment());
+    env.extend(extra_environment(extras, &env));
     env.extend(command.env.iter().cloned());
     for (key, value) in env {
         args.extend([OsString::from("--setenv"), key.into(), value.into()]);
@@ -311,6 +351,47 @@ fn system_mounts(network: bool) -> Vec<OsString> {
     ];
     args.extend(special.map(OsString::from));
     args
+}
+
+/// The mounts of `extras`: the Python environment's folders read-only at
+/// their own paths (and its `python3` link), the GPUs' device nodes in
+/// `/dev` and the driver's library folders read-only.
+fn extra_mounts(extras: &HostExtras) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut bind = |how: &str, host: &Path, guest: &Path| {
+        args.extend([OsString::from(how), host.into(), guest.into()]);
+    };
+    if let Some(python) = &extras.python {
+        for dir in python.mounts() {
+            bind("--ro-bind", dir, dir);
+        }
+        if let Some(interpreter) = python.link() {
+            bind("--symlink", interpreter, &Path::new(python::GUEST_BIN).join("python3"));
+        }
+    }
+    for node in &extras.gpus.nodes {
+        let name = node.file_name().unwrap_or_default();
+        bind("--dev-bind", node, &Path::new("/dev").join(name));
+    }
+    for dir in &extras.gpus.libraries {
+        bind("--ro-bind", dir, dir);
+    }
+    args
+}
+
+/// The variables of `extras` over `base`: the Python environment first on
+/// PATH, the GPUs' variables.
+fn extra_environment(extras: &HostExtras, base: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env = extras.gpus.env.clone();
+    if let Some(python) = &extras.python {
+        let system = base
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map_or("/usr/bin:/bin", |(_, v)| v.as_str());
+        env.push(("PATH".into(), python.path(system)));
+    }
+    env
 }
 
 /// Applied in the child between fork and exec: join the control group,
@@ -373,7 +454,22 @@ impl Sandbox for LocalSandbox {
             Some(cgroup::Version::V2) => "cgroup v2",
             None => "rlimits",
         };
-        format!("local ({}, {cgroups})", self.version)
+        match &self.python {
+            Some(python) => format!("local ({}, {cgroups}, {})", self.version, python.describe()),
+            None => format!("local ({}, {cgroups})", self.version),
+        }
+    }
+
+    fn supports_gpus(&self) -> bool {
+        true
+    }
+
+    fn python_hint(&self) -> &'static str {
+        "name an interpreter or venv that has them with --python PATH, or use --sandbox docker"
+    }
+
+    fn gpu_shortfall(&self, devices: &[String]) -> Option<String> {
+        self.gpu.passthrough(devices).err().map(|e| format!("{e:#}"))
     }
 
     async fn open_episode(&self, setup: EpisodeSetup) -> Result<Box<dyn EpisodeSandbox>> {
@@ -386,9 +482,6 @@ impl Sandbox for LocalSandbox {
     }
 
     async fn run(&self, command: Command) -> Result<Outcome> {
-        if !command.gpus.is_empty() {
-            anyhow::bail!("the local sandbox cannot give a command GPUs: use --sandbox docker");
-        }
         let limits = command.limits.clone();
         let name = self.next_name();
         let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus);
@@ -480,12 +573,13 @@ impl LocalSandbox {
             .copied()
             .chain(pass.iter().map(|fd| fd.as_raw_fd()))
             .collect();
+        let extras = self.extras(command)?;
         let mut child = tokio::process::Command::new(&self.bwrap);
         if as_init {
             child.arg("--as-pid-1");
         }
         child
-            .args(bwrap_args(command, &filter_fds))
+            .args(bwrap_args(command, &filter_fds, &extras))
             .env_clear()
             .stdin(Stdio::null())
             .stdout(output())

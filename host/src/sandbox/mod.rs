@@ -9,6 +9,7 @@ pub mod image;
 mod launcher;
 pub mod local;
 pub mod output;
+pub mod python;
 pub mod seccomp;
 
 use std::path::PathBuf;
@@ -29,13 +30,32 @@ pub enum SandboxKind {
     Docker,
 }
 
-/// Opens the sandbox of `kind`; `image` is the container image for Docker.
-pub async fn open(kind: SandboxKind, image: &str) -> anyhow::Result<std::sync::Arc<dyn Sandbox>> {
-    Ok(match kind {
-        SandboxKind::Local => std::sync::Arc::new(local::LocalSandbox::detect()?),
-        SandboxKind::Docker => std::sync::Arc::new(docker::DockerSandbox::connect(image).await?),
+/// Opens the sandbox of `kind`; `image` is the container image for Docker,
+/// `python` the environment scripts' `python3` comes from in the local
+/// sandbox (see `python`).
+pub async fn open(
+    kind: SandboxKind,
+    image: &str,
+    python: Option<&std::path::Path>,
+) -> anyhow::Result<std::sync::Arc<dyn Sandbox>> {
+    Ok(match (kind, python) {
+        (SandboxKind::Local, None) => std::sync::Arc::new(local::LocalSandbox::detect()?),
+        (SandboxKind::Local, Some(python)) => {
+            let python = python::PythonEnv::resolve(python)?;
+            std::sync::Arc::new(local::LocalSandbox::detect()?.with_python(python))
+        }
+        (SandboxKind::Docker, Some(python)) => anyhow::bail!(
+            "--python {}: a Python environment is for the local sandbox; Docker's scripts use the image's python3 (--image)",
+            python.display()
+        ),
+        (SandboxKind::Docker, None) => std::sync::Arc::new(docker::DockerSandbox::connect(image).await?),
     })
 }
+
+/// The host's system folders every local sandbox sees read-only (where
+/// they are folders, not links): what lies under them needs no mount of
+/// its own.
+pub const HOST_SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
 
 /// The environment every sandboxed command starts with (the same in both
 /// sandboxes): no host variable, thread counts fitted to the CPUs granted.
@@ -166,7 +186,7 @@ pub struct Command {
     pub network: Reach,
     /// The resources the command may use.
     pub limits: CommandLimits,
-    /// Device ids of GPUs the command may use (`--sandbox docker` only).
+    /// Device ids of GPUs the command may use (see `gpu::GpuPool`).
     pub gpus: Vec<String>,
     /// Where the full (capped) stdout and stderr are written, as
     /// `<prefix>.stdout` and `<prefix>.stderr`.
@@ -375,6 +395,16 @@ pub trait Sandbox: Send + Sync {
     /// Whether episodes can be given GPUs.
     fn supports_gpus(&self) -> bool {
         false
+    }
+    /// How a user gives this sandbox's `python3` the modules a task
+    /// lacks, as the end of a sentence.
+    fn python_hint(&self) -> &'static str {
+        "use an image that has them: --image, or `mlrb image build --with-torch` for torch"
+    }
+    /// Why this host cannot give a command `devices`, in one line; none
+    /// where it can (or where only the container runtime can tell).
+    fn gpu_shortfall(&self, _devices: &[String]) -> Option<String> {
+        None
     }
     /// The id (`sha256:…`) of the image scripts run in; `None` where they
     /// run on the host's own root (bubblewrap).

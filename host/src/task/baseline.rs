@@ -95,7 +95,7 @@ pub async fn measure(
         populate(task, &prepared, &dir)?;
         if dir.join("train.py").is_file() {
             step(&format!("run {run} of {runs}: the starter"));
-            let outcome = run_starter(task, sandbox, &dir).await?;
+            let outcome = run_starter(task, sandbox, &dir, &[]).await?;
             if !outcome.success() {
                 bail!("task {}: {}", task.spec.name, starter_failure(&outcome));
             }

@@ -114,7 +114,7 @@ async fn starter_and_score(
     let dir = work.path().join("starter");
     populate(task, prepared, &dir)?;
     if dir.join("train.py").is_file() {
-        let outcome = run_starter(task, sandbox, &dir).await?;
+        let outcome = run_starter(task, sandbox, &dir, &[]).await?;
         if !outcome.success() {
             return Ok(item("dry run", Status::Fail, starter_failure(&outcome)));
         }

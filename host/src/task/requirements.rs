@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use serde::Serialize;
 
 use super::Task;
-use crate::sandbox::gpu::GpuPool;
+use crate::sandbox::gpu::{GpuHost, GpuPool};
 use crate::sandbox::{self, Sandbox};
 
 /// One thing the task needs and this host lacks.
@@ -44,7 +44,7 @@ pub async fn shortfalls(task: &Task, offer: &HostOffer<'_>) -> Vec<Shortfall> {
             lack(
                 "gpus",
                 format!(
-                    "{} GPU(s){per_gpu}, which only --sandbox docker can provide (this is {})",
+                    "{} GPU(s){per_gpu}, which this sandbox cannot provide (this is {})",
                     resources.gpus,
                     offer.sandbox.describe()
                 ),
@@ -63,6 +63,8 @@ pub async fn shortfalls(task: &Task, offer: &HostOffer<'_>) -> Vec<Shortfall> {
                     }
                 ),
             );
+        } else if let Some(why) = offer.sandbox.gpu_shortfall(offer.gpus.devices()) {
+            lack("gpus", format!("{} GPU(s){per_gpu}; {why}", resources.gpus));
         } else if resources.gpu_memory_gb > 0.0 {
             for (device, gb) in gpu_memory_gb(offer.gpus.devices()) {
                 if gb < resources.gpu_memory_gb {
@@ -102,9 +104,10 @@ pub async fn shortfalls(task: &Task, offer: &HostOffer<'_>) -> Vec<Shortfall> {
             Ok(absent) => lack(
                 "python_packages",
                 format!(
-                    "the Python modules {} in the sandbox, which lacks {} (use an image that has them: --image, or `mlrb image build --with-torch` for torch)",
+                    "the Python modules {} in the sandbox, which lacks {} ({})",
                     resources.python_packages.join(", "),
-                    absent.join(", ")
+                    absent.join(", "),
+                    offer.sandbox.python_hint()
                 ),
             ),
             Err(error) => lack(
@@ -141,27 +144,20 @@ fn host_memory_mb() -> Option<u64> {
 }
 
 /// Memory of each given GPU in GB, as nvidia-smi reports it; devices it does
-/// not know (or no nvidia-smi) are left out, unverified.
+/// not know (or no nvidia-smi) are left out, unverified, and said so.
 fn gpu_memory_gb(devices: &[String]) -> Vec<(String, f64)> {
-    let Ok(output) = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=index,uuid,memory.total", "--format=csv,noheader,nounits"])
-        .stdin(std::process::Stdio::null())
-        .output()
-    else {
-        tracing::warn!("nvidia-smi is not available: GPU memory is not checked");
-        return Vec::new();
-    };
-    let text = String::from_utf8_lossy(&output.stdout);
-    let mut found = Vec::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-        let [index, uuid, mib] = fields[..] else { continue };
-        let Ok(mib) = mib.parse::<f64>() else { continue };
-        if let Some(device) = devices.iter().find(|d| *d == index || *d == uuid) {
-            found.push((device.clone(), mib / 1024.0));
-        }
+    let host = GpuHost::from_env();
+    let inventory = host.inventory();
+    if let Some(why) = &inventory.unavailable {
+        tracing::warn!("GPU memory is not checked: {why}");
     }
-    found
+    devices
+        .iter()
+        .filter_map(|id| {
+            let mib = inventory.find(id)?.memory_mib?;
+            Some((id.clone(), mib / 1024.0))
+        })
+        .collect()
 }
 
 /// The modules of `resources.python_packages` that python3 in the sandbox

@@ -91,6 +91,18 @@ pub async fn run(
     let Some((task, prepared)) = ready(task, offer, cache_dir, smoke, &mut report, step).await? else {
         return Ok(report);
     };
+    // The task's GPUs, held for the whole test: its scripts and evaluator use them.
+    let lease = match task.spec.resources.gpus {
+        0 => None,
+        needed => match offer.gpus.acquire(needed) {
+            Ok(lease) => Some(lease),
+            Err(error) => {
+                report.findings.push(item("gpus", Status::Fail, format!("{error:#}")));
+                return Ok(report);
+            }
+        },
+    };
+    let gpus = lease.as_ref().map(|l| l.devices().to_vec()).unwrap_or_default();
     let base = cache_dir.join("task-test");
     std::fs::create_dir_all(&base)?;
     let work = tempfile::Builder::new()
@@ -101,6 +113,7 @@ pub async fn run(
         sandbox: offer.sandbox,
         cache_dir,
         prepared: &prepared,
+        gpus: &gpus,
     };
     if let Err(error) = runner.programs(&mut report, work.path(), step).await {
         report
@@ -125,7 +138,7 @@ async fn ready(
     step: &(dyn Fn(&str) + Sync),
 ) -> Result<Option<(Task, super::Prepared)>> {
     let task = match smoke {
-        true => smoke::resources(task.clone()),
+        true => smoke::resources(task.clone(), offer.gpus.size() > 0),
         false => task.clone(),
     };
     step("checking what the task needs");
@@ -323,10 +336,15 @@ fn repeat_finding(task: &Task, run: &ProgramRun) -> Item {
 }
 
 /// Runs the starter code, `python3 train.py`, in the workspace `dir`, as
-/// the task's own scripts run (its resources, its network grant). In the
-/// smoke profile: with the task's `[smoke]` arguments, or its submission
-/// script instead.
-pub(super) async fn run_starter(task: &Task, sandbox: &dyn Sandbox, dir: &Path) -> Result<sandbox::Outcome> {
+/// the task's own scripts run (its resources, its network grant, the GPUs
+/// `gpus`). In the smoke profile: with the task's `[smoke]` arguments, or
+/// its submission script instead.
+pub(super) async fn run_starter(
+    task: &Task,
+    sandbox: &dyn Sandbox,
+    dir: &Path,
+    gpus: &[String],
+) -> Result<sandbox::Outcome> {
     let mut argv = vec!["python3".to_string(), "train.py".to_string()];
     let (mut mounts, mut env) = (Vec::new(), Vec::new());
     if let (Some(stand_in), Some(spec)) = (task.hub.as_ref().filter(|h| h.stand_in), &task.spec.smoke) {
@@ -343,15 +361,15 @@ pub(super) async fn run_starter(task: &Task, sandbox: &dyn Sandbox, dir: &Path) 
             None => argv.extend(spec.starter_args.iter().cloned()),
         }
     }
-    run_in_workspace(task, sandbox, dir, (argv, mounts, env), "train").await
+    run_in_workspace(task, sandbox, dir, (argv, mounts, env, gpus), "train").await
 }
 
 /// Where a smoke submission script's folder is mounted.
 const SMOKE_SCRIPT_DIR: &str = "/mlrb/smoke";
 
-/// A script run in the workspace: its argv, and the mounts and
-/// environment it gets besides the workspace's.
-type Script = (Vec<String>, Vec<Mount>, Vec<(String, String)>);
+/// A script run in the workspace: its argv, the mounts and environment it
+/// gets besides the workspace's, and its GPUs.
+type Script<'a> = (Vec<String>, Vec<Mount>, Vec<(String, String)>, &'a [String]);
 
 /// Runs `script` in the workspace `dir`, as the task's own scripts run;
 /// its output logged beside `dir` as `label`.
@@ -359,7 +377,7 @@ async fn run_in_workspace(
     task: &Task,
     sandbox: &dyn Sandbox,
     dir: &Path,
-    (argv, mounts, env): Script,
+    (argv, mounts, env, gpus): Script<'_>,
     label: &str,
 ) -> Result<sandbox::Outcome> {
     let resources = &task.spec.resources;
@@ -372,7 +390,7 @@ async fn run_in_workspace(
             env,
             network: reach,
             limits: task.task_script_limits(Duration::from_secs(resources.script_timeout_seconds)),
-            gpus: Vec::new(),
+            gpus: gpus.to_vec(),
             log_prefix: Some(dir.with_extension(label)),
             stop: Default::default(),
         }))
@@ -393,6 +411,7 @@ struct Runner<'a> {
     sandbox: &'a dyn Sandbox,
     cache_dir: &'a Path,
     prepared: &'a super::Prepared,
+    gpus: &'a [String],
 }
 
 impl Runner<'_> {
@@ -460,7 +479,7 @@ impl Runner<'_> {
         let smoke_script = self.task.smoke() && self.task.spec.smoke.as_ref().is_some_and(|s| s.submission.is_some());
         if smoke_script || dir.join("train.py").is_file() {
             let started = Instant::now();
-            let outcome = run_starter(self.task, self.sandbox, dir).await?;
+            let outcome = run_starter(self.task, self.sandbox, dir, self.gpus).await?;
             run.train_seconds = started.elapsed().as_secs_f64();
             run.exit_code = outcome.exit_code;
             if !outcome.success() {
@@ -533,7 +552,7 @@ impl Runner<'_> {
                 Mount::read_only(refusals::dir(self.task), refusals::GUEST_DIR),
                 lib_mount,
             ];
-            let script = (argv, mounts, vec![lib_env]);
+            let script = (argv, mounts, vec![lib_env], self.gpus);
             let outcome = run_in_workspace(self.task, self.sandbox, &dir, script, "invalid").await?;
             if !outcome.success() {
                 let why = super::evaluate::failure_cause(&outcome.stderr.text);
@@ -564,7 +583,7 @@ impl Runner<'_> {
             prepared: self.prepared,
             cache_dir: self.cache_dir,
             log_prefix: Some(dir.with_extension(label)),
-            gpus: Vec::new(),
+            gpus: self.gpus.to_vec(),
             timeout: None,
             part,
         };

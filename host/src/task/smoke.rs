@@ -19,10 +19,14 @@ const MAX_SCRIPT_SECONDS: u64 = 900;
 /// The task as the smoke profile runs it: no GPU, no network, one CPU
 /// (toy models gain nothing from more, and PyTorch's threads beside other
 /// work on a small machine slow each step a hundredfold), a few GiB and
-/// minutes per script.
-pub fn resources(mut task: Task) -> Task {
+/// minutes per script. `on_gpu` (the host offers GPUs): a GPU task keeps
+/// its GPUs, of any memory, so the same toy models run through CUDA, a
+/// check of the scripts' GPU path and of the sandbox's GPU passthrough.
+pub fn resources(mut task: Task, on_gpu: bool) -> Task {
     let resources = &mut task.spec.resources;
-    resources.gpus = 0;
+    if !on_gpu {
+        resources.gpus = 0;
+    }
     resources.gpu_memory_gb = 0.0;
     resources.network = Default::default();
     resources.cpus = 1.0;
@@ -37,7 +41,7 @@ pub fn resources(mut task: Task) -> Task {
 pub(super) fn for_tests(task: Task) -> Task {
     Task {
         hub: Some(super::hub::for_tests(&[], &[])),
-        ..resources(task)
+        ..resources(task, false)
     }
 }
 
@@ -49,7 +53,12 @@ mod tests {
     fn the_profile_takes_gpus_and_network_away() {
         let task = Task::load(&super::super::builtin_tasks_dir().join("mini_baby_lm")).unwrap();
         assert!(task.spec.resources.gpus > 0 && task.spec.resources.network.granted());
-        let smoke = resources(task);
+        let on_gpu = resources(task.clone(), true);
+        assert_eq!(
+            (on_gpu.spec.resources.gpus, on_gpu.spec.resources.gpu_memory_gb),
+            (1, 0.0)
+        );
+        let smoke = resources(task, false);
         let r = &smoke.spec.resources;
         assert_eq!((r.gpus, r.gpu_memory_gb), (0, 0.0));
         assert!(!r.network.granted() && !smoke.prepare_network());

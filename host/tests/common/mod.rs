@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 pub mod cluster;
+pub mod gpu;
 pub mod llm_server;
 pub mod slurm;
 pub mod viewer;
