@@ -67,6 +67,12 @@ pub struct ResultLine {
     /// Where the episode's scripts connected, when its task grants a network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::network::NetworkUse>,
+    /// Where the baseline comes from (task.toml, `mlrb tasks baseline`, an overlay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_source: Option<String>,
+    /// The CPUs the episode's scripts were given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
 }
 
 impl ResultLine {
@@ -107,6 +113,8 @@ impl ResultLine {
             infra_error: None,
             stale: None,
             network: end.and_then(|e| e.network.clone()),
+            baseline_source: score.baseline_source.clone(),
+            cpus: Some(record.limits.script_cpus),
         }
     }
 
@@ -139,6 +147,8 @@ impl ResultLine {
             infra_error: Some(error.to_string()),
             stale: None,
             network: None,
+            baseline_source: None,
+            cpus: None,
         }
     }
 }
@@ -269,6 +279,17 @@ pub struct Summary {
     /// Across tasks: improvement and normalised score are means over all
     /// valid runs of the agent.
     pub by_agent: Vec<AgentStats>,
+    /// Per task and agent, the seeds as epochs: each reducer (mean with its
+    /// t interval, median, best-of-k, pass@k, at-least-k).
+    #[serde(default)]
+    pub epochs: Vec<super::epochs::EpochStats>,
+    /// Per agent across tasks: normalised score, IQM, success and
+    /// improvement with clustered and bootstrap uncertainty; cost.
+    #[serde(default)]
+    pub across_tasks: Vec<super::across::AcrossTasks>,
+    /// Performance profiles and AUP, for two agents or more.
+    #[serde(default)]
+    pub profiles: Option<super::profiles::Profiles>,
 }
 
 /// The metrics of a run's results: per task and agent, and per agent.
@@ -316,10 +337,14 @@ pub fn summarize(results: &[ResultLine]) -> Summary {
             }
         })
         .collect();
+    let epochs = super::epochs::epochs(results);
     Summary {
         episodes: results.len(),
         by_task_and_agent,
         by_agent,
+        across_tasks: super::across::across_tasks(results, &epochs, &crate::stats::Bootstrap::default()),
+        profiles: super::profiles::profiles(&epochs),
+        epochs,
     }
 }
 
@@ -342,13 +367,13 @@ impl Summary {
             "valid",
             "agent failures",
             "infra failures",
-            "success",
-            "improvement",
-            "score",
-            "best",
-            "normalised",
-            "steps",
-            "wall",
+            "success: rate",
+            "improvement: mean ± SE (valid)",
+            "score: mean (valid)",
+            "score: max (incl. intermediate)",
+            "normalised: mean (valid)",
+            "steps: mean",
+            "wall: mean",
         ];
         let rows = self
             .by_task_and_agent
@@ -385,11 +410,11 @@ impl Summary {
             "valid",
             "agent failures",
             "infra failures",
-            "success",
-            "improvement",
-            "normalised",
-            "tokens",
-            "cost",
+            "success: rate",
+            "improvement: mean ± SE (valid, naive)",
+            "normalised: mean (valid)",
+            "tokens: total",
+            "cost: total",
         ];
         let rows = self
             .by_agent
