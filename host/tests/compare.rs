@@ -110,7 +110,7 @@ fn compare_refuses_what_it_cannot_compare() {
     assert!(code == Some(1) && err.contains("no agent named nobody") && err.contains("validator"), "{err}");
     let (code, _, err) = compare(&[run, "--agents", "baseline", "baseline"]);
     assert!(code == Some(1) && err.contains("twice"), "{err}");
-    let (code, _, err) = compare(&[run, "--agents", "baseline", "validator", "--margin", "-1"]);
+    let (code, _, err) = compare(&[run, "--agents", "baseline", "validator", "--margin=-1"]);
     assert!(code == Some(1) && err.contains("--margin"), "{err}");
     let missing = tmp.path().join("nothing");
     let (code, _, err) = compare(&[missing.to_str().unwrap(), run]);

@@ -21,9 +21,11 @@ use crate::stats::{Bootstrap, Interval};
 pub const SCHEMA_VERSION: &str = "0.3.0";
 
 /// Writes `<uuid>.json` and `<uuid>_samples.jsonl` for `run`'s agent
-/// into `out/<agent>/`.
+/// where EEE's datastore keeps them: `out/data/<collection>/<developer>/<model>/`.
 pub fn write(run: &AgentRun, out: &Path, source: &Source) -> Result<Vec<PathBuf>> {
-    let dir = out.join(crate::paths::safe_component(&run.agent));
+    let safe = crate::paths::safe_component;
+    let relative = format!("data/{}/{DEVELOPER}/{}", safe(&format!("mlrb-{}", run.run_name)), safe(&run.agent));
+    let dir = out.join(&relative);
     std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
     let uuid = uuid(run);
     let retrieved = chrono::Utc::now().timestamp().to_string();
@@ -40,7 +42,7 @@ pub fn write(run: &AgentRun, out: &Path, source: &Source) -> Result<Vec<PathBuf>
     let mut record = aggregate(run, source, &evaluation_id, &retrieved);
     record["detailed_evaluation_results"] = json!({
         "format": "jsonl",
-        "file_path": format!("{uuid}_samples.jsonl"),
+        "file_path": format!("{relative}/{uuid}_samples.jsonl"),
         "hash_algorithm": "sha256",
         "checksum": hex::encode(sha2::Sha256::digest(jsonl.as_bytes())),
         "total_rows": lines.len(),
@@ -50,24 +52,32 @@ pub fn write(run: &AgentRun, out: &Path, source: &Source) -> Result<Vec<PathBuf>
     Ok(vec![path, samples])
 }
 
-/// A UUID-shaped id stable for the run and agent.
+/// The developer EEE files an mlrb agent under.
+const DEVELOPER: &str = "mlrb-agent";
+
+/// A version-4-shaped UUID, stable for the run and agent.
 fn uuid(run: &AgentRun) -> String {
     let hex = blake3::hash(format!("{}\n{}", run.run_dir, run.agent).as_bytes()).to_hex();
-    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    let variant = ["8", "9", "a", "b"][usize::from(hex.as_bytes()[16]) % 4];
+    format!("{}-{}-4{}-{variant}{}-{}", &hex[..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32])
 }
 
-/// The model the agent called most, else the agent itself.
+/// The agent as EEE's model: `mlrb-agent/<agent>`.
 fn model_id(run: &AgentRun) -> String {
+    format!("{DEVELOPER}/{}", run.agent)
+}
+
+/// The models the agent called, by tokens used (most first).
+fn models(run: &AgentRun) -> String {
     let mut tokens: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
     for t in run.episodes.iter().filter_map(|e| e.transcript.as_ref()) {
         for (model, u) in &t.usage {
             *tokens.entry(model).or_default() += u.input_tokens + u.output_tokens;
         }
     }
-    tokens
-        .into_iter()
-        .max_by_key(|(_, n)| *n)
-        .map_or(format!("mlrb-agent/{}", run.agent), |(m, _)| m.to_string())
+    let mut by_use: Vec<(&str, u64)> = tokens.into_iter().collect();
+    by_use.sort_by(|a, b| b.1.cmp(&a.1));
+    by_use.iter().map(|(m, _)| *m).collect::<Vec<_>>().join(", ")
 }
 
 fn aggregate(run: &AgentRun, source: &Source, evaluation_id: &str, retrieved: &str) -> Value {
@@ -96,6 +106,7 @@ fn aggregate(run: &AgentRun, source: &Source, evaluation_id: &str, retrieved: &s
                 ("model_availability", "unknown".into()),
                 ("agent", run.agent.clone()),
                 ("agent_sha256", run.agent_sha256()),
+                ("llm_models", models(run)),
             ]),
         },
         "evaluation_results": results,
@@ -110,9 +121,10 @@ fn interval_json(i: Option<Interval>, method: &str) -> Option<Value> {
 fn task_results(run: &AgentRun, e: &EpochStats, started: &str) -> Vec<Value> {
     let source = json!({"dataset_name": e.task, "source_type": "other",
                         "additional_details": strings(&[("mlrb_task", e.task.clone())])});
-    let config = |id: &str, name: &str, lower: bool, description: String| {
+    let config = |id: &str, name: &str, lower: bool, description: String, range: (Value, Value)| {
         json!({"metric_id": id, "metric_name": name, "metric_kind": name, "lower_is_better": lower,
-               "score_type": "continuous", "evaluation_description": description})
+               "score_type": "continuous", "min_score": range.0, "max_score": range.1,
+               "evaluation_description": description})
     };
     let mut out = Vec::new();
     if let Some(score) = &e.score {
@@ -129,7 +141,8 @@ fn task_results(run: &AgentRun, e: &EpochStats, started: &str) -> Vec<Value> {
             "source_data": source,
             "evaluation_timestamp": started,
             "metric_config": config(&format!("mlrb.{}.{}", e.task, e.metric), &e.metric, !e.higher_is_better,
-                format!("the task's {} of the agent's final workspace; reducer: mean over the valid seeds ({} of {}; agent failures {})", e.metric, e.valid, e.n, e.agent_failures)),
+                format!("the task's {} of the agent's final workspace; reducer: mean over the valid seeds ({} of {}; agent failures {})", e.metric, e.valid, e.n, e.agent_failures),
+                (Value::Null, Value::Null)),
             "score_details": {"score": score.mean, "uncertainty": uncertainty, "details": details(e)},
             "generation_config": generation(run, e),
         }));
@@ -142,7 +155,7 @@ fn task_results(run: &AgentRun, e: &EpochStats, started: &str) -> Vec<Value> {
             "source_data": source,
             "evaluation_timestamp": started,
             "metric_config": config("success_rate", "success rate", false,
-                "share of seeds more than 10 % better than the starter; an agent failure fails".into()),
+                "share of seeds more than 10 % better than the starter; an agent failure fails".into(), (json!(0.0), json!(1.0))),
             "score_details": {"score": rate, "uncertainty": {"num_samples": e.judged}, "details": details(e)},
             "generation_config": generation(run, e),
         }));
@@ -195,7 +208,7 @@ fn across_results(run: &AgentRun, started: &str) -> Vec<Value> {
     let source = json!({"dataset_name": format!("mlrb {}", run.run_name), "source_type": "other",
                         "additional_details": strings(&[("tasks", tasks)])});
     let boot = Bootstrap::default();
-    let entry = |id: &str, name: &str, description: &str, g: &Aggregate| {
+    let entry = |id: &str, name: &str, description: &str, g: &Aggregate, range: (Value, Value)| {
         let c = &g.clustered;
         let mut uncertainty = json!({"num_samples": c.n, "num_bootstrap_samples": boot.resamples});
         if let Some(se) = c.se {
@@ -208,7 +221,8 @@ fn across_results(run: &AgentRun, started: &str) -> Vec<Value> {
             "evaluation_result_id": id, "evaluation_name": format!("mlrb {} (across tasks)", run.run_name),
             "source_data": source, "evaluation_timestamp": started,
             "metric_config": {"metric_id": id, "metric_name": name, "metric_kind": name, "lower_is_better": false,
-                              "score_type": "continuous", "evaluation_description": description},
+                              "score_type": "continuous", "min_score": range.0, "max_score": range.1,
+                              "evaluation_description": description},
             "score_details": {"score": c.mean, "uncertainty": uncertainty, "details": strings(&[
                 ("tasks", c.clusters.to_string()),
                 ("bootstrap_interval", g.bootstrap.map_or("n/a".into(), |b| format!("[{}, {}]", b.lower, b.upper))),
@@ -218,10 +232,10 @@ fn across_results(run: &AgentRun, started: &str) -> Vec<Value> {
     };
     let mut out = Vec::new();
     if let Some(g) = &a.normalized {
-        out.push(entry("mlrb.normalized", "normalised score", "per task (score - starter) / (reference - starter), an agent failure 0; mean over every episode", g));
+        out.push(entry("mlrb.normalized", "normalised score", "per task (score - starter) / (reference - starter), an agent failure 0; mean over every episode", g, unbounded()));
     }
     if let Some(g) = &a.success {
-        out.push(entry("mlrb.success_rate", "success rate", "more than 10 % better than the starter; mean over every episode", g));
+        out.push(entry("mlrb.success_rate", "success rate", "more than 10 % better than the starter; mean over every episode", g, (json!(0.0), json!(1.0))));
     }
     if let Some(iqm) = &a.iqm {
         let mut u = json!({"num_bootstrap_samples": boot.resamples});
@@ -233,11 +247,17 @@ fn across_results(run: &AgentRun, started: &str) -> Vec<Value> {
             "source_data": source, "evaluation_timestamp": started,
             "metric_config": {"metric_id": "mlrb.normalized_iqm", "metric_name": "normalised score IQM", "metric_kind": "iqm",
                               "lower_is_better": false, "score_type": "continuous",
+                              "min_score": unbounded().0, "max_score": unbounded().1,
                               "evaluation_description": "interquartile mean of every episode's normalised score (rliable)"},
             "score_details": {"score": iqm.value, "uncertainty": u},
         }));
     }
     out
+}
+
+/// A scale open at both ends (the normalised score passes 1 and falls below 0).
+fn unbounded() -> (Value, Value) {
+    (json!("-Infinity"), json!("Infinity"))
 }
 
 /// One counted episode as an instance-level record.

@@ -17,8 +17,23 @@ use crate::episode::EndReason;
 /// The log format version written (Inspect's `EvalLog.version`).
 const LOG_VERSION: u32 = 2;
 
+/// The top level of a log, in the order Inspect's streaming header reader
+/// needs: every header field before `samples`.
+#[derive(serde::Serialize)]
+pub struct Log {
+    version: u32,
+    status: &'static str,
+    /// The evaluation's spec (`EvalSpec`).
+    pub eval: Value,
+    plan: Value,
+    results: Value,
+    stats: Value,
+    /// One per episode.
+    pub samples: Vec<Value>,
+}
+
 /// The evaluation log of `run`'s agent.
-pub fn log(run: &AgentRun) -> Value {
+pub fn log(run: &AgentRun) -> Log {
     let created = run.episodes.iter().filter_map(|e| started_at(e)).min().unwrap_or_default();
     let completed = run.episodes.iter().filter_map(|e| ended_at(e)).max().unwrap_or_default();
     let usage = total_usage(run);
@@ -28,10 +43,10 @@ pub fn log(run: &AgentRun) -> Value {
         .map_or("none/none".to_string(), |(m, _)| m.clone());
     let tasks: Vec<&str> = run.tasks();
     let samples: Vec<Value> = run.episodes.iter().map(|e| sample(run, e)).collect();
-    json!({
-        "version": LOG_VERSION,
-        "status": "success",
-        "eval": {
+    Log {
+        version: LOG_VERSION,
+        status: "success",
+        eval: json!({
             "eval_id": run.id("inspect"),
             "run_id": run.run_name,
             "created": created,
@@ -45,12 +60,12 @@ pub fn log(run: &AgentRun) -> Value {
             "config": {"epochs": run.most_seeds(), "epochs_reducer": ["mean"]},
             "packages": {"mlrb": env!("CARGO_PKG_VERSION")},
             "metadata": {"mlrb_run": run.run_dir, "agent": run.agent, "agent_sha256": run.agent_sha256()},
-        },
-        "plan": {"name": "plan", "steps": [{"solver": run.agent, "params": {}}]},
-        "results": results(run, samples.len()),
-        "stats": {"started_at": created, "completed_at": completed, "model_usage": usage},
-        "samples": samples,
-    })
+        }),
+        plan: json!({"name": "plan", "steps": [{"solver": run.agent, "params": {}}]}),
+        results: results(run, samples.len()),
+        stats: json!({"started_at": created, "completed_at": completed, "model_usage": usage}),
+        samples,
+    }
 }
 
 fn started_at(e: &Episode) -> Option<String> {

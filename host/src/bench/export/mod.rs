@@ -152,7 +152,7 @@ fn agent_run(dir: &Path, agent: &str, results: &[ResultLine], summary: &super::m
 /// `<created>_mlrb-<run>-<agent>_<id>.json`, as Inspect names its logs.
 fn write_inspect(run: &AgentRun, out: &Path) -> Result<Vec<PathBuf>> {
     let log = inspect::log(run);
-    let created = log["eval"]["created"].as_str().unwrap_or("").replace(':', "-");
+    let created = log.eval["created"].as_str().unwrap_or("").replace(':', "-");
     let name = crate::paths::safe_component(&format!("{created}_mlrb-{}-{}_{}.json", run.run_name, run.agent, run.id("file")));
     let path = out.join(name);
     std::fs::write(&path, serde_json::to_vec(&log)?).with_context(|| format!("{}: cannot write", path.display()))?;
