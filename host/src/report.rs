@@ -221,7 +221,12 @@ pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
     };
     let aup = summary.profiles.as_ref().map_or(String::new(), |p| {
         let each: Vec<String> = p.agents.iter().map(|a| format!("{} {:.3}", a.agent, a.aup)).collect();
-        format!("\nAUP (area under the performance profile, τ from 1 to {:.2}; per task: {}): {}", p.tau_max, p.reducer, each.join(", "))
+        format!(
+            "\nAUP (area under the performance profile, τ from 1 to {:.2}; per task: {}): {}",
+            p.tau_max,
+            p.reducer,
+            each.join(", ")
+        )
     });
     format!(
         "{}\n{}\nSeeds as epochs (each column names its reducer):\n{}\nAcross tasks (clustered by task):\n{}{aup}{note}",
@@ -259,16 +264,25 @@ pub fn comparison_text(c: &crate::bench::compare::Comparison) -> String {
         text.push_str("no overall difference: the tasks' own scores are not averaged across metrics (use --measure normalized or improvement)\n");
     }
     if !c.unpaired.is_empty() {
-        text.push_str(&format!("{} (task, seed) without a pair, left out:\n", c.unpaired.len()));
+        text.push_str(&format!(
+            "{} (task, seed) without a pair, left out:\n",
+            c.unpaired.len()
+        ));
         for u in &c.unpaired {
             text.push_str(&format!("  {} seed {}: {}\n", u.task, u.seed, u.why));
         }
     }
     let margin = c.margin;
     text.push_str(&match c.verdict {
-        Verdict::Worse => format!("verdict: B is worse than A beyond the margin {margin} (95 % t interval below −{margin})"),
-        Verdict::Better => format!("verdict: B is better than A beyond the margin {margin} (95 % t interval above {margin})"),
-        Verdict::NoDifferenceShown => format!("verdict: no difference beyond the margin {margin} shown (the 95 % t interval reaches within it)"),
+        Verdict::Worse => {
+            format!("verdict: B is worse than A beyond the margin {margin} (95 % t interval below −{margin})")
+        }
+        Verdict::Better => {
+            format!("verdict: B is better than A beyond the margin {margin} (95 % t interval above {margin})")
+        }
+        Verdict::NoDifferenceShown => {
+            format!("verdict: no difference beyond the margin {margin} shown (the 95 % t interval reaches within it)")
+        }
         Verdict::Undetermined => "verdict: undetermined (too few pairs for an interval)".to_string(),
     });
     text

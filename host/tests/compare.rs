@@ -32,7 +32,19 @@ fn task(dir: &Path) -> PathBuf {
 
 fn bench(out: &Path, name: &str, agents: &[&str], task: &Path, seeds: &str) -> PathBuf {
     let mut command = common::mlrb();
-    command.args(["bench", "--quiet", "--run-name", name, "--seeds", seeds, "-j", "2", "--out"]).arg(out);
+    command
+        .args([
+            "bench",
+            "--quiet",
+            "--run-name",
+            name,
+            "--seeds",
+            seeds,
+            "-j",
+            "2",
+            "--out",
+        ])
+        .arg(out);
     for agent in agents {
         command.arg("--agent").arg(common::agent(agent));
     }
@@ -65,7 +77,11 @@ fn fail_if_worse_exits_four_for_a_worse_agent_and_zero_otherwise() {
     assert!(out.contains("0 / 3 / 0"), "three pairs, all worse: {out}");
 
     let (code, json, err) = compare(&[run, "--agents", "baseline", "validator", "--json"]);
-    assert_eq!(code, Some(0), "without --fail-if-worse the verdict does not fail: {err}");
+    assert_eq!(
+        code,
+        Some(0),
+        "without --fail-if-worse the verdict does not fail: {err}"
+    );
     let json: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json["verdict"], "worse");
     assert_eq!(json["measure"], "improvement");
@@ -81,17 +97,42 @@ fn fail_if_worse_exits_four_for_a_worse_agent_and_zero_otherwise() {
     assert!(out.contains("verdict: B is better than A"), "{out}");
 
     // A margin larger than the difference lets it pass.
-    let (code, out, _) = compare(&[run, "--agents", "baseline", "validator", "--fail-if-worse", "--margin", "0.6"]);
+    let (code, out, _) = compare(&[
+        run,
+        "--agents",
+        "baseline",
+        "validator",
+        "--fail-if-worse",
+        "--margin",
+        "0.6",
+    ]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("no difference beyond the margin 0.6 shown"), "{out}");
 
     // Two runs: seed 3 has no pair in the second run, and is named.
     let solo = bench(tmp.path(), "solo", &["baseline"], &task, "2");
-    let (code, out, err) = compare(&[run, solo.to_str().unwrap(), "--agents", "validator", "baseline", "--fail-if-worse"]);
+    let (code, out, err) = compare(&[
+        run,
+        solo.to_str().unwrap(),
+        "--agents",
+        "validator",
+        "baseline",
+        "--fail-if-worse",
+    ]);
     assert_eq!(code, Some(0), "{out}\n{err}");
-    assert!(out.contains("1 (task, seed) without a pair") && out.contains("seed 3: no result in B"), "{out}");
+    assert!(
+        out.contains("1 (task, seed) without a pair") && out.contains("seed 3: no result in B"),
+        "{out}"
+    );
     assert!(out.contains("verdict: B is better than A"), "{out}");
-    let (code, out, _) = compare(&[solo.to_str().unwrap(), run, "--agents", "baseline", "validator", "--fail-if-worse"]);
+    let (code, out, _) = compare(&[
+        solo.to_str().unwrap(),
+        run,
+        "--agents",
+        "baseline",
+        "validator",
+        "--fail-if-worse",
+    ]);
     assert_eq!(code, Some(4), "{out}");
 }
 
@@ -105,14 +146,23 @@ fn compare_refuses_what_it_cannot_compare() {
     // Two agents in one run and none named.
     let (code, _, err) = compare(&[run, run]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("several agents") && err.contains("--agents") && one_line(&err), "{err}");
+    assert!(
+        err.contains("several agents") && err.contains("--agents") && one_line(&err),
+        "{err}"
+    );
     let (code, _, err) = compare(&[run, "--agents", "baseline", "nobody"]);
-    assert!(code == Some(1) && err.contains("no agent named nobody") && err.contains("validator"), "{err}");
+    assert!(
+        code == Some(1) && err.contains("no agent named nobody") && err.contains("validator"),
+        "{err}"
+    );
     let (code, _, err) = compare(&[run, "--agents", "baseline", "baseline"]);
     assert!(code == Some(1) && err.contains("twice"), "{err}");
     let (code, _, err) = compare(&[run, "--agents", "baseline", "validator", "--margin=-1"]);
     assert!(code == Some(1) && err.contains("--margin"), "{err}");
     let missing = tmp.path().join("nothing");
     let (code, _, err) = compare(&[missing.to_str().unwrap(), run]);
-    assert!(code == Some(1) && err.contains("results.jsonl") && one_line(&err), "{err}");
+    assert!(
+        code == Some(1) && err.contains("results.jsonl") && one_line(&err),
+        "{err}"
+    );
 }

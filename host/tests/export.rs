@@ -34,7 +34,17 @@ fn small_bench(dir: &Path) -> PathBuf {
     std::fs::write(task.join("scripts/eval.py"), EVAL).unwrap();
     common::edit_task_toml(&task, "baseline = 1.0", "baseline = 0.5\nreference = 1.0");
     let output = common::mlrb()
-        .args(["bench", "--quiet", "--run-name", "r", "--seeds", "2", "-j", "2", "--out"])
+        .args([
+            "bench",
+            "--quiet",
+            "--run-name",
+            "r",
+            "--seeds",
+            "2",
+            "-j",
+            "2",
+            "--out",
+        ])
         .arg(dir)
         .arg("--agent")
         .arg(common::agent("baseline"))
@@ -71,7 +81,11 @@ fn inspect_python() -> Option<PathBuf> {
     if venv.join(".installed").is_file() {
         return Some(python);
     }
-    let made = Command::new("/usr/bin/python3").args(["-m", "venv"]).arg(&venv).status().unwrap();
+    let made = Command::new("/usr/bin/python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .unwrap();
     assert!(made.success(), "python3 -m venv failed");
     let installed = Command::new(venv.join("bin/pip"))
         .args(["install", "--quiet", &format!("inspect-ai=={INSPECT_AI}")])
@@ -123,7 +137,11 @@ fn the_inspect_log_is_read_by_inspect_and_the_eee_records_match_their_schemas() 
     let files = written(&export(&run, "inspect", &tmp.path().join("inspect")));
     assert_eq!(files.len(), 2, "one log per agent: {files:?}");
     let read = Command::new(python).arg("-c").arg(READ).args(&files).output().unwrap();
-    assert!(read.status.success(), "read_eval_log failed: {}", String::from_utf8_lossy(&read.stderr));
+    assert!(
+        read.status.success(),
+        "read_eval_log failed: {}",
+        String::from_utf8_lossy(&read.stderr)
+    );
     let logs: Vec<Value> = serde_json::from_slice(&read.stdout).unwrap();
     let log = |solver: &str| logs.iter().find(|l| l["solver"] == solver).unwrap();
     let (baseline, validator) = (log("baseline"), log("validator"));
@@ -139,16 +157,37 @@ fn the_inspect_log_is_read_by_inspect_and_the_eee_records_match_their_schemas() 
             assert_eq!(s["id"], "hostile");
             let calls = s["calls"].as_array().unwrap();
             assert!(calls.iter().any(|c| c == "exec.execute-script"), "{s}");
-            assert_eq!(s["results"].as_u64().unwrap() as usize, calls.len(), "each call has its result: {s}");
+            assert_eq!(
+                s["results"].as_u64().unwrap() as usize,
+                calls.len(),
+                "each call has its result: {s}"
+            );
         }
     }
     // The baseline succeeds (1.0 against the starter's 0.5); the validator's
     // invalid submissions count as the starter and as failures.
     let scores = &baseline["samples"][0]["scores"];
-    assert_eq!((scores["score"].as_f64(), scores["normalized"].as_f64(), scores["success"].as_f64()), (Some(1.0), Some(1.0), Some(1.0)), "{scores}");
+    assert_eq!(
+        (
+            scores["score"].as_f64(),
+            scores["normalized"].as_f64(),
+            scores["success"].as_f64()
+        ),
+        (Some(1.0), Some(1.0), Some(1.0)),
+        "{scores}"
+    );
     let failed = &validator["samples"][0]["scores"];
-    assert!(failed["score"].is_null() && failed["normalized"] == 0.0 && failed["success"] == 0.0, "{failed}");
-    assert!(validator["samples"][0]["calls"].as_array().unwrap().iter().any(|c| c == "episode.validate"));
+    assert!(
+        failed["score"].is_null() && failed["normalized"] == 0.0 && failed["success"] == 0.0,
+        "{failed}"
+    );
+    assert!(
+        validator["samples"][0]["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "episode.validate")
+    );
     assert_eq!(baseline["results"]["success"]["mean"], 1.0, "{baseline}");
     assert_eq!(validator["results"]["normalized"]["mean"], 0.0, "{validator}");
 }
@@ -163,10 +202,16 @@ fn check_eee(run: &Path, out: &Path) {
         jsonschema::draft7::new(&serde_json::from_str::<Value>(&text).unwrap()).unwrap()
     };
     let (aggregate, instance) = (schema("eval.schema.json"), schema("instance_level_eval.schema.json"));
-    let records: Vec<&PathBuf> = files.iter().filter(|f| f.extension().is_some_and(|x| x == "json")).collect();
+    let records: Vec<&PathBuf> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|x| x == "json"))
+        .collect();
     for path in records {
         let record: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let errors: Vec<String> = aggregate.iter_errors(&record).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+        let errors: Vec<String> = aggregate
+            .iter_errors(&record)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
         assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
         let details = &record["detailed_evaluation_results"];
         // Where EEE's datastore keeps it: data/<collection>/<developer>/<model>/<uuid>_samples.jsonl.
@@ -177,10 +222,17 @@ fn check_eee(run: &Path, out: &Path) {
         let bytes = std::fs::read(&samples).unwrap();
         use sha2::Digest;
         assert_eq!(details["checksum"], hex::encode(sha2::Sha256::digest(&bytes)));
-        let lines: Vec<Value> = String::from_utf8(bytes).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<Value> = String::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines.len(), 2, "{}", samples.display());
         for line in &lines {
-            let errors: Vec<String> = instance.iter_errors(line).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+            let errors: Vec<String> = instance
+                .iter_errors(line)
+                .map(|e| format!("{} at {}", e, e.instance_path()))
+                .collect();
             assert!(errors.is_empty(), "{}: {errors:#?}", samples.display());
             assert_eq!(line["evaluation_id"], record["evaluation_id"]);
         }
@@ -209,7 +261,10 @@ fn a_run_whose_records_do_not_verify_is_not_exported() {
         let output = export(&run, format, &out);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{stderr}");
-        assert!(stderr.contains("do not verify") && stderr.contains("hostile/baseline/1"), "{stderr}");
+        assert!(
+            stderr.contains("do not verify") && stderr.contains("hostile/baseline/1"),
+            "{stderr}"
+        );
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
         assert!(!out.exists(), "nothing is written");
     }

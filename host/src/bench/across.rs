@@ -131,7 +131,10 @@ impl AcrossTasks {
             tasks: epochs.len(),
             episodes: counted.len(),
             agent_failures: counted.iter().filter(|r| ranked::agent_failure(r)).count(),
-            infra_failures: group.iter().filter(|r| r.infra_error.is_some() && r.stale.is_none()).count(),
+            infra_failures: group
+                .iter()
+                .filter(|r| r.infra_error.is_some() && r.stale.is_none())
+                .count(),
             normalized: aggregate(&normalized, bootstrap),
             unscaled_tasks: epochs
                 .iter()
@@ -164,7 +167,9 @@ pub fn aggregate_cell(a: Option<&Aggregate>) -> String {
     use crate::format::number;
     let Some(a) = a else { return "n/a".into() };
     let c = &a.clustered;
-    let se = c.se.map_or(" (one task: no clustered SE)".to_string(), |se| format!(" ± {}", number(Some(se))));
+    let se = c.se.map_or(" (one task: no clustered SE)".to_string(), |se| {
+        format!(" ± {}", number(Some(se)))
+    });
     let interval = |name: &str, i: Option<Interval>| {
         i.map_or(String::new(), |i| {
             format!("; {name} {}, {}", number(Some(i.lower)), number(Some(i.upper)))
@@ -204,7 +209,12 @@ pub fn across_table(rows: &[AcrossTasks]) -> TextTable {
                 });
                 format!("{}{boot}", number(Some(i.value)))
             });
-            let pass = a.pass_at_k.iter().map(|p| format!("{p:.2}")).collect::<Vec<_>>().join(" / ");
+            let pass = a
+                .pass_at_k
+                .iter()
+                .map(|p| format!("{p:.2}"))
+                .collect::<Vec<_>>()
+                .join(" / ");
             vec![
                 a.agent.clone(),
                 a.tasks.to_string(),
@@ -259,7 +269,7 @@ mod tests {
         // pass@1 per task 2/3 and 1 → 5/6; pass@2: 1 and 1.
         assert!((a.pass_at_k[0] - 5.0 / 6.0).abs() < 1e-12 && a.pass_at_k.len() == 2);
         assert!(a.unscaled_tasks.is_empty());
-        let table = across_table(&[a.clone()]);
+        let table = across_table(std::slice::from_ref(a));
         assert!(table.rows[0][5].contains("(n 5, 2 tasks)"), "{:?}", table.rows[0]);
     }
 }

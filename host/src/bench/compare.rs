@@ -217,7 +217,10 @@ pub fn compare(
         .map(|(task, pairs)| task_comparison(task, metric(task).map(|r| r.metric.clone()), pairs, bootstrap))
         .collect();
     let several_metrics = measure == Measure::Score && per_task.values().filter(|p| !p.is_empty()).count() > 1;
-    let differences: Vec<Vec<f64>> = per_task.values().map(|p| p.iter().map(|(x, y)| y - x).collect()).collect();
+    let differences: Vec<Vec<f64>> = per_task
+        .values()
+        .map(|p| p.iter().map(|(x, y)| y - x).collect())
+        .collect();
     let overall = (!several_metrics).then(|| paired(&differences, bootstrap)).flatten();
     let poi: Vec<(Vec<f64>, Vec<f64>)> = per_task.values().map(|p| p.iter().copied().unzip()).collect();
     let judged = overall.or_else(|| tasks.iter().find_map(|t| t.paired).filter(|_| tasks.len() == 1));
@@ -293,7 +296,15 @@ impl Comparison {
         let mut rows: Vec<Vec<String>> = self
             .tasks
             .iter()
-            .map(|t| row(&t.task, t.a_mean, t.b_mean, t.paired.as_ref(), t.probability_of_improvement))
+            .map(|t| {
+                row(
+                    &t.task,
+                    t.a_mean,
+                    t.b_mean,
+                    t.paired.as_ref(),
+                    t.probability_of_improvement,
+                )
+            })
             .collect();
         if let Some(overall) = &self.overall {
             let label = format!("all {} tasks (clustered by task)", overall.clusters);
@@ -306,7 +317,9 @@ impl Comparison {
 fn row(label: &str, a: Option<f64>, b: Option<f64>, p: Option<&Paired>, poi: Option<f64>) -> Vec<String> {
     use crate::format::number;
     let interval = |i: Option<crate::stats::Interval>| {
-        i.map_or("n/a".to_string(), |i| format!("[{}, {}]", number(Some(i.lower)), number(Some(i.upper))))
+        i.map_or("n/a".to_string(), |i| {
+            format!("[{}, {}]", number(Some(i.lower)), number(Some(i.upper)))
+        })
     };
     let Some(p) = p else {
         return vec![label.to_string(), "0".into(), number(a), number(b)]
@@ -319,10 +332,20 @@ fn row(label: &str, a: Option<f64>, b: Option<f64>, p: Option<&Paired>, poi: Opt
         p.pairs.to_string(),
         number(a),
         number(b),
-        format!("{}{}", number(Some(p.mean)), p.se.map_or(String::new(), |se| format!(" ± {}", number(Some(se))))),
+        format!(
+            "{}{}",
+            number(Some(p.mean)),
+            p.se.map_or(String::new(), |se| format!(" ± {}", number(Some(se))))
+        ),
         interval(p.interval),
         interval(p.bootstrap),
-        format!("{} / {} / {}", p.wins, p.losses, p.ties),
+        format!(
+            "{} / {} / {}{}",
+            p.wins,
+            p.losses,
+            p.ties,
+            if p.signs_by_task { " tasks" } else { "" }
+        ),
         format!("{:.3}", p.sign_test_p),
         poi.map_or("n/a".into(), |v| format!("{v:.2}")),
         number(p.min_detectable),
@@ -360,7 +383,10 @@ mod tests {
         assert_eq!(c.measure, Measure::Normalized);
         let why: Vec<(u64, &str)> = c.unpaired.iter().map(|u| (u.seed, u.why.as_str())).collect();
         assert_eq!(why.len(), 3, "{why:?}");
-        assert!(why[0].0 == 2 && why[0].1.contains("infrastructure failure in B"), "{why:?}");
+        assert!(
+            why[0].0 == 2 && why[0].1.contains("infrastructure failure in B"),
+            "{why:?}"
+        );
         assert!(why[1].0 == 3 && why[1].1 == "no result in B", "{why:?}");
         assert!(why[2].0 == 4 && why[2].1 == "no result in A", "{why:?}");
         let p = c.tasks[0].paired.unwrap();
@@ -371,8 +397,12 @@ mod tests {
 
     #[test]
     fn a_worse_agent_is_worse_beyond_a_small_margin_only() {
-        let a: Vec<ResultLine> = (1..=3).map(|s| line("t", "a", s, Some(0.8 + 0.01 * s as f64))).collect();
-        let b: Vec<ResultLine> = (1..=3).map(|s| line("t", "b", s, Some(0.6 + 0.012 * s as f64))).collect();
+        let a: Vec<ResultLine> = (1..=3)
+            .map(|s| line("t", "a", s, Some(0.8 + 0.01 * s as f64)))
+            .collect();
+        let b: Vec<ResultLine> = (1..=3)
+            .map(|s| line("t", "b", s, Some(0.6 + 0.012 * s as f64)))
+            .collect();
         let run = |a: &[ResultLine], b: &[ResultLine], margin| {
             compare((&refs(a), &refs(b)), sides(), None, margin, &Bootstrap::default()).unwrap()
         };
@@ -380,7 +410,14 @@ mod tests {
         assert_eq!(run(&b, &a, 0.0).verdict, Verdict::Better);
         // The difference is about −0.5 normalised: a margin of 1 covers it.
         assert_eq!(run(&a, &b, 1.0).verdict, Verdict::NoDifferenceShown);
-        let scored = compare((&refs(&a), &refs(&b)), sides(), Some(Measure::Score), 0.0, &Bootstrap::default()).unwrap();
+        let scored = compare(
+            (&refs(&a), &refs(&b)),
+            sides(),
+            Some(Measure::Score),
+            0.0,
+            &Bootstrap::default(),
+        )
+        .unwrap();
         assert!((scored.tasks[0].paired.unwrap().mean + 0.196).abs() < 1e-12);
         assert_eq!(scored.table().rows.len(), 2, "one task and the overall row");
     }

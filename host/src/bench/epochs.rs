@@ -98,11 +98,16 @@ impl EpochStats {
             n: counted.len(),
             valid: valid.len(),
             agent_failures: counted.iter().filter(|r| ranked::agent_failure(r)).count(),
-            infra_failures: group.iter().filter(|r| r.infra_error.is_some() && r.stale.is_none()).count(),
+            infra_failures: group
+                .iter()
+                .filter(|r| r.infra_error.is_some() && r.stale.is_none())
+                .count(),
             stale: group.iter().filter(|r| r.stale.is_some()).count(),
             score: estimate(&valid),
             median: median(&valid),
-            best_of_k: (1..=oriented.len()).filter_map(|k| best_of_k(&oriented, k).map(|b| b * sign)).collect(),
+            best_of_k: (1..=oriented.len())
+                .filter_map(|k| best_of_k(&oriented, k).map(|b| b * sign))
+                .collect(),
             judged: n,
             successes: c,
             pass_at_k: (1..=n).filter_map(|k| pass_at_k(n, c, k)).collect(),
@@ -205,7 +210,11 @@ mod tests {
         assert_eq!(e.normalized.unwrap().n, 3);
         let table = epochs_table(&epochs(&results));
         assert!(table.header.iter().any(|h| h.contains("pass@k")));
-        assert!(table.rows[0].iter().any(|c| c == "0.33 / 0.67 / 1.00"), "{:?}", table.rows);
+        assert!(
+            table.rows[0].iter().any(|c| c == "0.33 / 0.67 / 1.00"),
+            "{:?}",
+            table.rows
+        );
     }
 
     #[test]

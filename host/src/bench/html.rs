@@ -93,7 +93,11 @@ fn scales_html(summary: &Summary) -> String {
             number(e.baseline),
             esc(e.baseline_source.as_deref().unwrap_or("task.toml metric.baseline")),
             number(e.reference),
-            if e.reference.is_some() { "task.toml metric.reference (the task's reference solution)" } else { "none: left out of normalised aggregates" },
+            if e.reference.is_some() {
+                "task.toml metric.reference (the task's reference solution)"
+            } else {
+                "none: left out of normalised aggregates"
+            },
         );
     }
     table.push_str("</tbody></table>\n");

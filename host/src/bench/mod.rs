@@ -12,8 +12,8 @@ pub mod journal;
 pub mod metrics;
 pub mod placement;
 pub mod plots;
-pub mod progress;
 pub mod profiles;
+pub mod progress;
 pub mod queue;
 pub mod ranked;
 #[cfg(test)]

@@ -79,10 +79,20 @@ pub fn profile_plot(p: &Profiles) -> String {
     let mut svg = format!(
         "<svg class=\"plot\" id=\"profiles\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"performance profiles\">"
     );
-    axes(&mut svg, (1.0, p.tau_max, "τ (ratio to the best agent of the task)"), (0.0, 1.0, "ρ(τ): share of tasks"));
+    axes(
+        &mut svg,
+        (1.0, p.tau_max, "τ (ratio to the best agent of the task)"),
+        (0.0, 1.0, "ρ(τ): share of tasks"),
+    );
     let tasks = p.tasks.len().max(1) as f64;
     for (i, agent) in p.agents.iter().enumerate() {
-        let mut steps: Vec<f64> = agent.ratios.iter().flatten().copied().filter(|r| *r <= p.tau_max).collect();
+        let mut steps: Vec<f64> = agent
+            .ratios
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|r| *r <= p.tau_max)
+            .collect();
         steps.sort_by(f64::total_cmp);
         let mut points = vec![format!("{:.1},{:.1}", xs(1.0), ys(0.0))];
         // ρ steps up by 1 / tasks at each ratio.
@@ -138,7 +148,11 @@ pub fn cost_plot(agents: &[AcrossTasks]) -> String {
     };
     let ends = |p: &&(usize, f64, &super::across::Aggregate)| {
         let i = p.2.clustered.interval;
-        [p.2.clustered.mean, i.map_or(p.2.clustered.mean, |i| i.lower), i.map_or(p.2.clustered.mean, |i| i.upper)]
+        [
+            p.2.clustered.mean,
+            i.map_or(p.2.clustered.mean, |i| i.lower),
+            i.map_or(p.2.clustered.mean, |i| i.upper),
+        ]
     };
     let ys_all: Vec<f64> = points.iter().flat_map(|p| ends(&p)).collect();
     let y_lo = ys_all.iter().copied().fold(0.0, f64::min);

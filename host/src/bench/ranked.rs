@@ -91,10 +91,16 @@ mod tests {
     fn an_agent_failure_counts_as_the_starter_and_a_failure() {
         let failed = result(false, false);
         assert!(counted(&failed) && agent_failure(&failed));
-        assert_eq!((normalized(&failed), improvement(&failed), success(&failed)), (Some(0.0), Some(0.0), Some(false)));
+        assert_eq!(
+            (normalized(&failed), improvement(&failed), success(&failed)),
+            (Some(0.0), Some(0.0), Some(false))
+        );
         assert_eq!(score(&failed), None);
         let ok = result(true, false);
-        assert_eq!((normalized(&ok), improvement(&ok), score(&ok)), (Some(0.5), Some(0.25), Some(0.5)));
+        assert_eq!(
+            (normalized(&ok), improvement(&ok), score(&ok)),
+            (Some(0.5), Some(0.25), Some(0.5))
+        );
         let infra = result(false, true);
         assert!(!counted(&infra) && !agent_failure(&infra));
         let mut lower = ok.clone();

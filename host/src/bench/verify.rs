@@ -73,7 +73,11 @@ pub fn check_run_records(dir: &Path) -> Vec<String> {
     let mut failures = Vec::new();
     for episode in crate::episode::episode_dirs(dir) {
         let name = episode.strip_prefix(dir).unwrap_or(&episode).display().to_string();
-        failures.extend(verify::check_records(&episode).into_iter().map(|f| format!("{name}: {f}")));
+        failures.extend(
+            verify::check_records(&episode)
+                .into_iter()
+                .map(|f| format!("{name}: {f}")),
+        );
     }
     failures.extend(check_results(dir));
     failures

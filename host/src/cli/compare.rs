@@ -18,7 +18,9 @@ pub const EXIT_WORSE: u8 = 4;
 
 /// Options of `mlrb compare`.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  mlrb compare runs/main runs/branch --fail-if-worse --margin 0.05\n  mlrb compare runs/r --agents baseline search_agent --json")]
+#[command(
+    after_help = "Examples:\n  mlrb compare runs/main runs/branch --fail-if-worse --margin 0.05\n  mlrb compare runs/r --agents baseline search_agent --json"
+)]
 pub struct CompareArgs {
     /// The run of A (the reference), a bench run directory.
     run_a: PathBuf,
@@ -53,7 +55,11 @@ fn side(run: &Path, agent: Option<&String>) -> Result<(Side, Vec<ResultLine>)> {
     agents.dedup();
     let name = match (agent, agents.as_slice()) {
         (Some(name), _) if agents.contains(&name.as_str()) => name.clone(),
-        (Some(name), _) => bail!("{}: no agent named {name} (its agents: {})", run.display(), agents.join(", ")),
+        (Some(name), _) => bail!(
+            "{}: no agent named {name} (its agents: {})",
+            run.display(),
+            agents.join(", ")
+        ),
         (None, [only]) => only.to_string(),
         (None, _) => bail!(
             "{}: it has several agents ({}); name them with --agents A B",
@@ -83,10 +89,19 @@ impl CompareArgs {
         let (sa, a) = side(&self.run_a, self.agents.first())?;
         let (sb, b) = side(&run_b, self.agents.get(1))?;
         if self.run_b.is_none() && sa.agent == sb.agent {
-            bail!("--agents names {} twice: compare two different agents of one run", sa.agent);
+            bail!(
+                "--agents names {} twice: compare two different agents of one run",
+                sa.agent
+            );
         }
         let (a, b): (Vec<&ResultLine>, Vec<&ResultLine>) = (a.iter().collect(), b.iter().collect());
-        let comparison = compare((&a, &b), (sa, sb), self.measure, self.margin, &stats::Bootstrap::default())?;
+        let comparison = compare(
+            (&a, &b),
+            (sa, sb),
+            self.measure,
+            self.margin,
+            &stats::Bootstrap::default(),
+        )?;
         if self.json {
             say!("{}", serde_json::to_string_pretty(&comparison)?);
         } else {

@@ -12,7 +12,9 @@ use crate::bench::export::{Format, Source, export};
 
 /// Options of `mlrb export`.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  mlrb export runs/r --format inspect     # then: inspect view --log-dir runs/r/export/inspect\n  mlrb export runs/r --format eee --organization 'My Lab' --relationship third_party")]
+#[command(
+    after_help = "Examples:\n  mlrb export runs/r --format inspect     # then: inspect view --log-dir runs/r/export/inspect\n  mlrb export runs/r --format eee --organization 'My Lab' --relationship third_party"
+)]
 pub struct ExportArgs {
     /// A bench run directory (runs/<run-name>).
     run_dir: PathBuf,
@@ -46,7 +48,10 @@ impl ExportArgs {
             Format::Inspect => "inspect",
             Format::Eee => "eee",
         };
-        let out = self.out.clone().unwrap_or_else(|| self.run_dir.join("export").join(name));
+        let out = self
+            .out
+            .clone()
+            .unwrap_or_else(|| self.run_dir.join("export").join(name));
         let source = Source {
             organization: self.organization.clone(),
             relationship: self.relationship.clone(),

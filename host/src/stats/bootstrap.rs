@@ -103,14 +103,20 @@ mod tests {
             super::super::sample_variance(&replicates).unwrap(),
         );
         // Within five Monte Carlo standard errors of the exact moments.
-        assert!((got_mean - exact_mean).abs() < 5.0 * (exact_var / 40_000.0).sqrt(), "{got_mean} vs {exact_mean}");
+        assert!(
+            (got_mean - exact_mean).abs() < 5.0 * (exact_var / 40_000.0).sqrt(),
+            "{got_mean} vs {exact_mean}"
+        );
         assert!((got_var / exact_var - 1.0).abs() < 0.05, "{got_var} vs {exact_var}");
         // The exact distribution's 2.5 % and 97.5 % points are 0.25 and
         // 3.5 (P(mean = 0) = 1/64 < 2.5 % < P(mean <= 0.25) = 5/64;
         // P(mean <= 3) = 59/64 < 97.5 % < 63/64): the percentile
         // interval lands on them.
         let exact = super::super::sorted(&exact);
-        assert_eq!((exact[0], exact[1], exact[4], exact[58], exact[59], exact[62]), (0.0, 0.25, 0.25, 3.0, 3.5, 3.5));
+        assert_eq!(
+            (exact[0], exact[1], exact[4], exact[58], exact[59], exact[62]),
+            (0.0, 0.25, 0.25, 3.0, 3.5, 3.5)
+        );
         let interval = bootstrap.interval(&clusters, mean).unwrap();
         assert_eq!((interval.lower, interval.upper), (0.25, 3.5), "{interval:?}");
     }

@@ -29,13 +29,17 @@ pub struct Paired {
     pub interval: Option<Interval>,
     /// The two-level bootstrap's percentile interval of the mean difference.
     pub bootstrap: Option<Interval>,
-    /// Pairs where B did better.
+    /// Pairs where B did better; over two or more tasks, tasks whose mean
+    /// difference favours B (the seeds of a task are not independent
+    /// draws, so they are not counted as such).
     pub wins: usize,
-    /// Pairs where B did worse.
+    /// Pairs (or tasks) where B did worse.
     pub losses: usize,
-    /// Pairs with no difference.
+    /// Pairs (or tasks) with no difference.
     pub ties: usize,
-    /// The exact two-sided sign test's p-value (ties left out).
+    /// True when wins, losses and ties count tasks rather than pairs.
+    pub signs_by_task: bool,
+    /// The exact two-sided sign test's p-value over those (ties left out).
     pub sign_test_p: f64,
     /// The smallest true difference these pairs would detect with 80 %
     /// power at a 5 % two-sided level, at the observed spread:
@@ -59,7 +63,15 @@ pub fn paired(differences: &[Vec<f64>], bootstrap: &Bootstrap) -> Option<Paired>
             (c.mean, c.se, g - 1)
         }
     };
-    let (wins, losses) = (all.iter().filter(|d| **d > 0.0).count(), all.iter().filter(|d| **d < 0.0).count());
+    let signs_by_task = clusters.len() > 1;
+    let signed: Vec<f64> = match signs_by_task {
+        true => clusters.iter().filter_map(|c| super::mean(c)).collect(),
+        false => all.clone(),
+    };
+    let (wins, losses) = (
+        signed.iter().filter(|d| **d > 0.0).count(),
+        signed.iter().filter(|d| **d < 0.0).count(),
+    );
     let min_detectable = se.and_then(|se| {
         let alpha = t_quantile(1.0 - (1.0 - LEVEL) / 2.0, df as f64)?;
         Some((alpha + t_quantile(POWER, df as f64)?) * se)
@@ -74,7 +86,8 @@ pub fn paired(differences: &[Vec<f64>], bootstrap: &Bootstrap) -> Option<Paired>
         bootstrap: bootstrap.interval(&clusters, super::mean),
         wins,
         losses,
-        ties: all.len() - wins - losses,
+        ties: signed.len() - wins - losses,
+        signs_by_task,
         sign_test_p: sign_test(wins, losses),
         min_detectable,
     })
@@ -99,7 +112,17 @@ pub fn probability_of_improvement(tasks: &[(Vec<f64>, Vec<f64>)]) -> Option<f64>
         .map(|(a, b)| {
             let wins: f64 = a
                 .iter()
-                .flat_map(|x| b.iter().map(move |y| if y > x { 1.0 } else if y == x { 0.5 } else { 0.0 }))
+                .flat_map(|x| {
+                    b.iter().map(move |y| {
+                        if y > x {
+                            1.0
+                        } else if y == x {
+                            0.5
+                        } else {
+                            0.0
+                        }
+                    })
+                })
                 .sum();
             wins / (a.len() * b.len()) as f64
         })
@@ -130,11 +153,17 @@ mod tests {
         // (0.019843, 0.048157) excludes 0 (scipy: ttest_rel p = 0.0026).
         let differences: Vec<f64> = b.iter().zip(A).map(|(b, a)| b - a).collect();
         let p = paired(&[differences], &Bootstrap::default()).unwrap();
-        assert_eq!((p.pairs, p.clusters, p.df, p.wins, p.losses, p.ties), (5, 1, 4, 5, 0, 0));
+        assert_eq!(
+            (p.pairs, p.clusters, p.df, p.wins, p.losses, p.ties),
+            (5, 1, 4, 5, 0, 0)
+        );
         assert!((p.mean - 0.034).abs() < 1e-12);
         assert!((p.se.unwrap() - 0.005_099_019_513_592_79).abs() < 1e-12);
         let interval = p.interval.unwrap();
-        assert!((interval.lower - 0.019_842_852_230_177_267).abs() < 1e-9, "{interval:?}");
+        assert!(
+            (interval.lower - 0.019_842_852_230_177_267).abs() < 1e-9,
+            "{interval:?}"
+        );
         assert!((interval.upper - 0.048_157_147_769_822_79).abs() < 1e-9, "{interval:?}");
         assert!(!interval.contains(0.0) && !p.bootstrap.unwrap().contains(0.0), "{p:?}");
         // Five wins of five: 2 × 1/32 (scipy.stats.binomtest(5, 5)).
@@ -151,6 +180,10 @@ mod tests {
         // Task one lost its third pair (not a zero): it has two.
         let p = paired(&[vec![0.1, 0.3], vec![0.2, 0.2, 0.5], vec![]], &Bootstrap::default()).unwrap();
         assert_eq!((p.pairs, p.clusters, p.df), (5, 2, 1));
+        // Signs count the two tasks, not the five pairs.
+        assert!(p.signs_by_task);
+        assert_eq!((p.wins, p.losses, p.ties), (2, 0, 0));
+        assert!((p.sign_test_p - 0.5).abs() < 1e-12);
         let c = crate::stats::clustered_mean(&[vec![0.1, 0.3], vec![0.2, 0.2, 0.5]]).unwrap();
         assert_eq!((p.mean, p.se), (c.mean, c.se));
         assert!((p.mean - 0.26).abs() < 1e-12);

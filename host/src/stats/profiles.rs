@@ -46,7 +46,12 @@ pub fn rho(ratios: &[f64], tau: f64) -> f64 {
 /// at most τ_max, as ρ is a step function.
 pub fn profile(ratios: &[f64], tau_max: f64) -> Profile {
     let tasks = ratios.len().max(1) as f64;
-    let aup = ratios.iter().filter(|r| **r <= tau_max).map(|r| tau_max - r.max(1.0)).sum::<f64>() / tasks;
+    let aup = ratios
+        .iter()
+        .filter(|r| **r <= tau_max)
+        .map(|r| tau_max - r.max(1.0))
+        .sum::<f64>()
+        / tasks;
     Profile {
         ratios: super::sorted(ratios),
         aup,
@@ -56,12 +61,7 @@ pub fn profile(ratios: &[f64], tau_max: f64) -> Profile {
 /// A τ_max that shows every finite ratio: 5 % past the largest, and at
 /// least 1.05.
 pub fn tau_max(all_ratios: &[f64]) -> f64 {
-    all_ratios
-        .iter()
-        .copied()
-        .filter(|r| r.is_finite())
-        .fold(1.0, f64::max)
-        * 1.05
+    all_ratios.iter().copied().filter(|r| r.is_finite()).fold(1.0, f64::max) * 1.05
 }
 
 #[cfg(test)]

@@ -24,7 +24,11 @@ pub const SCHEMA_VERSION: &str = "0.3.0";
 /// where EEE's datastore keeps them: `out/data/<collection>/<developer>/<model>/`.
 pub fn write(run: &AgentRun, out: &Path, source: &Source) -> Result<Vec<PathBuf>> {
     let safe = crate::paths::safe_component;
-    let relative = format!("data/{}/{DEVELOPER}/{}", safe(&format!("mlrb-{}", run.run_name)), safe(&run.agent));
+    let relative = format!(
+        "data/{}/{DEVELOPER}/{}",
+        safe(&format!("mlrb-{}", run.run_name)),
+        safe(&run.agent)
+    );
     let dir = out.join(&relative);
     std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
     let uuid = uuid(run);
@@ -48,7 +52,8 @@ pub fn write(run: &AgentRun, out: &Path, source: &Source) -> Result<Vec<PathBuf>
         "total_rows": lines.len(),
     });
     let path = dir.join(format!("{uuid}.json"));
-    std::fs::write(&path, serde_json::to_vec_pretty(&record)?).with_context(|| format!("{}: cannot write", path.display()))?;
+    std::fs::write(&path, serde_json::to_vec_pretty(&record)?)
+        .with_context(|| format!("{}: cannot write", path.display()))?;
     Ok(vec![path, samples])
 }
 
@@ -59,7 +64,14 @@ const DEVELOPER: &str = "mlrb-agent";
 fn uuid(run: &AgentRun) -> String {
     let hex = blake3::hash(format!("{}\n{}", run.run_dir, run.agent).as_bytes()).to_hex();
     let variant = ["8", "9", "a", "b"][usize::from(hex.as_bytes()[16]) % 4];
-    format!("{}-{}-4{}-{variant}{}-{}", &hex[..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32])
+    format!(
+        "{}-{}-4{}-{variant}{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
 }
 
 /// The agent as EEE's model: `mlrb-agent/<agent>`.
@@ -76,12 +88,17 @@ fn models(run: &AgentRun) -> String {
         }
     }
     let mut by_use: Vec<(&str, u64)> = tokens.into_iter().collect();
-    by_use.sort_by(|a, b| b.1.cmp(&a.1));
+    by_use.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     by_use.iter().map(|(m, _)| *m).collect::<Vec<_>>().join(", ")
 }
 
 fn aggregate(run: &AgentRun, source: &Source, evaluation_id: &str, retrieved: &str) -> Value {
-    let first = run.episodes.iter().filter_map(|e| e.transcript.as_ref()).map(|t| &t.record).next();
+    let first = run
+        .episodes
+        .iter()
+        .filter_map(|e| e.transcript.as_ref())
+        .map(|t| &t.record)
+        .next();
     let started = first.map(|r| r.started_at.clone()).unwrap_or_default();
     let mut results: Vec<Value> = run.epochs.iter().flat_map(|e| task_results(run, e, &started)).collect();
     results.extend(across_results(run, &started));
@@ -171,7 +188,12 @@ fn details(e: &EpochStats) -> Value {
         ("agent_failures", e.agent_failures.to_string()),
         ("infra_failures_left_out", e.infra_failures.to_string()),
         ("starter_score", number(e.baseline).to_string()),
-        ("starter_source", e.baseline_source.clone().unwrap_or_else(|| "task.toml metric.baseline".into())),
+        (
+            "starter_source",
+            e.baseline_source
+                .clone()
+                .unwrap_or_else(|| "task.toml metric.baseline".into())
+        ),
         ("reference_score", number(e.reference).to_string()),
         ("pass_at_k", format!("{:?}", e.pass_at_k)),
     ]))
@@ -232,10 +254,22 @@ fn across_results(run: &AgentRun, started: &str) -> Vec<Value> {
     };
     let mut out = Vec::new();
     if let Some(g) = &a.normalized {
-        out.push(entry("mlrb.normalized", "normalised score", "per task (score - starter) / (reference - starter), an agent failure 0; mean over every episode", g, unbounded()));
+        out.push(entry(
+            "mlrb.normalized",
+            "normalised score",
+            "per task (score - starter) / (reference - starter), an agent failure 0; mean over every episode",
+            g,
+            unbounded(),
+        ));
     }
     if let Some(g) = &a.success {
-        out.push(entry("mlrb.success_rate", "success rate", "more than 10 % better than the starter; mean over every episode", g, (json!(0.0), json!(1.0))));
+        out.push(entry(
+            "mlrb.success_rate",
+            "success rate",
+            "more than 10 % better than the starter; mean over every episode",
+            g,
+            (json!(0.0), json!(1.0)),
+        ));
     }
     if let Some(iqm) = &a.iqm {
         let mut u = json!({"num_bootstrap_samples": boot.resamples});
@@ -309,7 +343,12 @@ fn messages(t: &super::transcript::Transcript) -> Vec<Value> {
         let arguments: serde_json::Map<String, Value> = call
             .arguments
             .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.as_str().map_or_else(|| v.to_string(), String::from))))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Value::String(v.as_str().map_or_else(|| v.to_string(), String::from)),
+                )
+            })
             .collect();
         let n = out.len();
         out.push(json!({"turn_idx": n, "role": "assistant", "content": null,

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::transcript::{Call, Transcript, error_kind, result_text};
 use super::{AgentRun, Episode};
-use crate::bench::across::{Aggregate, AcrossTasks};
+use crate::bench::across::{AcrossTasks, Aggregate};
 use crate::bench::ranked;
 use crate::episode::EndReason;
 
@@ -34,8 +34,8 @@ pub struct Log {
 
 /// The evaluation log of `run`'s agent.
 pub fn log(run: &AgentRun) -> Log {
-    let created = run.episodes.iter().filter_map(|e| started_at(e)).min().unwrap_or_default();
-    let completed = run.episodes.iter().filter_map(|e| ended_at(e)).max().unwrap_or_default();
+    let created = run.episodes.iter().filter_map(started_at).min().unwrap_or_default();
+    let completed = run.episodes.iter().filter_map(ended_at).max().unwrap_or_default();
     let usage = total_usage(run);
     let model = usage
         .iter()
@@ -179,7 +179,11 @@ fn target(e: &Episode) -> String {
     format!(
         "{} ({}): starter {}, reference {}",
         r.metric,
-        if r.higher_is_better { "higher is better" } else { "lower is better" },
+        if r.higher_is_better {
+            "higher is better"
+        } else {
+            "lower is better"
+        },
         number(r.baseline),
         number(r.reference)
     )
@@ -232,15 +236,28 @@ fn messages(t: &Transcript) -> Vec<Value> {
     for call in &t.calls {
         messages.push(json!({"role": "assistant", "content": "", "source": "generate",
                              "tool_calls": [{"id": call.id, "function": call.function, "arguments": call.arguments, "type": "function"}]}));
-        let mut tool = json!({"role": "tool", "content": result_text(call), "tool_call_id": call.id, "function": call.function});
+        let mut tool =
+            json!({"role": "tool", "content": result_text(call), "tool_call_id": call.id, "function": call.function});
         if call.error.is_some() {
             tool["error"] = json!({"type": error_type(call), "message": result_text(call)});
         }
         messages.push(tool);
     }
-    let ending = t.record.end.as_ref().map_or("the episode has no end record".to_string(), |e| {
-        format!("ended: {}{}", e.reason.name(), if e.detail.is_empty() { String::new() } else { format!(": {}", e.detail) })
-    });
+    let ending = t
+        .record
+        .end
+        .as_ref()
+        .map_or("the episode has no end record".to_string(), |e| {
+            format!(
+                "ended: {}{}",
+                e.reason.name(),
+                if e.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", e.detail)
+                }
+            )
+        });
     let content = match &t.answer {
         Some(answer) => answer.clone(),
         None => ending,

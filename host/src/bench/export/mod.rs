@@ -68,7 +68,11 @@ impl AgentRun {
 
     /// The seeds of `task`, ascending.
     fn seeds(&self, task: &str) -> Vec<u64> {
-        self.episodes.iter().filter(|e| e.result.task == task).map(|e| e.result.seed).collect()
+        self.episodes
+            .iter()
+            .filter(|e| e.result.task == task)
+            .map(|e| e.result.seed)
+            .collect()
     }
 
     /// A result's epoch: its seed's place among its task's seeds, from 1.
@@ -140,7 +144,10 @@ fn agent_run(dir: &Path, agent: &str, results: &[ResultLine], summary: &super::m
         .collect::<Result<Vec<_>>>()?;
     let across = summary.across_tasks.iter().find(|a| a.agent == agent).cloned();
     Ok(AgentRun {
-        run_name: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        run_name: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         run_dir: dir.display().to_string(),
         agent: agent.to_string(),
         episodes,
@@ -153,7 +160,12 @@ fn agent_run(dir: &Path, agent: &str, results: &[ResultLine], summary: &super::m
 fn write_inspect(run: &AgentRun, out: &Path) -> Result<Vec<PathBuf>> {
     let log = inspect::log(run);
     let created = log.eval["created"].as_str().unwrap_or("").replace(':', "-");
-    let name = crate::paths::safe_component(&format!("{created}_mlrb-{}-{}_{}.json", run.run_name, run.agent, run.id("file")));
+    let name = crate::paths::safe_component(&format!(
+        "{created}_mlrb-{}-{}_{}.json",
+        run.run_name,
+        run.agent,
+        run.id("file")
+    ));
     let path = out.join(name);
     std::fs::write(&path, serde_json::to_vec(&log)?).with_context(|| format!("{}: cannot write", path.display()))?;
     Ok(vec![path])

@@ -153,10 +153,19 @@ mod tests {
         assert_eq!(error_kind(&c), Some("not-found"));
         let ok = serde_json::json!({"seq": 4, "interface": "exec", "function": "x", "args": "a", "result": {"ok": {"exit": 0}}});
         let c = call(&ok, "exec", "x");
-        assert_eq!((c.arguments["value"].as_str(), result_text(&c).as_str()), (Some("a"), "{\"exit\":0}"));
+        assert_eq!(
+            (c.arguments["value"].as_str(), result_text(&c).as_str()),
+            (Some("a"), "{\"exit\":0}")
+        );
         let mut usage = BTreeMap::new();
-        count_usage(&mut usage, &serde_json::json!({"ok": {"model": "m", "input_tokens": 5, "output_tokens": 2}}));
-        count_usage(&mut usage, &serde_json::json!({"ok": {"model": "m", "input_tokens": 1, "output_tokens": 1}}));
+        count_usage(
+            &mut usage,
+            &serde_json::json!({"ok": {"model": "m", "input_tokens": 5, "output_tokens": 2}}),
+        );
+        count_usage(
+            &mut usage,
+            &serde_json::json!({"ok": {"model": "m", "input_tokens": 1, "output_tokens": 1}}),
+        );
         assert_eq!((usage["m"].input_tokens, usage["m"].output_tokens), (6, 3));
     }
 }
