@@ -208,16 +208,10 @@ pub fn selftest_table(reports: &[Report]) -> Table {
 }
 
 /// The tables of `mlrb bench` and `mlrb report`: per task and agent, then
-/// per agent across tasks.
+/// per agent across tasks, then the seeds as epochs with their reducers,
+/// the aggregates across tasks with their uncertainty, and AUP.
 pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
-    let table = |text: crate::bench::metrics::TextTable| {
-        let mut table = new_table();
-        table.set_header(text.header);
-        for row in text.rows {
-            table.add_row(row);
-        }
-        table
-    };
+    use crate::bench::{across, epochs};
     let stale: usize = summary.by_task_and_agent.iter().map(|g| g.stats.stale).sum();
     let note = match stale {
         0 => String::new(),
@@ -225,11 +219,73 @@ pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
             "\n{n} stale results (invalidated with `mlrb runs invalidate`) are left out; `mlrb bench --resume <run> --rerun-stale` runs them again"
         ),
     };
+    let aup = summary.profiles.as_ref().map_or(String::new(), |p| {
+        let each: Vec<String> = p.agents.iter().map(|a| format!("{} {:.3}", a.agent, a.aup)).collect();
+        format!(
+            "\nAUP (area under the performance profile, τ from 1 to {:.2}; per task: {}): {}",
+            p.tau_max,
+            p.reducer,
+            each.join(", ")
+        )
+    });
     format!(
-        "{}\n{}{note}",
-        table(summary.by_task_table()),
-        table(summary.by_agent_table())
+        "{}\n{}\nSeeds as epochs (each column names its reducer):\n{}\nAcross tasks (clustered by task):\n{}{aup}{note}",
+        text_table(summary.by_task_table()),
+        text_table(summary.by_agent_table()),
+        text_table(epochs::epochs_table(&summary.epochs)),
+        text_table(across::across_table(&summary.across_tasks))
     )
+}
+
+/// A text table as a terminal table.
+fn text_table(text: crate::bench::metrics::TextTable) -> Table {
+    let mut table = new_table();
+    table.set_header(text.header);
+    for row in text.rows {
+        table.add_row(row);
+    }
+    table
+}
+
+/// What `mlrb compare` prints: the sides, the measure, the table, the
+/// pairs left out and the verdict.
+pub fn comparison_text(c: &crate::bench::compare::Comparison) -> String {
+    use crate::bench::compare::Verdict;
+    let mut text = format!(
+        "A: {} in {}\nB: {} in {}\nmeasure: {}; differences are B − A (positive: B better)\n{}\n",
+        c.a.agent,
+        c.a.run,
+        c.b.agent,
+        c.b.run,
+        c.measure.describe(),
+        text_table(c.table())
+    );
+    if c.overall.is_none() && c.tasks.len() > 1 {
+        text.push_str("no overall difference: the tasks' own scores are not averaged across metrics (use --measure normalized or improvement)\n");
+    }
+    if !c.unpaired.is_empty() {
+        text.push_str(&format!(
+            "{} (task, seed) without a pair, left out:\n",
+            c.unpaired.len()
+        ));
+        for u in &c.unpaired {
+            text.push_str(&format!("  {} seed {}: {}\n", u.task, u.seed, u.why));
+        }
+    }
+    let margin = c.margin;
+    text.push_str(&match c.verdict {
+        Verdict::Worse => {
+            format!("verdict: B is worse than A beyond the margin {margin} (95 % t interval below −{margin})")
+        }
+        Verdict::Better => {
+            format!("verdict: B is better than A beyond the margin {margin} (95 % t interval above {margin})")
+        }
+        Verdict::NoDifferenceShown => {
+            format!("verdict: no difference beyond the margin {margin} shown (the 95 % t interval reaches within it)")
+        }
+        Verdict::Undetermined => "verdict: undetermined (too few pairs for an interval)".to_string(),
+    });
+    text
 }
 
 /// The table of `mlrb agent check`.

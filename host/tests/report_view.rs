@@ -108,6 +108,42 @@ fn the_html_report_renders_its_tables_and_plots_offline() {
     assert!(dom.contains("id=\"success\""), "the success-rate plot: {dom}");
     assert!(dom.matches("<circle").count() >= 2, "score points: {dom}");
     assert!(dom.contains("score over steps"), "{dom}");
+    // The seeds as epochs and the aggregates across tasks, each column
+    // naming its reducer and uncertainty.
+    assert!(
+        dom.contains("<table id=\"epochs\">") && dom.contains("success: pass@k"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<table id=\"across\">") && dom.contains("clustered SE"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<table id=\"scales\">") && dom.contains("declared by the task"),
+        "{dom}"
+    );
+    // The performance profiles: one step line per agent, AUP in the legend.
+    let profiles = svg(&dom, "profiles");
+    assert_eq!(profiles.matches("<polyline class=\"profile\"").count(), 2, "{profiles}");
+    assert!(
+        profiles.contains("baseline (AUP ") && profiles.contains("validator (AUP "),
+        "{profiles}"
+    );
+    // The baseline is the best agent on the only task: ρ reaches 1 at τ = 1.
+    assert!(profiles.contains("baseline: AUP 0.050"), "{profiles}");
+    // Score against cost: a point per agent with a score.
+    let cost = svg(&dom, "cost");
+    assert_eq!(cost.matches("<circle class=\"agent\"").count(), 2, "{cost}");
+    assert!(cost.contains("CPU-hours per episode"), "{cost}");
+}
+
+/// The rendered `<svg id=...>` element of `dom`.
+fn svg<'a>(dom: &'a str, id: &str) -> &'a str {
+    let start = dom
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no svg {id}: {dom}"));
+    let end = dom[start..].find("</svg>").unwrap() + start;
+    &dom[start..end]
 }
 
 #[test]

@@ -1,21 +1,16 @@
 //! The self-contained HTML report of a bench run (`report.html`): the
-//! summary tables and inline SVG plots (score distribution per task and
-//! agent, success rate per agent, score over steps). One file, no script,
+//! summary tables, the seeds as epochs with their reducers, aggregates
+//! across tasks with their uncertainty, and inline SVG plots (performance
+//! profiles, score against cost, score distribution per task and agent,
+//! success rate per agent, score over steps). One file, no script,
 //! nothing fetched: it opens anywhere, offline.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::metrics::{ResultLine, Summary};
+use super::plots::colour;
 use crate::format::{esc, number, percent};
-
-const PALETTE: [&str; 8] = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-];
-
-fn colour(index: usize) -> &'static str {
-    PALETTE[index % PALETTE.len()]
-}
 
 /// The page.
 pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String {
@@ -35,6 +30,7 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
             .len()
     );
     page.push_str(&summary_html(summary));
+    page.push_str(&statistics_html(summary));
     page.push_str(&plots_html(summary, results));
     page.push_str(&episodes_html(results));
     page.push_str("</body></html>\n");
@@ -48,6 +44,64 @@ fn summary_html(summary: &Summary) -> String {
         table_html("summary", summary.by_task_table()),
         table_html("agents", summary.by_agent_table())
     )
+}
+
+/// The seeds as epochs, the aggregates across tasks, where each task's
+/// starter and reference come from, performance profiles and cost.
+fn statistics_html(summary: &Summary) -> String {
+    use super::{across, epochs, plots};
+    let mut page = format!(
+        "<h2>Seeds as epochs</h2>\n<p>Per task and agent; each column names its reducer. Infrastructure failures are left out and counted apart; an invalid submission counts as a failure (and as the starter's score, 0, on the normalised scale).</p>\n{}\
+         <h2>Across tasks</h2>\n<p>Over every counted episode, with the standard error clustered by task (CR1), a t interval with (tasks − 1) degrees of freedom and a two-level bootstrap (tasks, then seeds; {} resamples, fixed seed); n and the number of tasks are given with each.</p>\n{}",
+        table_html("epochs", epochs::epochs_table(&summary.epochs)),
+        crate::stats::Bootstrap::default().resamples,
+        table_html("across", across::across_table(&summary.across_tasks)),
+    );
+    page.push_str(&scales_html(summary));
+    if let Some(profiles) = &summary.profiles {
+        let _ = write!(
+            page,
+            "<h2>Performance profiles</h2>\n<p>Per task, each agent's score ({}) divided into the best agent's (or the best's into it, where lower is better): ρ(τ) is the share of tasks within a factor τ of the best; AUP is the area under ρ from 1 to {:.2}. An agent without a valid score on a task never reaches it.</p>\n{}",
+            esc(&profiles.reducer),
+            profiles.tau_max,
+            plots::profile_plot(profiles)
+        );
+    }
+    if !summary.across_tasks.is_empty() {
+        let _ = write!(
+            page,
+            "<h2>Score against cost</h2>\n<p>Per agent: the mean across tasks (bars: 95 % t interval, clustered by task) against the mean cost of an episode.</p>\n{}",
+            plots::cost_plot(&summary.across_tasks)
+        );
+    }
+    page
+}
+
+/// Each task's starter and reference scores and where they come from.
+fn scales_html(summary: &Summary) -> String {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut table = String::from(
+        "<h2>Normalisation</h2>\n<p>normalised = (score − starter) / (reference − starter): the starter 0, the reference 1.</p>\n<table id=\"scales\"><thead><tr><th>task</th><th>metric</th><th>starter (baseline)</th><th>starter from</th><th>reference</th><th>reference from</th></tr></thead><tbody>\n",
+    );
+    for e in summary.epochs.iter().filter(|e| seen.insert(e.task.clone())) {
+        let _ = writeln!(
+            table,
+            "<tr><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&e.task),
+            esc(&e.metric),
+            if e.higher_is_better { "↑" } else { "↓" },
+            number(e.baseline),
+            esc(e.baseline_source.as_deref().unwrap_or("task.toml metric.baseline")),
+            number(e.reference),
+            if e.reference.is_some() {
+                "task.toml metric.reference (the task's reference solution)"
+            } else {
+                "none: left out of normalised aggregates"
+            },
+        );
+    }
+    table.push_str("</tbody></table>\n");
+    table
 }
 
 /// A table of text cells, escaped.

@@ -82,6 +82,12 @@ pub struct ResultLine {
     /// A public gain that did not carry over to the private part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_gain_lost: Option<bool>,
+    /// Where the baseline comes from (task.toml, `mlrb tasks baseline`, an overlay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_source: Option<String>,
+    /// The CPUs the episode's scripts were given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
 }
 
 impl ResultLine {
@@ -129,6 +135,8 @@ impl ResultLine {
             public_score: score.public.and_then(|p| p.best),
             public_improvement: judged.public_improvement,
             public_gain_lost: judged.public_gain_lost,
+            baseline_source: score.baseline_source.clone(),
+            cpus: Some(record.limits.script_cpus),
         }
     }
 
@@ -165,6 +173,8 @@ impl ResultLine {
             public_score: None,
             public_improvement: None,
             public_gain_lost: None,
+            baseline_source: None,
+            cpus: None,
         }
     }
 }
@@ -333,6 +343,17 @@ pub struct Summary {
     /// Across tasks: improvement and normalised score are means over all
     /// valid runs of the agent.
     pub by_agent: Vec<AgentStats>,
+    /// Per task and agent, the seeds as epochs: each reducer (mean with its
+    /// t interval, median, best-of-k, pass@k, at-least-k).
+    #[serde(default)]
+    pub epochs: Vec<super::epochs::EpochStats>,
+    /// Per agent across tasks: normalised score, IQM, success and
+    /// improvement with clustered and bootstrap uncertainty; cost.
+    #[serde(default)]
+    pub across_tasks: Vec<super::across::AcrossTasks>,
+    /// Performance profiles and AUP, for two agents or more.
+    #[serde(default)]
+    pub profiles: Option<super::profiles::Profiles>,
 }
 
 /// The metrics of a run's results: per task and agent, and per agent.
@@ -380,10 +401,14 @@ pub fn summarize(results: &[ResultLine]) -> Summary {
             }
         })
         .collect();
+    let epochs = super::epochs::epochs(results);
     Summary {
         episodes: results.len(),
         by_task_and_agent,
         by_agent,
+        across_tasks: super::across::across_tasks(results, &epochs, &crate::stats::Bootstrap::default()),
+        profiles: super::profiles::profiles(&epochs),
+        epochs,
     }
 }
 
@@ -406,14 +431,14 @@ impl Summary {
             "valid",
             "agent failures",
             "infra failures",
-            "success",
-            "improvement",
-            "score",
-            "public",
-            "best",
-            "normalised",
-            "steps",
-            "wall",
+            "success: rate",
+            "improvement: mean ± SE (valid)",
+            "score: mean (valid; the private part where split)",
+            "public: mean of best (valid)",
+            "score: max (incl. intermediate)",
+            "normalised: mean (valid)",
+            "steps: mean",
+            "wall: mean",
             "marks",
         ];
         let rows = self
@@ -453,12 +478,12 @@ impl Summary {
             "valid",
             "agent failures",
             "infra failures",
-            "success",
-            "improvement",
-            "public gain",
-            "normalised",
-            "tokens",
-            "cost",
+            "success: rate",
+            "improvement: mean ± SE (valid, naive)",
+            "public gain: mean ± SE",
+            "normalised: mean (valid)",
+            "tokens: total",
+            "cost: total",
             "marks",
         ];
         let rows = self

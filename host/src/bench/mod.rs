@@ -2,13 +2,23 @@
 //! bounded number of episodes at once, journalled so that a killed bench
 //! resumes exactly, and summarised into `results.jsonl` and `summary.json`.
 
+pub mod across;
+pub mod compare;
+pub mod epochs;
+pub mod export;
 pub mod html;
 pub mod invalidate;
 pub mod journal;
 pub mod metrics;
 pub mod placement;
+pub mod plots;
+pub mod profiles;
 pub mod progress;
 pub mod queue;
+pub mod ranked;
+#[cfg(test)]
+mod sample;
+pub mod verify;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

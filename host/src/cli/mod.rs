@@ -4,7 +4,9 @@
 mod agent;
 mod bench;
 mod cache;
+mod compare;
 mod eval;
+mod export;
 mod fork;
 mod gc;
 mod image;
@@ -69,6 +71,13 @@ enum Command {
     /// The tables of a bench run (from its results.jsonl); rewrites its
     /// summary.json and report.html.
     Report(report::ReportArgs),
+    /// Compare two agents on the (task, seed) pairs both ran, from two runs
+    /// or one: paired differences with t and bootstrap intervals, a sign
+    /// test, the probability of improvement; `--fail-if-worse` for CI.
+    Compare(compare::CompareArgs),
+    /// Write a run's results as an Inspect AI evaluation log or as Every
+    /// Eval Ever records (a run whose records do not verify is refused).
+    Export(export::ExportArgs),
     /// A trace viewer on loopback: the episodes of a run, each episode's
     /// steps, workspace diffs between snapshots, and its score.
     View(view::ViewArgs),
@@ -219,6 +228,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Serve(args) => args.run().await,
         Command::Worker(args) => args.run().await,
         Command::Report(args) => args.run(),
+        Command::Compare(args) => args.run(),
+        Command::Export(args) => args.run(),
         Command::View(args) => args.run().await,
         Command::Agent(command) => command.run().await,
         Command::Cache(command) => command.run(),

@@ -11,7 +11,7 @@ use clap::Args;
 use serde::Serialize;
 
 use super::{SandboxArgs, say};
-use crate::bench::{self, metrics};
+use crate::bench;
 use crate::episode::{EpisodeRecord, HostSetup, Runner, ScoreRecord, verify};
 use crate::record::signature;
 use crate::{paths, task};
@@ -83,7 +83,7 @@ impl VerifyArgs {
         if self.dir.join("results.jsonl").is_file() {
             findings.push(Finding {
                 what: "run (results.jsonl, summary.json)".into(),
-                failures: check_run(&self.dir),
+                failures: bench::verify::check_results(&self.dir),
             });
         }
         let failed = findings.iter().any(|f| !f.failures.is_empty());
@@ -244,48 +244,6 @@ async fn rescore(
 fn metric_tolerance(task: &task::Task) -> f64 {
     let metric = &task.spec.metric;
     if metric.deterministic { 0.0 } else { metric.tolerance }
-}
-
-/// `results.jsonl` says what the episodes' records say, and `summary.json`
-/// is the summary of those results.
-fn check_run(dir: &Path) -> Vec<String> {
-    let results = match bench::read_results(dir) {
-        Ok(results) => results,
-        Err(error) => return vec![format!("{error:#}")],
-    };
-    let mut failures = Vec::new();
-    for line in &results {
-        let episode = dir.join(&line.dir);
-        let (Ok(record), Ok(score)) = (EpisodeRecord::read(&episode), ScoreRecord::read(&episode)) else {
-            if line.infra_error.is_none() {
-                failures.push(format!(
-                    "results.jsonl: {} has no episode records at {}",
-                    line.id, line.dir
-                ));
-            }
-            continue;
-        };
-        let mut expected = metrics::ResultLine::from_records(&line.id, &line.agent, &line.dir, &record, &score);
-        // What the journal alone knows: attempts, failures, invalidation.
-        expected.attempts = line.attempts;
-        expected.infra_error = line.infra_error.clone();
-        expected.stale = line.stale.clone();
-        let (recorded, expected) = (serde_json::to_value(line), serde_json::to_value(&expected));
-        if let (Ok(recorded), Ok(expected)) = (recorded, expected)
-            && let Some(why) = verify::json_differs(&recorded, &expected, &format!("results.jsonl {}", line.id))
-        {
-            failures.push(why);
-        }
-    }
-    let summary = std::fs::read(dir.join("summary.json"))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
-    let expected = serde_json::to_value(metrics::summarize(&results)).unwrap_or_default();
-    match summary {
-        None => failures.push("summary.json: missing or not JSON".into()),
-        Some(summary) => failures.extend(verify::json_differs(&summary, &expected, "summary.json")),
-    }
-    failures
 }
 
 /// The episode directories at or under `dir`, in order.

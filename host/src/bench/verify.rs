@@ -1,0 +1,84 @@
+//! What `mlrb verify` and `mlrb export` check of a run without running
+//! anything: `results.jsonl` against the episodes' records, `summary.json`
+//! against the results, and every episode's records (hash chain, snapshot
+//! store, bindings).
+
+use std::path::Path;
+
+use super::metrics;
+use crate::episode::{EpisodeRecord, ScoreRecord, verify};
+
+/// Sections of `summary.json` that runs recorded before them lack.
+const LATER_SECTIONS: &[&str] = &["epochs", "across_tasks", "profiles"];
+
+/// `results.jsonl` says what the episodes' records say, and `summary.json`
+/// is the summary of those results.
+pub fn check_results(dir: &Path) -> Vec<String> {
+    let results = match super::read_results(dir) {
+        Ok(results) => results,
+        Err(error) => return vec![format!("{error:#}")],
+    };
+    let mut failures = Vec::new();
+    for line in &results {
+        let episode = dir.join(&line.dir);
+        let (Ok(record), Ok(score)) = (EpisodeRecord::read(&episode), ScoreRecord::read(&episode)) else {
+            if line.infra_error.is_none() {
+                failures.push(format!(
+                    "results.jsonl: {} has no episode records at {}",
+                    line.id, line.dir
+                ));
+            }
+            continue;
+        };
+        let mut expected = metrics::ResultLine::from_records(&line.id, &line.agent, &line.dir, &record, &score);
+        // What the journal alone knows: attempts, failures, invalidation.
+        expected.attempts = line.attempts;
+        expected.infra_error = line.infra_error.clone();
+        expected.stale = line.stale.clone();
+        // Fields a line of an earlier mlrb lacks (shown, not scored): not required.
+        if line.cpus.is_none() && line.baseline_source.is_none() {
+            expected.cpus = None;
+            expected.baseline_source = None;
+        }
+        let (recorded, expected) = (serde_json::to_value(line), serde_json::to_value(&expected));
+        if let (Ok(recorded), Ok(expected)) = (recorded, expected)
+            && let Some(why) = verify::json_differs(&recorded, &expected, &format!("results.jsonl {}", line.id))
+        {
+            failures.push(why);
+        }
+    }
+    let summary = std::fs::read(dir.join("summary.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+    let mut expected = serde_json::to_value(metrics::summarize(&results)).unwrap_or_default();
+    // The sections an earlier mlrb did not write: required only where present.
+    if let (Some(recorded), Some(expected)) = (summary.as_ref().and_then(|s| s.as_object()), expected.as_object_mut()) {
+        for section in LATER_SECTIONS {
+            if !recorded.contains_key(*section) {
+                expected.remove(*section);
+            }
+        }
+    }
+    match summary {
+        None => failures.push("summary.json: missing or not JSON".into()),
+        Some(summary) => failures.extend(verify::json_differs(&summary, &expected, "summary.json")),
+    }
+    failures
+}
+
+/// Every way the run in `dir` fails the checks made without running
+/// anything (as `mlrb verify --no-eval` does, less the signature): each
+/// episode's records, then the results and summary; empty when it holds.
+pub fn check_run_records(dir: &Path) -> Vec<String> {
+    let mut failures = Vec::new();
+    for episode in crate::episode::episode_dirs(dir) {
+        let name = episode.strip_prefix(dir).unwrap_or(&episode).display().to_string();
+        failures.extend(
+            verify::check_records(&episode)
+                .into_iter()
+                .map(|f| format!("{name}: {f}")),
+        );
+    }
+    failures.extend(check_results(dir));
+    failures
+}
