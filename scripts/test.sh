@@ -4,7 +4,7 @@
 # exists; under CI=true a failure is fatal), and runs the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --all
 scripts/build.sh
 target_dir="${CARGO_TARGET_DIR:-target}"
 # The standard image, and the torch image (PyPI's wheels as images/torch/

@@ -109,7 +109,7 @@ impl Viewer {
 
     fn index(&self) -> String {
         let mut body = format!(
-            "<p>{}</p><table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>steps</th><th>score</th><th>valid</th></tr></thead><tbody>",
+            "<p>{}</p><table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>steps</th><th>score</th><th>valid</th><th>public (best)</th></tr></thead><tbody>",
             esc(&self.root.display().to_string())
         );
         let forks = ForkTree::of(&self.root);
@@ -128,13 +128,14 @@ impl Viewer {
             };
             let _ = write!(
                 body,
-                "<tr class=\"depth-{depth}\"><td>{branch}<a href=\"/e/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class=\"depth-{depth}\"><td>{branch}<a href=\"/e/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&id),
                 esc(&id),
                 esc(&status(&record)),
                 record["end"]["steps"],
                 esc(&score["score"].to_string()),
-                score["valid"]
+                score["valid"],
+                esc(&public_cell(&score))
             );
         }
         body.push_str("</tbody></table>");
@@ -194,6 +195,7 @@ impl Viewer {
             if score["valid"] == true { "valid" } else { "not valid" },
             esc(score["error"].as_str().unwrap_or(""))
         );
+        body.push_str(&feedback_section(&score));
         body.push_str(&self.lineage(dir, &record));
         body.push_str(&network_section(&record, &events));
         body.push_str(&self.diff_form(dir, id)?);
@@ -501,6 +503,49 @@ pub fn episodes(root: &Path) -> Vec<String> {
     }
     found.sort();
     found
+}
+
+/// An index cell: the best public-part score, marked when its gain did
+/// not carry over to the private part.
+fn public_cell(score: &Value) -> String {
+    let best = &score["public"]["best"];
+    match (best.is_number(), score["public_gain_lost"] == true) {
+        (false, _) => String::new(),
+        (true, false) => best.to_string(),
+        (true, true) => format!("{best} (gain lost on the private part)"),
+    }
+}
+
+/// What validate() told the agent and, where the task splits its answers,
+/// the public part's scores beside the private one.
+fn feedback_section(score: &Value) -> String {
+    let feedback = score["feedback"].as_str().unwrap_or("test-set");
+    let told = match feedback {
+        "off" => "no intermediate scoring",
+        "validity" => "validity only",
+        "public-score" => "the score of the public part of the test set; the score above is the private part's",
+        "score" => "the score (the task has no hidden answers to select on)",
+        _ => "the score on the test set itself (recorded before public/private splits)",
+    };
+    let mut html = format!("<p id=\"feedback\">validate() told the agent: {}</p>", esc(told));
+    let public = &score["public"];
+    if public.is_object() {
+        let lost = if score["public_gain_lost"] == true {
+            " <strong class=\"flag\">public gain lost: the private improvement is under half the public one</strong>"
+        } else {
+            ""
+        };
+        let _ = write!(
+            html,
+            "<p id=\"public\">public part: best {}, last {}, baseline {}; improvement {} (private: {}){lost}</p>",
+            esc(&public["best"].to_string()),
+            esc(&public["last"].to_string()),
+            esc(&public["baseline"].to_string()),
+            esc(&score["public_improvement"].to_string()),
+            esc(&score["improvement"].to_string()),
+        );
+    }
+    html
 }
 
 /// The most of one record file the viewer reads (a full trace fits).

@@ -109,7 +109,7 @@ fn dependencies_point_from_the_command_line_down_to_the_engine() {
     let layers: [&[&str]; 6] = [
         &["cli"],
         &["cluster"],
-        &["bench", "report", "view"],
+        &["bench", "report", "view", "doctor"],
         &["episode", "agent_check", "agent_build"],
         &["capability", "sandbox", "task", "llm", "record"],
         &[

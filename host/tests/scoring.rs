@@ -128,13 +128,11 @@ fn check_gaming(agent: &Path, sandbox: &str) {
         "scored {mae}, deserved {STARTER_MAE}\n{answer}"
     );
     assert_eq!(score["success"], false, "{score}");
-    // The intermediate score was not gamed either, and the evaluator's error
-    // that quotes the hidden answers never reached the agent.
+    // A folder without a split gets validity only: the gamed workspace is
+    // valid and no number is told; the evaluator's error that quotes the
+    // hidden answers never reached the agent.
     let gamed = answer.lines().find(|l| l.starts_with("gamed:")).unwrap_or_default();
-    assert!(
-        gamed.contains(&format!("score=Some({STARTER_MAE})")) || gamed.contains(&format!("score={STARTER_MAE}")),
-        "{answer}"
-    );
+    assert!(gamed.contains("valid=true") && gamed.contains("score=None"), "{answer}");
     let unmatched = answer.lines().find(|l| l.starts_with("unmatched:")).unwrap_or_default();
     assert!(
         unmatched.contains("invalid submission: the evaluator refused it; check it against the task's description")
@@ -209,23 +207,27 @@ fn a_sentinel_is_an_invalid_submission_and_an_unknown_direction_claims_nothing()
     );
     assert_eq!(score["success"], false, "judged against its baseline: {score}");
 
-    // The same folder with nothing declared: its score is reported, and no
-    // improvement or success is claimed in a direction nobody declared.
+    // The same folder with nothing declared: MLAgentBench's 1e10 ("no
+    // submission") is not a score, and no improvement or success is claimed
+    // in a direction nobody declared.
     std::fs::remove_file(task.join("task.toml")).unwrap();
     let (output, json) = run(&agent, &task, tmp.path(), &[]);
     let json = json.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
     let score = &json["score"];
-    assert_eq!(score["score"], 1e10, "{score}");
+    assert_eq!(score["valid"], false, "{score}");
+    assert!(score["score"].is_null(), "{score}");
     assert!(score["success"].is_null() && score["improvement"].is_null(), "{score}");
     assert_eq!(score["direction_known"], false, "{score}");
-    // Declared on the command line, the direction counts (no baseline: no success).
+    // Declared on the command line, the direction and the range count (no
+    // baseline: no success); a range the user widens takes 1e10.
     let (output, json) = run(
         &agent,
         &task,
         tmp.path(),
-        &["--direction", "lower", "--metric", "seconds"],
+        &["--direction", "lower", "--metric", "seconds", "--range", "0,1e11"],
     );
     let json = json.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    assert_eq!(json["score"]["score"], 1e10, "{}", json["score"]);
     assert_eq!(json["score"]["direction_known"], true);
     assert_eq!(json["score"]["metric"], "seconds");
     assert!(
@@ -269,18 +271,13 @@ fn an_evaluator_missing_an_import_is_loud_in_run_check_and_bench() {
     let tmp = tempfile::tempdir().unwrap();
     let eval = "import nonexistent_scoring_lib\ndef get_score(submission_folder='../env'):\n    return 1.0\n";
     let task = folder(tmp.path(), "missing-import", eval, "", None);
+    // Refused before anything starts: no episode is spent on a folder that
+    // cannot be scored.
     let (output, json) = run(&common::agent("baseline"), &task, tmp.path(), &[]);
-    assert_eq!(
-        output.status.code(),
-        Some(3),
-        "the documented exit status of an episode not scored"
-    );
-    assert!(json.is_some_and(|j| j["score"]["evaluator_failed"] == true));
+    assert!(!output.status.success() && json.is_none());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("ModuleNotFoundError")
-            && stderr.contains("nonexistent_scoring_lib")
-            && stderr.contains("eval.stderr"),
+        stderr.contains("nonexistent_scoring_lib") && stderr.contains("Nothing was started"),
         "{stderr}"
     );
 
@@ -304,19 +301,10 @@ fn an_evaluator_missing_an_import_is_loud_in_run_check_and_bench() {
         "{imports}"
     );
 
-    // In a bench, the task's failure is the infrastructure's, apart from the agent's.
+    // A bench refuses it before it starts too: no episode is spent on it.
     let bench = common::mlrb()
         .env("MLRB_CACHE_DIR", tmp.path().join("cache"))
-        .args([
-            "bench",
-            "--quiet",
-            "--json",
-            "--retries",
-            "1",
-            "--run-name",
-            "b",
-            "--out",
-        ])
+        .args(["bench", "--quiet", "--json", "--run-name", "b", "--out"])
         .arg(tmp.path().join("runs"))
         .arg("--agent")
         .arg(common::agent("baseline"))
@@ -324,14 +312,13 @@ fn an_evaluator_missing_an_import_is_loud_in_run_check_and_bench() {
         .arg(&task)
         .output()
         .unwrap();
-    let summary: Value = serde_json::from_slice(&bench.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&bench.stderr)));
-    let row = &summary["by_task_and_agent"][0];
-    assert_eq!(
-        (row["infra_failures"].as_u64(), row["agent_failures"].as_u64()),
-        (Some(1), Some(0)),
-        "{row}"
+    let stderr = String::from_utf8_lossy(&bench.stderr);
+    assert!(!bench.status.success() && bench.stdout.is_empty(), "{stderr}");
+    assert!(
+        stderr.contains("nonexistent_scoring_lib") && stderr.contains("Nothing was started"),
+        "{stderr}"
     );
+    assert!(!tmp.path().join("runs/b/results.jsonl").exists(), "an episode ran");
 }
 
 /// Serves `body` at any path on loopback until the test ends; its URL.

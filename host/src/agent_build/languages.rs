@@ -65,7 +65,7 @@ pub fn build_python(project: &Project, sdk: &Sdk, work: &Path) -> Result<PathBuf
     let componentize = find(
         &["componentize-py"],
         "MLRB_COMPONENTIZE_PY",
-        "run scripts/setup.sh, or `pip install componentize-py==0.25.1`",
+        "run scripts/setup.sh --with python, or `pip install componentize-py==0.25.1`",
     )?;
     let output = work.join("componentized.wasm");
     run(
@@ -104,7 +104,7 @@ fn wasi_sysroot() -> Result<Option<PathBuf>> {
     if Path::new("/usr/include/wasm32-wasi").is_dir() {
         return Ok(None);
     }
-    bail!("no wasi-libc found (install Debian's wasi-libc, or set WASI_SYSROOT)")
+    bail!("no wasi-libc found (run scripts/setup.sh --with c, install Debian's wasi-libc, or set WASI_SYSROOT)")
 }
 
 /// `wit-bindgen c`, clang for wasm32-wasi (a reactor: no `main`), then
@@ -124,7 +124,7 @@ pub fn build_c(project: &Project, sdk: &Sdk, work: &Path) -> Result<PathBuf> {
         &["wit-bindgen"],
         "MLRB_WIT_BINDGEN",
         concat!(
-            "run scripts/setup.sh, or `cargo install wit-bindgen-cli@",
+            "run scripts/setup.sh --with c, or `cargo install wit-bindgen-cli@",
             env!("MLRB_WIT_BINDGEN_VERSION"),
             "`"
         ),
@@ -132,12 +132,12 @@ pub fn build_c(project: &Project, sdk: &Sdk, work: &Path) -> Result<PathBuf> {
     let wasm_tools = find(
         &["wasm-tools"],
         "MLRB_WASM_TOOLS",
-        "run scripts/setup.sh, or `cargo install wasm-tools@1.239.0`",
+        "run scripts/setup.sh --with c, or `cargo install wasm-tools@1.239.0`",
     )?;
     let clang = find(
         &["clang-14", "clang"],
         "MLRB_CLANG",
-        "install Debian's clang-14, lld-14, wasi-libc and libclang-rt-14-dev-wasm32",
+        "run scripts/setup.sh --with c, or install Debian's clang-14, lld-14, wasi-libc and libclang-rt-14-dev-wasm32",
     )?;
     let bindings = work.join("bindings");
     run(

@@ -189,9 +189,10 @@ impl WorkspaceFiles {
             }
             let file_name = entry.file_name();
             // A name that is not UTF-8 cannot be named by a tool call: it is
-            // listed (lossily) as `other`, as snapshots record it as refused.
+            // listed as `other`, as snapshots record it as refused, with its
+            // bytes escaped so that two such names never read the same.
             let utf8 = file_name.to_str().is_some();
-            let name = file_name.to_string_lossy().into_owned();
+            let name = escaped_name(&file_name);
             let path = if rel.is_empty() { name } else { format!("{rel}/{name}") };
             let meta = entry.metadata().map_err(|e| ToolError::from_io(&path, &e))?;
             let file_type = meta.file_type();
@@ -589,6 +590,19 @@ fn text_or_refuse(path: &str, bytes: Vec<u8>) -> ToolResult<String> {
         .map_err(|_| ToolError::InvalidArgument(format!("{path} is not UTF-8 text; only text files can be read")))
 }
 
+/// `name` as text: UTF-8 as it is, each other byte as `\xNN`.
+fn escaped_name(name: &std::ffi::OsStr) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for chunk in name.as_bytes().utf8_chunks() {
+        out.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -757,5 +771,29 @@ mod tests {
             ws.inspect_lines("f.txt", 1, 5000),
             Err(ToolError::TooLarge(_))
         ));
+    }
+
+    #[test]
+    fn two_names_that_are_not_utf8_are_listed_apart() {
+        use std::os::unix::ffi::OsStrExt;
+        let (tmp, ws) = workspace(&[]);
+        let root = tmp.path().join("ws");
+        for name in [&b"odd\xff"[..], b"odd\xfe", b"odd\xc3"] {
+            std::fs::write(root.join(std::ffi::OsStr::from_bytes(name)), "x").unwrap();
+        }
+        let odd: Vec<String> = ws
+            .list_files("")
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.path.starts_with("odd"))
+            .map(|e| {
+                assert_eq!(e.kind, EntryKind::Other, "{}", e.path);
+                e.path
+            })
+            .collect();
+        assert_eq!(odd.len(), 3);
+        let distinct: std::collections::BTreeSet<&String> = odd.iter().collect();
+        assert_eq!(distinct.len(), 3, "{odd:?}");
+        assert!(odd.contains(&"odd\\xFF".to_string()), "{odd:?}");
     }
 }

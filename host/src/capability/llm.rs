@@ -314,7 +314,7 @@ impl LlmView<'_> {
             },
             _ => Ok((
                 Err(LlmError::Unavailable(
-                    "this host has no model configured: add [llm] to mlrb.toml (see mlrb.example.toml), install the local model (scripts/setup.sh), or run with --llm replay:<episode-dir>"
+                    "this host has no model configured: add [llm] to mlrb.toml (see mlrb.example.toml), install the local model (scripts/setup.sh --with llm), or run with --llm replay:<episode-dir>"
                         .into(),
                 )),
                 None,

@@ -5,6 +5,7 @@ mod agent;
 mod bench;
 mod cache;
 mod compare;
+mod doctor;
 mod eval;
 mod export;
 mod fork;
@@ -117,6 +118,10 @@ enum Command {
     Llm(llm::LlmCommand),
     /// Remove containers left behind by an mlrb host that was killed.
     Gc(gc::GcArgs),
+    /// What this machine offers mlrb: each part (sandboxes, images, GPUs,
+    /// agent toolchains, the local model, Slurm, Chromium), whether it is
+    /// here, what its absence disables and the command that adds it.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Where the task's scripts (prepare, evaluation, starter) run, for the
@@ -244,6 +249,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Image(command) => command.run().await,
         Command::Llm(command) => command.run().await,
         Command::Gc(args) => args.run().await,
+        Command::Doctor(args) => args.run().await,
     }
 }
 

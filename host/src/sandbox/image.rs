@@ -114,7 +114,9 @@ async fn debootstrap(recipe: &ImageRecipe, rootfs: &Path, scratch: &Path) -> Res
     let debootstrap = ["/usr/sbin/debootstrap", "/usr/bin/debootstrap"]
         .into_iter()
         .find(|p| Path::new(p).is_file())
-        .context("debootstrap is not installed: install it with `apt-get install debootstrap`")?;
+        .context(
+            "debootstrap is not installed: run scripts/setup.sh --with docker (or `apt-get install debootstrap`)",
+        )?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("building the image runs debootstrap, which needs root: run `sudo mlrb image build`");

@@ -241,6 +241,11 @@ impl LocalSandbox {
         })
     }
 
+    /// What `bwrap --version` said.
+    pub fn version_text(&self) -> &str {
+        &self.version
+    }
+
     /// The same sandbox with scripts' `python3` taken from `python`.
     pub fn with_python(mut self, python: PythonEnv) -> Self {
         self.python = Some(Arc::new(python));

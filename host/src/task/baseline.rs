@@ -101,16 +101,7 @@ pub async fn measure(
             }
         }
         step(&format!("run {run} of {runs}: evaluating"));
-        let request = EvalRequest {
-            workspace: &dir,
-            prepared: &prepared,
-            cache_dir,
-            log_prefix: Some(dir.with_extension("eval")),
-            gpus: Vec::new(),
-            timeout: None,
-            part: task.final_part(),
-        };
-        let evaluation = evaluate(task, sandbox, request).await?;
+        let evaluation = evaluate(task, sandbox, EvalRequest::final_of(task, &dir, &prepared, cache_dir)).await?;
         if evaluation.evaluator_failed {
             bail!("task {}: {}", task.spec.name, evaluation.error.unwrap_or_default());
         }

@@ -93,10 +93,10 @@ pub async fn dry_run(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Ve
         Status::Ok,
         format!("prepared: {}", prepared.dir.display()),
     )];
-    items.push(match starter_and_score(task, sandbox, cache_dir, &prepared).await {
-        Ok(item) => item,
-        Err(error) => item("dry run", Status::Fail, format!("{error:#}")),
-    });
+    match starter_and_score(task, sandbox, cache_dir, &prepared).await {
+        Ok(found) => items.extend(found),
+        Err(error) => items.push(item("dry run", Status::Fail, format!("{error:#}"))),
+    }
     items
 }
 
@@ -105,7 +105,7 @@ async fn starter_and_score(
     sandbox: &dyn Sandbox,
     cache_dir: &Path,
     prepared: &super::Prepared,
-) -> anyhow::Result<Item> {
+) -> anyhow::Result<Vec<Item>> {
     let base = cache_dir.join("task-test");
     std::fs::create_dir_all(&base)?;
     let work = tempfile::Builder::new()
@@ -116,21 +116,16 @@ async fn starter_and_score(
     if dir.join("train.py").is_file() {
         let outcome = run_starter(task, sandbox, &dir, &[]).await?;
         if !outcome.success() {
-            return Ok(item("dry run", Status::Fail, starter_failure(&outcome)));
+            return Ok(vec![item("dry run", Status::Fail, starter_failure(&outcome))]);
         }
     }
-    let request = EvalRequest {
-        workspace: &dir,
-        prepared,
-        cache_dir,
-        log_prefix: Some(dir.with_extension("eval")),
-        gpus: Vec::new(),
-        timeout: None,
-        part: task.final_part(),
-    };
-    let evaluation = evaluate(task, sandbox, request).await?;
+    let evaluation = evaluate(task, sandbox, EvalRequest::final_of(task, &dir, prepared, cache_dir)).await?;
     let metric = &task.spec.metric.name;
-    Ok(match (evaluation.evaluator_failed, evaluation.score) {
+    let self_reported = match evaluation.score.filter(|_| !evaluation.evaluator_failed) {
+        Some(score) => super::self_report::probe(task, sandbox, cache_dir, prepared, &dir, score).await?,
+        None => None,
+    };
+    let scored = match (evaluation.evaluator_failed, evaluation.score) {
         (true, _) => item(
             "dry run",
             Status::Fail,
@@ -149,5 +144,6 @@ async fn starter_and_score(
                 evaluation.error.unwrap_or_default()
             ),
         ),
-    })
+    };
+    Ok([scored].into_iter().chain(self_reported).collect())
 }

@@ -67,6 +67,22 @@ pub struct EvalRequest<'a> {
     pub part: Part,
 }
 
+impl<'a> EvalRequest<'a> {
+    /// The final scoring of `workspace` on its own (no GPUs, the task's
+    /// own time limit, the part the final score reads), its logs beside it.
+    pub fn final_of(task: &Task, workspace: &'a Path, prepared: &'a Prepared, cache_dir: &'a Path) -> Self {
+        Self {
+            workspace,
+            prepared,
+            cache_dir,
+            log_prefix: Some(workspace.with_extension("eval")),
+            gpus: Vec::new(),
+            timeout: None,
+            part: task.final_part(),
+        }
+    }
+}
+
 /// Where, inside the evaluator's sandbox, its result file goes.
 const RESULT_DIR: &str = "/mlrb/out";
 /// The result file's name in [`RESULT_DIR`].

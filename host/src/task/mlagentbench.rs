@@ -372,6 +372,59 @@ mod tests {
         ));
     }
 
+    /// An upstream folder as it is (tests/fixtures/mlagentbench), copied.
+    fn upstream(name: &str) -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/mlagentbench")
+            .join(name);
+        super::super::populate::copy_tree(&from, &tmp.path().join(name)).unwrap();
+        tmp
+    }
+
+    #[test]
+    fn a_changed_module_the_evaluator_imports_changes_the_fingerprint() {
+        let tmp = upstream("fathomnet");
+        let root = tmp.path().join("fathomnet");
+        assert_eq!(evaluator_modules(&root), vec!["env/metric.py".to_string()]);
+        let Recognised::Upstream(known) = recognise("fathomnet", &fingerprint(&root)) else {
+            panic!("the upstream fathomnet folder is recognised");
+        };
+        assert_eq!(known.range, [-0.5, 1.0], "0.5 * (2 * AUC - 1 + MAP@20) reaches -0.5");
+        // The metric's sign flipped where eval.py imports it from: noticed.
+        let metric = root.join("env/metric.py");
+        let text = std::fs::read_to_string(&metric).unwrap();
+        let flipped = text.replace(
+            "normalized_oos_score = 2 * (oos_score - 0.5)",
+            "normalized_oos_score = -2 * (oos_score - 0.5)",
+        );
+        assert_ne!(flipped, text);
+        std::fs::write(&metric, flipped).unwrap();
+        assert!(matches!(
+            recognise("fathomnet", &fingerprint(&root)),
+            Recognised::Changed { .. }
+        ));
+        let spec = spec(&root).unwrap();
+        assert!(!spec.metric.direction_known);
+        // Unknown: MLAgentBench's 1e10 for "no submission" is not a score.
+        assert!(spec.metric.out_of_range(1e10).is_some() && spec.metric.out_of_range(-1e10).is_some());
+        assert!(spec.metric.out_of_range(9.9e9).is_none());
+    }
+
+    #[test]
+    fn upstream_vectorization_is_scored_by_mlrbs_own_measure() {
+        let tmp = upstream("vectorization");
+        let spec = spec(&tmp.path().join("vectorization")).unwrap();
+        assert_eq!(spec.scoring.evaluator.as_deref(), Some("mlrb_mlab_vectorization.py"));
+        assert_eq!(spec.scoring.submission, super::super::spec::SubmissionUse::Code);
+        assert!(
+            super::super::pylib::files()
+                .iter()
+                .any(|(name, _)| *name == "mlrb_mlab_vectorization.py"),
+            "the evaluator is embedded"
+        );
+    }
+
     #[test]
     fn version_follows_content_and_metric_direction_is_known_or_assumed() {
         let tmp = folder();

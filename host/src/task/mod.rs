@@ -23,6 +23,7 @@ mod prepare;
 pub mod pylib;
 mod refusals;
 pub mod requirements;
+pub mod self_report;
 pub mod selftest;
 pub mod smoke;
 pub mod spec;

@@ -33,49 +33,10 @@ pub struct HostOffer<'a> {
 pub async fn shortfalls(task: &Task, offer: &HostOffer<'_>) -> Vec<Shortfall> {
     let resources = &task.spec.resources;
     let mut missing = Vec::new();
-    let mut lack = |resource, message: String| missing.push(Shortfall { resource, message });
-    let per_gpu = if resources.gpu_memory_gb > 0.0 {
-        format!(" with at least {} GB each", resources.gpu_memory_gb)
-    } else {
-        String::new()
-    };
-    if resources.gpus > 0 {
-        if !offer.sandbox.supports_gpus() {
-            lack(
-                "gpus",
-                format!(
-                    "{} GPU(s){per_gpu}, which this sandbox cannot provide (this is {})",
-                    resources.gpus,
-                    offer.sandbox.describe()
-                ),
-            );
-        } else if (offer.gpus.size() as u32) < resources.gpus {
-            lack(
-                "gpus",
-                format!(
-                    "{} GPU(s){per_gpu}; this host was given {} (--gpus {}; pass the device ids of NVIDIA GPUs)",
-                    resources.gpus,
-                    offer.gpus.size(),
-                    if offer.gpus.size() == 0 {
-                        "none".to_string()
-                    } else {
-                        offer.gpus.devices().join(",")
-                    }
-                ),
-            );
-        } else if let Some(why) = offer.sandbox.gpu_shortfall(offer.gpus.devices()) {
-            lack("gpus", format!("{} GPU(s){per_gpu}; {why}", resources.gpus));
-        } else if resources.gpu_memory_gb > 0.0 {
-            for (device, gb) in gpu_memory_gb(offer.gpus.devices()) {
-                if gb < resources.gpu_memory_gb {
-                    lack(
-                        "gpu_memory",
-                        format!("{} GB per GPU; GPU {device} has {gb:.0} GB", resources.gpu_memory_gb),
-                    );
-                }
-            }
-        }
+    if let Some(gpu) = gpu_shortfall(resources, offer) {
+        missing.push(gpu);
     }
+    let mut lack = |resource, message: String| missing.push(Shortfall { resource, message });
     if let Some(total_mb) = host_memory_mb()
         && resources.memory_mb > total_mb
     {
@@ -191,4 +152,53 @@ async fn missing_modules(task: &Task, sandbox: &dyn Sandbox) -> Result<Vec<Strin
         );
     }
     Ok(outcome.stdout.text.split_whitespace().map(str::to_string).collect())
+}
+
+/// The episode's GPUs this host or sandbox cannot provide, if any.
+fn gpu_shortfall(resources: &super::spec::Resources, offer: &HostOffer<'_>) -> Option<Shortfall> {
+    if resources.gpus == 0 {
+        return None;
+    }
+    let lack = |resource, message: String| Some(Shortfall { resource, message });
+    let per_gpu = if resources.gpu_memory_gb > 0.0 {
+        format!(" with at least {} GB each", resources.gpu_memory_gb)
+    } else {
+        String::new()
+    };
+    if !offer.sandbox.supports_gpus() {
+        return lack(
+            "gpus",
+            format!(
+                "{} GPU(s){per_gpu}, which this sandbox cannot provide (this is {})",
+                resources.gpus,
+                offer.sandbox.describe()
+            ),
+        );
+    }
+    let given = offer.gpus.devices();
+    if (given.len() as u32) < resources.gpus {
+        let ids = if given.is_empty() {
+            "none".to_string()
+        } else {
+            given.join(",")
+        };
+        return lack(
+            "gpus",
+            format!(
+                "{} GPU(s){per_gpu}; this host was given {} (--gpus {ids}; pass the device ids of NVIDIA GPUs)",
+                resources.gpus,
+                given.len()
+            ),
+        );
+    }
+    if let Some(why) = offer.sandbox.gpu_shortfall(given) {
+        return lack("gpus", format!("{} GPU(s){per_gpu}; {why}", resources.gpus));
+    }
+    let (device, gb) = gpu_memory_gb(given)
+        .into_iter()
+        .find(|(_, gb)| resources.gpu_memory_gb > 0.0 && *gb < resources.gpu_memory_gb)?;
+    lack(
+        "gpu_memory",
+        format!("{} GB per GPU; GPU {device} has {gb:.0} GB", resources.gpu_memory_gb),
+    )
 }

@@ -395,6 +395,36 @@ pub struct Resources {
     pub workspace_files: u64,
 }
 
+impl Resources {
+    /// What is wrong with these resources, as (field, what).
+    fn fault(&self) -> Option<(&'static str, String)> {
+        let bad = |field, what: &str| Some((field, what.to_string()));
+        if !(self.cpus > 0.0 && self.cpus.is_finite()) {
+            return bad("resources.cpus", "must be a positive number");
+        }
+        if self.memory_mb < 64 {
+            return bad("resources.memory_mb", "must be at least 64");
+        }
+        if self.pids < 8 {
+            return bad("resources.pids", "must be at least 8");
+        }
+        if self.script_timeout_seconds == 0 {
+            return bad("resources.script_timeout_seconds", "must be at least 1");
+        }
+        if !(self.gpu_memory_gb >= 0.0 && self.gpu_memory_gb.is_finite()) {
+            return bad("resources.gpu_memory_gb", "must be a non-negative number");
+        }
+        if self.gpu_memory_gb > 0.0 && self.gpus == 0 {
+            return bad("resources.gpu_memory_gb", "is set but `resources.gpus` is 0");
+        }
+        let module = self.python_packages.iter().find(|m| !is_module_name(m))?;
+        Some((
+            "resources.python_packages",
+            format!("has `{module}`, which is not a Python module name (e.g. `torch`, `transformers`)"),
+        ))
+    }
+}
+
 impl Default for Resources {
     fn default() -> Self {
         Self {
@@ -517,30 +547,8 @@ impl TaskSpec {
         if self.budget.wall_seconds == 0 {
             return Err(at("budget.wall_seconds", "must be at least 1"));
         }
-        let r = &self.resources;
-        if !(r.cpus > 0.0 && r.cpus.is_finite()) {
-            return Err(at("resources.cpus", "must be a positive number"));
-        }
-        if r.memory_mb < 64 {
-            return Err(at("resources.memory_mb", "must be at least 64"));
-        }
-        if r.pids < 8 {
-            return Err(at("resources.pids", "must be at least 8"));
-        }
-        if r.script_timeout_seconds == 0 {
-            return Err(at("resources.script_timeout_seconds", "must be at least 1"));
-        }
-        if !(r.gpu_memory_gb >= 0.0 && r.gpu_memory_gb.is_finite()) {
-            return Err(at("resources.gpu_memory_gb", "must be a non-negative number"));
-        }
-        if r.gpu_memory_gb > 0.0 && r.gpus == 0 {
-            return Err(at("resources.gpu_memory_gb", "is set but `resources.gpus` is 0"));
-        }
-        if let Some(bad) = r.python_packages.iter().find(|m| !is_module_name(m)) {
-            return Err(at(
-                "resources.python_packages",
-                &format!("has `{bad}`, which is not a Python module name (e.g. `torch`, `transformers`)"),
-            ));
+        if let Some((field, what)) = self.resources.fault() {
+            return Err(at(field, &what));
         }
         for pattern in &self.files.read_only {
             let (glob, _) = crate::relpath::read_only_glob(pattern);
@@ -553,22 +561,30 @@ impl TaskSpec {
         if let Some((field, what)) = self.smoke.as_ref().and_then(Smoke::fault) {
             return Err(at(field, what));
         }
+        if let Some((field, what)) = self.scoring_fault() {
+            return Err(at(field, what));
+        }
+        Ok(())
+    }
+
+    /// What is wrong with `[scoring]` and `[validation]`, as (field, what).
+    fn scoring_fault(&self) -> Option<(&'static str, &'static str)> {
         if let Some(evaluator) = &self.scoring.evaluator
             && (self.layout != Some(super::Layout::MlAgentBench)
                 || !super::pylib::files()
                     .iter()
                     .any(|(name, _)| name == evaluator && name.starts_with("mlrb_mlab_")))
         {
-            return Err(at(
+            return Some((
                 "scoring.evaluator",
                 "names one of mlrb's evaluators for MLAgentBench folders (mlrb_mlab_<task>.py), with layout = \"mlagentbench\"",
             ));
         }
-        if let Some((field, what)) = self.validation.split.as_ref().and_then(|s| s.fault()) {
-            return Err(at(field, what));
+        if let Some(fault) = self.validation.split.as_ref().and_then(|s| s.fault()) {
+            return Some(fault);
         }
         if self.validation.enabled && !self.validation.hide_score && self.validation.split.is_none() {
-            return Err(at(
+            return Some((
                 "validation.hide_score",
                 "= false would tell the agent its score on the test set: declare [validation.split] \
                  (file and id of the hidden answers, whose public part validate() then scores), or \
@@ -576,12 +592,9 @@ impl TaskSpec {
             ));
         }
         if self.validation.enabled && self.validation.max_calls == 0 {
-            return Err(at(
-                "validation.max_calls",
-                "must be at least 1 when validation is enabled",
-            ));
+            return Some(("validation.max_calls", "must be at least 1 when validation is enabled"));
         }
-        Ok(())
+        None
     }
 }
 
