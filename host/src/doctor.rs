@@ -55,7 +55,10 @@ pub async fn examine() -> Vec<Part> {
         part(
             "cgroups",
             cgroup::Cgroup::available()
-                .map(|v| format!("{v:?} (writable)"))
+                .map(|v| match v {
+                    cgroup::Version::V1 => "cgroup v1, writable".to_string(),
+                    cgroup::Version::V2 => "cgroup v2, writable".to_string(),
+                })
                 .ok_or_else(|| "no writable control group".to_string()),
             "exact memory and process limits in the local sandbox (rlimits stand in)",
             "run as root, or in a delegated cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes)",

@@ -29,7 +29,7 @@ impl DoctorArgs {
             table
                 .load_preset(UTF8_FULL_CONDENSED)
                 .set_content_arrangement(ContentArrangement::Dynamic)
-                .set_header(["part", "here", "found / why not", "without it, no", "to add it"]);
+                .set_header(["part", "here", "found / why not", "what it is needed for", "to add it"]);
             for p in &parts {
                 let here = if p.present { "yes" } else { "no" };
                 table.add_row([p.part, here, &p.detail, p.disables, if p.present { "" } else { p.add }]);

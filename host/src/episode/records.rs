@@ -400,31 +400,14 @@ impl ScoreRecord {
 
     /// The score record of an evaluation of snapshot `snapshot`, against the task's baseline and reference.
     pub fn from_evaluation(task: &Task, record: &EpisodeRecord, snapshot: (u64, &str), evaluation: Evaluation) -> Self {
-        let metric = &task.spec.metric;
         let mut score = Self {
-            task: task.spec.name.clone(),
-            metric: metric.name.clone(),
-            higher_is_better: metric.higher_is_better,
             score: evaluation.score,
             valid: evaluation.valid,
-            direction_known: metric.direction_known,
-            baseline: metric.baseline,
-            baseline_source: metric.baseline_source(),
-            reference: metric.reference,
-            improvement: None,
-            normalized: None,
-            success: None,
-            best_score: None,
-            feedback: Some(super::feedback::Feedback::of(task)),
-            public: None,
-            public_improvement: None,
-            public_gain_lost: None,
-            end_reason: record.end.as_ref().map(|e| e.reason),
             error: evaluation.error,
             evaluator_failed: evaluation.evaluator_failed,
             snapshot: Some(snapshot.0),
-            evaluated_at: now(),
             binding: Some(ScoreBinding::of(record, snapshot.1)),
+            ..Self::unscored(task, record)
         };
         let validations = record.end.as_ref().map_or(&[][..], |e| &e.validations[..]);
         score.public = super::feedback::PublicScores::of(task, validations);
@@ -445,15 +428,27 @@ impl ScoreRecord {
     /// The score record of an episode that was not evaluated, saying `why`.
     pub fn not_evaluated(task: &Task, record: &EpisodeRecord, why: &str) -> Self {
         Self {
+            error: Some(why.to_string()),
+            snapshot: record.end.as_ref().map(|e| e.final_snapshot),
+            binding: record.end.as_ref().map(|e| ScoreBinding::of(record, &e.final_root)),
+            ..Self::unscored(task, record)
+        }
+    }
+
+    /// What every record of `task`'s episode `record` says before any score:
+    /// the metric and its basis, nothing judged, nothing bound.
+    fn unscored(task: &Task, record: &EpisodeRecord) -> Self {
+        let metric = &task.spec.metric;
+        Self {
             task: task.spec.name.clone(),
-            metric: task.spec.metric.name.clone(),
-            higher_is_better: task.spec.metric.higher_is_better,
+            metric: metric.name.clone(),
+            higher_is_better: metric.higher_is_better,
             score: None,
             valid: false,
-            direction_known: task.spec.metric.direction_known,
-            baseline: task.spec.metric.baseline,
-            baseline_source: task.spec.metric.baseline_source(),
-            reference: task.spec.metric.reference,
+            direction_known: metric.direction_known,
+            baseline: metric.baseline,
+            baseline_source: metric.baseline_source(),
+            reference: metric.reference,
             improvement: None,
             normalized: None,
             success: None,
@@ -463,11 +458,11 @@ impl ScoreRecord {
             public_improvement: None,
             public_gain_lost: None,
             end_reason: record.end.as_ref().map(|e| e.reason),
-            error: Some(why.to_string()),
+            error: None,
             evaluator_failed: false,
-            snapshot: record.end.as_ref().map(|e| e.final_snapshot),
+            snapshot: None,
             evaluated_at: now(),
-            binding: record.end.as_ref().map(|e| ScoreBinding::of(record, &e.final_root)),
+            binding: None,
         }
     }
 
