@@ -171,15 +171,20 @@ pub fn aggregate_cell(a: Option<&Aggregate>) -> String {
         format!(" ± {}", number(Some(se)))
     });
     let interval = |name: &str, i: Option<Interval>| {
-        i.map_or(String::new(), |i| {
-            format!("; {name} {}, {}", number(Some(i.lower)), number(Some(i.upper)))
-        })
+        i.map(|i| format!("{name} {}, {}", number(Some(i.lower)), number(Some(i.upper))))
+    };
+    // Whichever intervals there are (one task has no t interval).
+    let intervals: Vec<String> = [interval("t", c.interval), interval("boot", a.bootstrap)]
+        .into_iter()
+        .flatten()
+        .collect();
+    let intervals = match intervals.is_empty() {
+        true => String::new(),
+        false => format!(" [{}]", intervals.join("; ")),
     };
     format!(
-        "{}{se} [{}{}] (n {}, {} tasks)",
+        "{}{se}{intervals} (n {}, {} tasks)",
         number(Some(c.mean)),
-        interval("t", c.interval).trim_start_matches("; "),
-        interval("boot", a.bootstrap),
         c.n,
         c.clusters
     )
