@@ -162,6 +162,23 @@ fn upstream_vectorization_is_measured_not_reported() {
         "four runs of the submission's code, each logged: {runs} logs"
     );
 
+    // tasks check says who scores it.
+    let check = mlrb(&["tasks", "check", root.to_str().unwrap(), "--json"]);
+    let report: Value = serde_json::from_slice(&check.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&check)));
+    let layout = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "layout")
+        .unwrap();
+    assert!(
+        layout["detail"]
+            .as_str()
+            .unwrap()
+            .contains("mlrb's evaluator mlrb_mlab_vectorization.py"),
+        "{layout}"
+    );
+
     // A changed copy is not the upstream task: its own get_score reads the
     // number train.py writes, and the dry run finds that out.
     let changed = tmp.path().join("vectorization-copy");

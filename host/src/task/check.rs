@@ -76,9 +76,13 @@ pub async fn check(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>, run: bo
 /// The checks made without running anything.
 async fn static_items(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>) -> Vec<Item> {
     let spec = &task.spec;
-    let layout = match task.layout {
-        Layout::Native => "mlrb task (task.toml)",
-        Layout::MlAgentBench => "MLAgentBench folder, run unchanged through the get_score adapter",
+    let layout = match (task.layout, &spec.scoring.evaluator) {
+        (Layout::Native, _) => "mlrb task (task.toml)".to_string(),
+        (Layout::MlAgentBench, None) => "MLAgentBench folder, run unchanged through the get_score adapter".to_string(),
+        // Its own get_score would rank what the agent reports of itself.
+        (Layout::MlAgentBench, Some(evaluator)) => {
+            format!("MLAgentBench folder, scored by mlrb's evaluator {evaluator}, not its own get_score")
+        }
     };
     let mut items = vec![
         item("layout", Status::Ok, layout),
