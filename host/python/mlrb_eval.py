@@ -531,6 +531,27 @@ def _runner_call(request):
     return reply
 
 
+# The part of a run's harness that speaks the channel (insert it after the
+# harness has loaded its inputs): opens $MLRB_CHANNEL and defines send(data),
+# which writes all of data, and send_array(array), which sends a numpy
+# array as the run's result (its length as 8 little-endian bytes, then .npy).
+HARNESS_CHANNEL = r"""
+import os
+_channel = os.open(os.environ["MLRB_CHANNEL"], os.O_WRONLY)
+def send(data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(_channel, view):]
+def send_array(array):
+    import io
+    import numpy
+    buffer = io.BytesIO()
+    numpy.save(buffer, numpy.asarray(array), allow_pickle=False)
+    payload = buffer.getvalue()
+    send(len(payload).to_bytes(8, "little") + payload)
+"""
+
+
 def run_submission(argv, inputs=None, timeout=60.0, timed=False, result_max_bytes=64 << 20):
     """Runs submitted code in a sandbox of its own and returns a :class:`Run`.
 
