@@ -172,7 +172,7 @@ fn show(name: &str, json: bool) -> Result<ExitCode> {
     say!("{} {} — {}", spec.name, spec.version, spec.description);
     say!("folder: {}", task.root.display());
     say!("metric: {} ({direction}), baseline {baseline}", spec.metric.name);
-    say!("validate(): {}", task::split::describe(&spec.validation, &spec.metric));
+    say!("validate(): {}", spec.validation.describe(spec.metric.baseline));
     say!(
         "budget: {} steps, {} s wall clock",
         spec.budget.max_steps,

@@ -190,7 +190,7 @@ fn metric_items(task: &Task) -> Vec<Item> {
 }
 
 fn validation_item(task: &Task) -> Item {
-    let detail = super::split::describe(&task.spec.validation, &task.spec.metric);
+    let detail = task.spec.validation.describe(task.spec.metric.baseline);
     item("intermediate scoring", Status::Ok, detail)
 }
 

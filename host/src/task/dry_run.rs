@@ -122,7 +122,9 @@ async fn starter_and_score(
     let evaluation = evaluate(task, sandbox, EvalRequest::final_of(task, &dir, prepared, cache_dir)).await?;
     let metric = &task.spec.metric.name;
     let self_reported = match evaluation.score.filter(|_| !evaluation.evaluator_failed) {
-        Some(score) => super::self_report::probe(task, sandbox, cache_dir, prepared, &dir, score).await?,
+        Some(score) => super::self_report::probe(task, sandbox, cache_dir, prepared, &dir, score)
+            .await?
+            .map(|why| item("self-reported score", Status::Fail, why)),
         None => None,
     };
     let scored = match (evaluation.evaluator_failed, evaluation.score) {

@@ -7,7 +7,6 @@
 
 use std::path::Path;
 
-use super::check::{Item, Status};
 use super::{EvalRequest, Prepared, Task, evaluate, populate};
 use crate::sandbox::Sandbox;
 
@@ -16,8 +15,8 @@ const PLANTED: f64 = 0.123457;
 /// The largest file looked into.
 const MAX_BYTES: u64 = 64 << 10;
 
-/// The item for `workspace` (the starter's, scored `score`): a failure
-/// naming the file the score comes from, or none when it comes from none.
+/// Why `workspace` (the starter's, scored `score`) is scored by what a file
+/// of it says, naming the file; none when the score comes from no file.
 pub async fn probe(
     task: &Task,
     sandbox: &dyn Sandbox,
@@ -25,7 +24,7 @@ pub async fn probe(
     prepared: &Prepared,
     workspace: &Path,
     score: f64,
-) -> anyhow::Result<Option<Item>> {
+) -> anyhow::Result<Option<String>> {
     for (name, text) in candidates(workspace, score) {
         let copy = workspace.with_extension(format!("planted-{}", sanitized(&name)));
         std::fs::create_dir_all(&copy)?;
@@ -33,15 +32,11 @@ pub async fn probe(
         std::fs::write(copy.join(&name), plant(&text, score))?;
         let again = evaluate(task, sandbox, EvalRequest::final_of(task, &copy, prepared, cache_dir)).await?;
         if again.score.is_some_and(|s| close(s, PLANTED)) {
-            return Ok(Some(Item {
-                check: "self-reported score",
-                status: Status::Fail,
-                detail: format!(
-                    "the score comes from {name}, which the workspace writes (changed to say {PLANTED}, it scored \
-                     {PLANTED}): an agent's code can report any score; score with an evaluator that measures \
-                     (for an MLAgentBench folder, declare [scoring] evaluator in a task.toml beside it)"
-                ),
-            }));
+            return Ok(Some(format!(
+                "the score comes from {name}, which the workspace writes (changed to say {PLANTED}, it scored \
+                 {PLANTED}): an agent's code can report any score; score with an evaluator that measures \
+                 (for an MLAgentBench folder, declare [scoring] evaluator in a task.toml beside it)"
+            )));
         }
     }
     Ok(None)

@@ -531,10 +531,15 @@ impl Runner<'_> {
                 evaluation.folds.as_deref(),
             ));
         }
-        Ok(split::findings(declared, &self.task.spec.metric, &parts)
-            .into_iter()
-            .map(|(ok, detail)| item("split", if ok { Status::Ok } else { Status::Fail }, detail))
-            .collect())
+        Ok(split::findings(
+            declared,
+            self.task.spec.metric.baseline,
+            self.task.spec.metric.tolerance,
+            &parts,
+        )
+        .into_iter()
+        .map(|(ok, detail)| item("split", if ok { Status::Ok } else { Status::Fail }, detail))
+        .collect())
     }
 
     /// Each of the task's invalid submissions, made from a copy of the

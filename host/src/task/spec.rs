@@ -453,49 +453,8 @@ pub struct Files {
     pub read_only: Vec<String>,
 }
 
-/// Intermediate scoring through `episode.validate()`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Validation {
-    /// Whether the agent may score intermediate submissions.
-    pub enabled: bool,
-    /// Tell the agent only whether its submission is valid, not the number
-    /// (the default); `false` reveals the public part's score.
-    pub hide_score: bool,
-    /// Validations allowed per episode.
-    pub max_calls: u32,
-    /// How the hidden answers split into a public and a private part.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub split: Option<super::split::Split>,
-}
-
-impl Default for Validation {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            hide_score: true,
-            max_calls: 20,
-            split: None,
-        }
-    }
-}
-
-impl Validation {
-    /// Which part of the hidden answers `validate()` scores: the public
-    /// one, or all of them where there is no split (then only validity is
-    /// told, or the score of a task with no hidden answers).
-    pub fn part(&self) -> super::split::Part {
-        match &self.split {
-            Some(split) if split.splits() => super::split::Part::Public,
-            _ => super::split::Part::Whole,
-        }
-    }
-
-    /// Whether `validate()` may tell the agent a number.
-    pub fn reveals(&self) -> bool {
-        !self.hide_score && self.split.is_some()
-    }
-}
+/// Intermediate scoring through `episode.validate()` (with its split).
+pub use super::split::Validation;
 
 /// The one-line form of a TOML parse error, with its line and column.
 pub fn toml_error(path: &Path, text: &str, error: &toml::de::Error) -> anyhow::Error {

@@ -137,47 +137,91 @@ impl Split {
     }
 }
 
-/// What `validate()` does on a task, in one line: what it tells, of which
-/// answers, and each part's size and the metric's standard error at the
-/// baseline where they were measured.
-pub fn describe(validation: &super::spec::Validation, metric: &super::spec::Metric) -> String {
-    if !validation.enabled {
-        return "off".into();
+/// Intermediate scoring through `episode.validate()`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Validation {
+    /// Whether the agent may score intermediate submissions.
+    pub enabled: bool,
+    /// Tell the agent only whether its submission is valid, not the number
+    /// (the default); `false` reveals the public part's score.
+    pub hide_score: bool,
+    /// Validations allowed per episode.
+    pub max_calls: u32,
+    /// How the hidden answers split into a public and a private part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<Split>,
+}
+
+impl Default for Validation {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            hide_score: true,
+            max_calls: 20,
+            split: None,
+        }
     }
-    let calls = format!("up to {} calls", validation.max_calls);
-    let Some(split) = &validation.split else {
-        return format!("{calls}; validity only (no public part declared: no score is told)");
-    };
-    if let Some(why) = &split.none {
-        let told = if validation.hide_score {
+}
+
+impl Validation {
+    /// Which part of the hidden answers `validate()` scores: the public
+    /// one, or all of them where there is no split (then only validity is
+    /// told, or the score of a task with no hidden answers).
+    pub fn part(&self) -> Part {
+        match &self.split {
+            Some(split) if split.splits() => Part::Public,
+            _ => Part::Whole,
+        }
+    }
+
+    /// Whether `validate()` may tell the agent a number.
+    pub fn reveals(&self) -> bool {
+        !self.hide_score && self.split.is_some()
+    }
+
+    /// What `validate()` does on a task, in one line: what it tells, of which
+    /// answers, and each part's size and the metric's standard error at the
+    /// baseline where they were measured.
+    pub fn describe(&self, private_baseline: Option<f64>) -> String {
+        if !self.enabled {
+            return "off".into();
+        }
+        let calls = format!("up to {} calls", self.max_calls);
+        let Some(split) = &self.split else {
+            return format!("{calls}; validity only (no public part declared: no score is told)");
+        };
+        if let Some(why) = &split.none {
+            let told = if self.hide_score {
+                "validity only"
+            } else {
+                "the score is told"
+            };
+            return format!("{calls}; {told}: no hidden answers to split ({why})");
+        }
+        let part = |rows: Option<u64>, baseline: Option<f64>, se: Option<f64>| match (rows, se) {
+            (Some(rows), Some(se)) => format!("{rows} rows, SE {se:.4} at the baseline {}", shown(baseline)),
+            (Some(rows), None) => format!("{rows} rows"),
+            _ => "size not measured yet: `mlrb tasks test`".into(),
+        };
+        let public = part(split.public_rows, split.public_baseline, split.public_se);
+        let private = part(split.private_rows, private_baseline, split.private_se);
+        let file = split.file.as_deref().unwrap_or_default();
+        let told = if self.hide_score {
             "validity only"
         } else {
-            "the score is told"
+            "tells the score"
         };
-        return format!("{calls}; {told}: no hidden answers to split ({why})");
+        format!(
+            "{calls}; {told} of the public part ({:.0} % of {file}'s rows{}: {public}); the final score uses the private part ({private})",
+            split.public * 100.0,
+            split
+                .stratify
+                .as_ref()
+                .map(|c| format!(", stratified by {c}"))
+                .unwrap_or_default()
+        )
     }
-    let part = |rows: Option<u64>, baseline: Option<f64>, se: Option<f64>| match (rows, se) {
-        (Some(rows), Some(se)) => format!("{rows} rows, SE {se:.4} at the baseline {}", shown(baseline)),
-        (Some(rows), None) => format!("{rows} rows"),
-        _ => "size not measured yet: `mlrb tasks test`".into(),
-    };
-    let public = part(split.public_rows, split.public_baseline, split.public_se);
-    let private = part(split.private_rows, metric.baseline, split.private_se);
-    let file = split.file.as_deref().unwrap_or_default();
-    let told = if validation.hide_score {
-        "validity only"
-    } else {
-        "tells the score"
-    };
-    format!(
-        "{calls}; {told} of the public part ({:.0} % of {file}'s rows{}: {public}); the final score uses the private part ({private})",
-        split.public * 100.0,
-        split
-            .stratify
-            .as_ref()
-            .map(|c| format!(", stratified by {c}"))
-            .unwrap_or_default()
-    )
 }
 
 fn shown(value: Option<f64>) -> String {
@@ -225,20 +269,20 @@ pub fn part_rows(dir: &Path, split: &Split) -> anyhow::Result<u64> {
 /// Each part's measure against what `declared` states: (holds, in words).
 /// The rows must be exact, the public baseline within the metric's
 /// tolerance, the standard errors within a fifth.
-pub fn findings(declared: &Split, metric: &super::spec::Metric, parts: &[Measured]) -> Vec<(bool, String)> {
+pub fn findings(declared: &Split, baseline: Option<f64>, tolerance: f64, parts: &[Measured]) -> Vec<(bool, String)> {
     parts
         .iter()
         .map(|m| {
             let (rows, baseline, se) = match m.part {
                 Part::Public => (declared.public_rows, declared.public_baseline, declared.public_se),
-                _ => (declared.private_rows, metric.baseline, declared.private_se),
+                _ => (declared.private_rows, baseline, declared.private_se),
             };
             let close = |a: Option<f64>, b: Option<f64>, within: f64| match (a, b) {
                 (Some(a), Some(b)) => (a - b).abs() <= within,
                 _ => false,
             };
             let holds = rows == Some(m.rows)
-                && close(m.score, baseline, metric.tolerance + 1e-9)
+                && close(m.score, baseline, tolerance + 1e-9)
                 && close(m.se, se, 0.2 * se.unwrap_or(0.0) + 1e-9);
             let name = if m.part == Part::Public { "public" } else { "private" };
             let detail = format!(
