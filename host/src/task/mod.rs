@@ -509,6 +509,41 @@ mod tests {
     }
 
     #[test]
+    fn validate_may_tell_a_number_only_of_a_public_part() {
+        let tmp = tempfile::tempdir().unwrap();
+        // hide_score defaults to true: validity only.
+        write_task(tmp.path(), &format!("{GOOD}[validation]\nenabled = true\n"));
+        let task = Task::load(tmp.path()).unwrap();
+        assert!(!task.spec.validation.reveals());
+        // Telling the score of the whole test set is refused, naming the field.
+        write_task(
+            tmp.path(),
+            &format!("{GOOD}[validation]\nenabled = true\nhide_score = false\n"),
+        );
+        let err = Task::load(tmp.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("task.toml") && err.contains("validation.hide_score"),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        // With a split, it tells the public part's.
+        let split = "[validation.split]\nfile = \"answers.csv\"\nid = \"id\"\npublic = 0.3\n";
+        write_task(
+            tmp.path(),
+            &format!("{GOOD}[validation]\nenabled = true\nhide_score = false\n{split}"),
+        );
+        let task = Task::load(tmp.path()).unwrap();
+        assert!(task.spec.validation.reveals());
+        assert_eq!(task.spec.validation.part(), split::Part::Public);
+        write_task(
+            tmp.path(),
+            &format!("{GOOD}[validation]\nenabled = true\nmax_calls = 0\n"),
+        );
+        let err = Task::load(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("validation.max_calls"), "{err}");
+    }
+
+    #[test]
     fn every_built_in_task_declares_the_range_of_its_scores() {
         let tasks = list(&builtin_tasks_dir());
         assert!(tasks.len() > 20);
