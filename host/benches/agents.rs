@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use mlrb::agent_build::{Project, build};
 use mlrb::episode::{EndReason, EpisodeRequest, LoadedAgent, Runner};
-use mlrb::limits::Overrides;
 use mlrb::sandbox::local::LocalSandbox;
 use mlrb::task::Task;
+use mlrb::task::overrides::Configured;
 
 fn build_python(dir: &str, entry: Option<&str>, out: &Path) -> PathBuf {
     let mut project = Project::open(&common::root().join(dir)).unwrap();
@@ -50,7 +50,7 @@ fn rss() -> u64 {
 }
 
 fn spec(agent: &Arc<LoadedAgent>, task: &Task, dir: PathBuf, seed: u64) -> EpisodeRequest {
-    EpisodeRequest::new(agent.clone(), task.clone(), seed, dir, &Overrides::default())
+    EpisodeRequest::new(agent.clone(), Configured::unchanged(task.clone()), seed, dir)
 }
 
 async fn first_call_ms(host: &Runner, agent: &Arc<LoadedAgent>, task: &Task, dir: PathBuf) -> f64 {

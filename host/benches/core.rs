@@ -19,6 +19,7 @@ use criterion::{Criterion, criterion_group};
 use mlrb::episode::{EpisodeRequest, Runner};
 use mlrb::limits::Overrides;
 use mlrb::sandbox::local::LocalSandbox;
+use mlrb::task::overrides::Configured;
 
 fn tool_call(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
@@ -76,7 +77,7 @@ fn agent_level() {
             let agent = host.load_agent(&agent_path).await.unwrap();
             assert!(agent.from_cache);
             let dir = tmp.path().join(format!("start/{seed}"));
-            let spec = EpisodeRequest::new(agent.clone(), task.clone(), seed, dir, &Overrides::default());
+            let spec = EpisodeRequest::new(agent.clone(), Configured::unchanged(task.clone()), seed, dir);
             let (record, _) = host.run_episode(&spec, std::future::pending()).await.unwrap();
             load.push(agent.load_ms);
             first_call.push(record.end.unwrap().first_call_ms.unwrap());
@@ -88,7 +89,8 @@ fn agent_level() {
         let agent_path = probes.join("tool_call_latency.wasm");
         let agent = host.load_agent(&agent_path).await.unwrap();
         let overrides = Overrides { max_steps: Some(20_000), ..Overrides::default() };
-        let spec = EpisodeRequest::new(agent.clone(), task.clone(), 0, tmp.path().join("latency"), &overrides);
+        let configured = Configured::new(task.clone(), &overrides).unwrap();
+        let spec = EpisodeRequest::new(agent.clone(), configured, 0, tmp.path().join("latency"));
         let (record, _) = host.run_episode(&spec, std::future::pending()).await.unwrap();
         let answer = record.end.unwrap().answer.unwrap_or_default();
         println!("tool call as the agent sees it (list-files, wasm → host → trace → wasm): {answer}");

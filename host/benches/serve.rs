@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mlrb::bench::metrics::ResultLine;
+use mlrb::bench::result_line::ResultLine;
 
 const EPISODES: usize = 10_000;
 const WORKERS: usize = 200;

@@ -179,7 +179,7 @@ impl Limits {
         set(&mut self.prepare_network, o.network);
         set(&mut self.http_requests, o.http_requests);
         set(&mut self.http_response_bytes, o.http_response_mb.map(|mb| mb << 20));
-        // Refused earlier (`Task::check_overrides`) where it would widen.
+        // Refused earlier (`task::overrides`) where it would widen.
         if let Some(narrowed) = o.narrowed_network(&self.network) {
             self.network = narrowed;
         }

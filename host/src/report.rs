@@ -5,7 +5,7 @@ use comfy_table::{Cell, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED}
 use crate::episode::{EpisodeRecord, ScoreRecord};
 use crate::format::{number, percent};
 use crate::task::Task;
-use crate::task::check::{Item, Status};
+use crate::task::item::{Item, Status};
 use crate::task::selftest::Report;
 
 /// A table in mlrb's style, fitted to the terminal.
@@ -210,7 +210,7 @@ pub fn selftest_table(reports: &[Report]) -> Table {
 /// The tables of `mlrb bench` and `mlrb report`: per task and agent, then
 /// per agent across tasks, then the seeds as epochs with their reducers,
 /// the aggregates across tasks with their uncertainty, and AUP.
-pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
+pub fn summary_tables(summary: &crate::bench::summary::Summary) -> String {
     use crate::bench::{across, epochs};
     let stale: usize = summary.by_task_and_agent.iter().map(|g| g.stats.stale).sum();
     let note = match stale {
@@ -238,7 +238,7 @@ pub fn summary_tables(summary: &crate::bench::metrics::Summary) -> String {
 }
 
 /// A text table as a terminal table.
-fn text_table(text: crate::bench::metrics::TextTable) -> Table {
+fn text_table(text: crate::bench::text_table::TextTable) -> Table {
     let mut table = new_table();
     table.set_header(text.header);
     for row in text.rows {

@@ -1,6 +1,7 @@
 //! The host's shape: dependencies between its top-level modules point one
 //! way (cli → cluster → bench → episode → {capability, sandbox, task, llm, record} →
-//! engine/paths), with no cycle, and no function grows past a screen.
+//! engine/paths), with no cycle, no import loop between its files either,
+//! and no function grows past a screen.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -218,4 +219,226 @@ fn the_scanner_sees_grouped_imports_and_long_functions() {
         "    fn g(&self) {}\n".repeat(90)
     );
     assert!(long_functions(&declared, 80).is_empty());
+}
+
+/// `text` without comments and without the items marked `#[cfg(test)]`
+/// (a test module may use anything).
+fn production_code(text: &str) -> String {
+    let uncommented: String = text
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(at) => &l[..at],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut code = String::new();
+    let mut rest = uncommented.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        code.push_str(&rest[..at]);
+        rest = &rest[at..];
+        // The item ends at its `;` (a declaration) or its matching brace.
+        let (mut depth, mut end) = (0usize, rest.len());
+        for (i, c) in rest.char_indices() {
+            match c {
+                ';' if depth == 0 => {
+                    end = i + 1;
+                    break;
+                }
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &rest[end..];
+    }
+    code.push_str(rest);
+    code
+}
+
+/// The module a file of `src/` is: `task/mod.rs` is `task`, `task/spec.rs` is `task::spec`.
+fn file_module(path: &Path) -> Vec<String> {
+    let rel = path.strip_prefix(src()).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") || parts == ["lib"] || parts == ["main"] {
+        parts.pop();
+    }
+    parts
+}
+
+/// The paths a source text names from `crate::` or `super::`, resolved
+/// against `module` (the file's own); a group `a::{b, c::d}` names a::b and a::c.
+fn named_paths(text: &str, module: &[String]) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut paths = Vec::new();
+    for (i, _) in text.match_indices("::") {
+        // Only where a path starts: `crate::` or a run of `super::`.
+        let head: String = text[..i].chars().rev().take_while(|c| ident(*c)).collect::<String>();
+        let head: String = head.chars().rev().collect();
+        if head != "crate" && head != "super" {
+            continue;
+        }
+        let start = i - head.len();
+        if text[..start].ends_with("::") || text[..start].chars().last().is_some_and(ident) {
+            continue;
+        }
+        let mut base: Vec<String> = if head == "crate" {
+            Vec::new()
+        } else {
+            module[..module.len().saturating_sub(1)].to_vec()
+        };
+        let mut rest = &text[i + 2..];
+        while let Some(after) = rest.strip_prefix("super::") {
+            base.pop();
+            rest = after;
+        }
+        let mut path = base;
+        loop {
+            let name: String = rest.chars().take_while(|c| ident(*c)).collect();
+            if name.is_empty() {
+                break;
+            }
+            path.push(name.clone());
+            rest = &rest[name.len()..];
+            match rest.strip_prefix("::") {
+                Some(after) => rest = after,
+                None => break,
+            }
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let (mut depth, mut item, mut items) = (0usize, String::new(), Vec::new());
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => items.push(std::mem::take(&mut item)),
+                    _ if depth == 0 => item.push(c),
+                    _ => {}
+                }
+            }
+            items.push(item);
+            for item in items {
+                let first: String = item.trim().chars().take_while(|c| ident(*c)).collect();
+                if !first.is_empty() && first != "self" {
+                    paths.push([path.clone(), vec![first]].concat());
+                }
+            }
+        }
+        paths.push(path);
+    }
+    paths
+}
+
+/// File → the files it uses: a path resolves to the longest module prefix
+/// that is a file; a file's own ancestors (whose `mod` declares it) are
+/// not counted, as every child names its parent's types.
+fn file_graph(files: &BTreeMap<Vec<String>, String>) -> BTreeMap<String, BTreeSet<String>> {
+    let name = |m: &[String]| if m.is_empty() { "lib".to_string() } else { m.join("/") };
+    let mut graph = BTreeMap::new();
+    for (module, text) in files {
+        let mut deps = BTreeSet::new();
+        for path in named_paths(&production_code(text), module) {
+            let target = (1..=path.len())
+                .rev()
+                .map(|n| &path[..n])
+                .find(|p| files.contains_key(*p));
+            if let Some(target) = target
+                && target != module.as_slice()
+                && !module.starts_with(target)
+            {
+                deps.insert(name(target));
+            }
+        }
+        graph.insert(name(module), deps);
+    }
+    graph
+}
+
+fn source_files() -> BTreeMap<Vec<String>, String> {
+    walkdir::WalkDir::new(src())
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+        .map(|e| (file_module(e.path()), std::fs::read_to_string(e.path()).unwrap()))
+        .collect()
+}
+
+/// The loops of `graph`, each named once from its smallest node: a
+/// depth-first walk that visits each node once and reports each edge back
+/// into the path it is on.
+fn loops(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
+    fn walk<'a>(
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        node: &'a str,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+        found: &mut BTreeSet<String>,
+    ) {
+        if let Some(at) = path.iter().position(|n| *n == node) {
+            let mut cycle: Vec<&str> = path[at..].to_vec();
+            let first = cycle.iter().enumerate().min_by_key(|(_, f)| **f).map_or(0, |(i, _)| i);
+            cycle.rotate_left(first);
+            found.insert(cycle.join(" → "));
+            return;
+        }
+        if !done.insert(node) {
+            return;
+        }
+        path.push(node);
+        for next in graph.get(node).into_iter().flatten() {
+            walk(graph, next, path, done, found);
+        }
+        path.pop();
+    }
+    let (mut done, mut found) = (BTreeSet::new(), BTreeSet::new());
+    for node in graph.keys() {
+        walk(graph, node, &mut Vec::new(), &mut done, &mut found);
+    }
+    found
+}
+
+#[test]
+fn no_import_loop_between_files() {
+    let graph = file_graph(&source_files());
+    assert!(graph.len() > 100, "{}", graph.len());
+    let loops = loops(&graph);
+    assert!(
+        loops.is_empty(),
+        "import loops between files:\n{}",
+        loops.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn the_file_scanner_sees_loops_through_super_groups_and_not_test_code() {
+    let files: BTreeMap<Vec<String>, String> = [
+        (vec!["task".to_string()], "mod a; mod b; pub struct Task;".to_string()),
+        (vec!["task".into(), "a".into()], "use super::{Task, b::Thing};".into()),
+        (vec!["task".into(), "b".into()], "// crate::task::a is named in a comment only\npub struct Thing;\n#[cfg(test)]\nmod tests { use super::super::a; }".into()),
+        (vec!["bench".into()], "use crate::task::a::f;".into()),
+    ]
+    .into_iter()
+    .collect();
+    let graph = file_graph(&files);
+    assert_eq!(graph["task/a"], BTreeSet::from(["task/b".to_string()]));
+    assert!(graph["task/b"].is_empty(), "{graph:?}");
+    assert_eq!(graph["bench"], BTreeSet::from(["task/a".to_string()]));
+    // b using a outside its tests closes a loop.
+    let mut looped = files.clone();
+    looped.insert(
+        vec!["task".into(), "b".into()],
+        "pub struct Thing;\nfn f() { crate::task::a::g(); }".into(),
+    );
+    let graph = file_graph(&looped);
+    assert_eq!(loops(&graph), BTreeSet::from(["task/a → task/b".to_string()]));
 }

@@ -142,7 +142,7 @@ fn workers_stopped_and_killed_mid_episode_lose_nothing_and_duplicate_nothing() {
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o600);
 }
 
-fn archive(result: &mlrb::bench::metrics::ResultLine, folder: Option<&Path>) -> Vec<u8> {
+fn archive(result: &mlrb::bench::result_line::ResultLine, folder: Option<&Path>) -> Vec<u8> {
     let mut body = Vec::new();
     mlrb::cluster::upload::pack(result, folder, &mut body).unwrap();
     body
@@ -188,8 +188,9 @@ fn the_queue_refuses_bad_requests_with_a_reason_and_changes_nothing() {
     let other_episode = other["lease"]["episode"].as_str().unwrap().to_string();
 
     let seed = if episode.ends_with("/1") { 1 } else { 2 };
-    let good = mlrb::bench::metrics::ResultLine::infra_failed(&episode, "hostile", "baseline", seed, &episode, 1, "x");
-    let body_of = |result: &mlrb::bench::metrics::ResultLine| archive(result, None);
+    let good =
+        mlrb::bench::result_line::ResultLine::infra_failed(&episode, "hostile", "baseline", seed, &episode, 1, "x");
+    let body_of = |result: &mlrb::bench::result_line::ResultLine| archive(result, None);
     let hash = |bytes: &[u8]| blake3::hash(bytes).to_hex().to_string();
     let upload = |episode: &str, lease: &str, claimed: &str, body: &[u8]| {
         request(
@@ -224,7 +225,7 @@ fn the_queue_refuses_bad_requests_with_a_reason_and_changes_nothing() {
         tar.append(&header, b"x".as_slice()).unwrap();
         tar.into_inner().unwrap()
     };
-    let elsewhere = body_of(&mlrb::bench::metrics::ResultLine::infra_failed(
+    let elsewhere = body_of(&mlrb::bench::result_line::ResultLine::infra_failed(
         &other_episode,
         "hostile",
         "baseline",
@@ -343,7 +344,8 @@ fn on_a_shared_filesystem_workers_upload_only_results_and_staged_paths_are_check
     );
     std::fs::create_dir_all(run.join("cluster/work/w")).unwrap();
     std::os::unix::fs::symlink(tmp.path(), run.join("cluster/work/link")).unwrap();
-    let result = mlrb::bench::metrics::ResultLine::infra_failed(&episode, "hostile", "baseline", 1, &episode, 1, "x");
+    let result =
+        mlrb::bench::result_line::ResultLine::infra_failed(&episode, "hostile", "baseline", 1, &episode, 1, "x");
     let only_result = archive(&result, None);
     let hash = blake3::hash(&only_result).to_hex().to_string();
     for (staged, why) in [

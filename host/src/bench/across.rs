@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::epochs::EpochStats;
-use super::metrics::{ResultLine, TextTable};
 use super::ranked;
+use super::result_line::ResultLine;
+use super::text_table::TextTable;
 use crate::stats::{Bootstrap, Clustered, Interval, clustered_mean, interquartile_mean, mean};
 
 /// A mean over episodes, clustered by task, with its bootstrap interval.

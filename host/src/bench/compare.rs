@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::metrics::{ResultLine, TextTable};
 use super::ranked;
+use super::result_line::ResultLine;
+use super::text_table::TextTable;
 use crate::stats::{Bootstrap, Paired, mean, paired, probability_of_improvement};
 
 /// What is compared per episode.

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::{ResultLine, TextTable};
 use super::ranked;
+use super::result_line::ResultLine;
+use super::text_table::TextTable;
 use crate::stats::passk::{at_least_k, best_of_k, pass_at_k};
 use crate::stats::{Estimate, estimate, median};
 

@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::metrics::{ResultLine, Summary};
 use super::plots::colour;
+use super::result_line::ResultLine;
+use super::summary::Summary;
 use crate::format::{esc, number, percent};
 
 /// The page.
@@ -105,7 +106,7 @@ fn scales_html(summary: &Summary) -> String {
 }
 
 /// A table of text cells, escaped.
-fn table_html(id: &str, table: super::metrics::TextTable) -> String {
+fn table_html(id: &str, table: super::text_table::TextTable) -> String {
     let mut html = format!("<table id=\"{id}\"><thead><tr>");
     for head in table.header {
         let _ = write!(html, "<th>{}</th>", esc(head));

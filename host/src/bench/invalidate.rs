@@ -96,7 +96,7 @@ pub fn invalidate(root: &Path, what: &Invalidated, reason: &str) -> Result<Vec<P
 }
 
 /// Sets each result's `stale` from its episode's mark.
-pub fn mark_stale(run: &Path, results: &mut [super::metrics::ResultLine]) {
+pub fn mark_stale(run: &Path, results: &mut [super::result_line::ResultLine]) {
     for result in results {
         result.stale = StaleMark::read(&run.join(&result.dir)).map(|m| m.reason);
     }

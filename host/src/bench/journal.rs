@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::metrics::ResultLine;
+use super::result_line::ResultLine;
 
 /// One line of the journal.
 #[derive(Debug, Clone, Serialize, Deserialize)]

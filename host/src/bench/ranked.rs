@@ -2,7 +2,7 @@
 //! what an agent's failure counts as, and which results are left out. One
 //! place, so that every table, comparison and export reads the same.
 
-use super::metrics::ResultLine;
+use super::result_line::ResultLine;
 
 /// Whether a result counts: not an infrastructure failure (no result of the
 /// agent's; shown apart) and not stale (invalidated).

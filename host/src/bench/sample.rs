@@ -1,6 +1,6 @@
 //! Made-up results for the unit tests of the statistics over results.
 
-use super::metrics::ResultLine;
+use super::result_line::ResultLine;
 
 /// A result of `agent` on `task` (accuracy; baseline 0.5, reference 0.9):
 /// a valid score, or an agent failure (None).

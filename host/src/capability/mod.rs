@@ -54,9 +54,11 @@ pub mod llm;
 pub mod observed;
 pub mod recorder;
 pub mod replay;
+mod state;
 pub mod tool_error;
 pub mod workspace;
 
+pub use state::Parts;
 pub use tool_error::{ToolError, ToolResult};
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::say;
 use crate::bench::compare::{Measure, Side, Verdict, compare};
-use crate::bench::metrics::ResultLine;
+use crate::bench::result_line::ResultLine;
 use crate::{bench, report, stats};
 
 /// Exit status of `mlrb compare --fail-if-worse` when B is worse than A

@@ -5,14 +5,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::Args;
 
 use super::{say, spinner};
-use crate::episode::{EpisodeRecord, EpisodeRequest, ForkOrigin, HostSetup, agent_name, episode_dir};
-use crate::limits::Overrides;
-use crate::record::recording::Recording;
-use crate::{paths, report, task};
+use crate::episode::HostSetup;
+use crate::episode::fork::Parent;
+use crate::{paths, report};
 
 /// Options of `mlrb fork`.
 #[derive(Args, Debug)]
@@ -39,41 +38,16 @@ pub struct ForkArgs {
 impl ForkArgs {
     /// Runs the fork to its end and scores it.
     pub async fn run(self) -> Result<ExitCode> {
-        let parent = std::path::absolute(&self.episode_dir)?;
-        let record = EpisodeRecord::read(&parent)?;
-        let recording = Recording::open(&parent)?;
-        let snapshot = snapshot_after(&recording, self.at_step)?;
-        let task = task::Task::load(std::path::Path::new(&record.task.root))
-            .or_else(|_| task::resolve(&record.task.name))
-            .with_context(|| format!("{}: task `{}` of the parent", parent.display(), record.task.name))?;
+        let parent = Parent::open(&self.episode_dir, self.at_step)?;
         let runner = self
             .host
-            .runner(&paths::cache_dir(), std::slice::from_ref(&task))
+            .runner(&paths::cache_dir(), std::slice::from_ref(&parent.task))
             .await?;
-        let agent_path = self.agent.clone().unwrap_or_else(|| PathBuf::from(&record.agent.path));
-        let agent = runner.load_agent(&agent_path).await?;
-        let new_agent = agent.sha256 != record.agent.sha256;
-        if self.agent.is_none() && new_agent {
-            bail!(
-                "{}: the parent's agent {} changed since it ran (SHA-256 {}); pass it with --agent to start it fresh after step {}",
-                parent.display(),
-                record.agent.path,
-                record.agent.sha256,
-                self.at_step
-            );
-        }
-        let run_dir = self.place.dir();
-        let dir = episode_dir(&run_dir, &task.spec.name, &agent_name(&agent_path), record.seed);
-        let origin = ForkOrigin {
-            parent: parent.clone(),
-            at_step: self.at_step,
-            snapshot,
-            new_agent,
-        };
-        let mut request = EpisodeRequest::new(agent, task, record.seed, dir, &Overrides::default()).forked_from(origin);
-        // The parent's limits, so that the replayed steps are answered alike.
-        request.limits = record.limits.clone();
-        let bar = spinner(&format!("fork of {} after step {}", parent.display(), self.at_step));
+        let label = format!("fork of {} after step {}", parent.dir.display(), self.at_step);
+        let request = parent
+            .request(&runner, self.agent.as_deref(), &self.place.dir())
+            .await?;
+        let bar = spinner(&label);
         let result = runner.run_episode(&request, super::ctrl_c()).await;
         bar.finish_and_clear();
         let (record, score) = result?;
@@ -86,31 +60,4 @@ impl ForkArgs {
         }
         Ok(super::scored(&score))
     }
-}
-
-/// The parent's snapshot after step `k`: the last one a call up to that
-/// step took (the start snapshot, 0, before any).
-fn snapshot_after(recording: &Recording, k: u32) -> Result<u64> {
-    let steps = recording
-        .events
-        .iter()
-        .filter_map(|e| e["step"].as_u64())
-        .max()
-        .unwrap_or(0);
-    if u64::from(k) > steps {
-        bail!(
-            "{}: --at-step {k} is past the episode's last step ({steps})",
-            recording.dir.display()
-        );
-    }
-    let mut snapshot = 0;
-    for event in &recording.events {
-        if event["step"].as_u64().is_some_and(|s| s > u64::from(k)) {
-            break;
-        }
-        if let Some(id) = event["snapshot"].as_u64() {
-            snapshot = id;
-        }
-    }
-    Ok(snapshot)
 }

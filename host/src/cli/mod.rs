@@ -144,17 +144,23 @@ struct SandboxArgs {
 }
 
 impl SandboxArgs {
-    /// A runner with this sandbox (and no model source), for `task`.
-    async fn runner(&self, task: &task::Task) -> Result<Runner> {
-        let setup = HostSetup {
+    /// This sandbox, and no model source.
+    fn setup(&self) -> HostSetup {
+        HostSetup {
             sandbox: Some(self.sandbox),
             image: self.image.clone(),
             gpus: self.gpus.clone(),
             python: self.python.clone(),
             llm: Some("none".into()),
             config: None,
-        };
-        setup.runner(&paths::cache_dir(), std::slice::from_ref(task)).await
+        }
+    }
+
+    /// A runner with this sandbox (and no model source), for `task`.
+    async fn runner(&self, task: &task::Task) -> Result<Runner> {
+        self.setup()
+            .runner(&paths::cache_dir(), std::slice::from_ref(task))
+            .await
     }
 }
 

@@ -25,7 +25,7 @@ impl ReportArgs {
     pub fn run(self) -> Result<ExitCode> {
         let dir = &self.run_dir;
         let results = bench::read_results(dir)?;
-        let summary = bench::metrics::summarize(&results);
+        let summary = bench::summary::summarize(&results);
         bench::write_outputs(dir, &results)?;
         if self.json {
             say!("{}", serde_json::to_string_pretty(&summary)?);

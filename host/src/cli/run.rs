@@ -11,6 +11,7 @@ use clap::Args;
 use super::{EXIT_INTERRUPTED, ctrl_c, say, spinner};
 use crate::episode::{EpisodeRequest, HostSetup, agent_name, episode_dir};
 use crate::limits::Overrides;
+use crate::task::overrides::Configured;
 use crate::{paths, report, task};
 
 /// Options of `mlrb run`.
@@ -41,18 +42,22 @@ impl RunArgs {
     pub async fn run(self) -> Result<ExitCode> {
         let sigint = ctrl_c();
         self.limits.check()?;
-        let task = task::resolve(&self.task)?;
-        task.check_overrides(&self.limits)?;
+        let configured = Configured::new(task::resolve(&self.task)?, &self.limits)?;
         let runner = self
             .host
-            .runner(&paths::cache_dir(), std::slice::from_ref(&task))
+            .runner(&paths::cache_dir(), std::slice::from_ref(&configured.task))
             .await?;
         let bar = spinner("loading the agent");
         let agent = runner.load_agent(&self.agent).await?;
         let steps = Arc::new(AtomicU32::new(0));
         let run_dir = self.place.dir();
-        let dir = episode_dir(&run_dir, &task.spec.name, &agent_name(&self.agent), self.seed);
-        let request = EpisodeRequest::new(agent, task, self.seed, dir, &self.limits).with_progress(steps.clone());
+        let dir = episode_dir(
+            &run_dir,
+            &configured.task.spec.name,
+            &agent_name(&self.agent),
+            self.seed,
+        );
+        let request = EpisodeRequest::new(agent, configured, self.seed, dir).with_progress(steps.clone());
         let label = format!(
             "{} on {} (seed {})",
             self.agent.display(),

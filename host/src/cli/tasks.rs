@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use super::{SandboxArgs, say, spinner};
 use crate::report;
-use crate::task::check::Status;
+use crate::task::item::Status;
 use crate::task::selftest::Report;
 use crate::task::{self, Task};
 
@@ -129,7 +129,7 @@ impl TasksCommand {
                 json,
                 sandbox,
             } => {
-                let tasks = chosen(&tasks, suite.as_deref())?;
+                let tasks = task::suite::chosen(&tasks, suite.as_deref())?;
                 test(&tasks, Options { keep, smoke, json }, &sandbox).await
             }
         }
@@ -204,24 +204,19 @@ async fn check(name: &str, json: bool, run: bool, sandbox: &SandboxArgs) -> Resu
     let task = task::resolve(name)?;
     let runner = sandbox.runner(&task).await?;
     let bar = spinner(&format!("checking {}", task.spec.name));
-    let items = task::check::check(&task, runner.cache_dir(), &runner.offer(), run).await;
+    let checked = task::check::checked(&task, runner.cache_dir(), &runner.offer(), run).await;
     bar.finish_and_clear();
-    let failed = items.iter().any(|i| i.status == Status::Fail);
-    let ready = !failed && items.iter().any(|i| i.check == "dry run" && i.status == Status::Ok);
-    let verdict = match (failed, ready) {
-        (true, _) => "not ready to run",
-        (false, true) => "ready to run",
-        (false, false) if !run => "not verified (--no-run: nothing was run)",
-        (false, false) => "runs, but the unchanged starter's submission is invalid",
-    };
     if json {
-        let all = serde_json::json!({ "task": task.spec.name, "ok": !failed, "ready": ready, "verdict": verdict, "checks": items });
-        say!("{}", serde_json::to_string_pretty(&all)?);
+        say!("{}", serde_json::to_string_pretty(&checked)?);
     } else {
-        say!("{}", report::check_table(&items));
-        say!("{} {}: {verdict}", task.spec.name, task.spec.version);
+        say!("{}", report::check_table(&checked.checks));
+        say!("{} {}: {}", task.spec.name, task.spec.version, checked.verdict);
     }
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if checked.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 async fn prepare(
@@ -295,34 +290,6 @@ async fn baseline(name: &str, runs: u32, json: bool, sandbox: &SandboxArgs) -> R
         say!("kept in {}", task::baseline::path(&task, runner.cache_dir()).display());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The tasks named, and those of `suite`.
-fn chosen(names: &[String], suite: Option<&str>) -> Result<Vec<Task>> {
-    let mut tasks = Vec::new();
-    for name in names {
-        tasks.push(task::resolve(name)?);
-    }
-    if let Some(suite) = suite {
-        let dir = task::builtin_tasks_dir();
-        let before = tasks.len();
-        for loaded in task::list(&dir) {
-            let loaded = loaded?;
-            if loaded.spec.suite == suite {
-                tasks.push(loaded);
-            }
-        }
-        if tasks.len() == before {
-            bail!(
-                "--suite {suite}: no built-in task in {} belongs to this suite",
-                dir.display()
-            );
-        }
-    }
-    if tasks.is_empty() {
-        bail!("name the tasks to test, or pass --suite (e.g. --suite cpu)");
-    }
-    Ok(tasks)
 }
 
 /// How `mlrb tasks test` runs.

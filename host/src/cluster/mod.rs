@@ -21,10 +21,10 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::bench::journal::{Entry, Journal};
-use crate::bench::metrics::ResultLine;
 use crate::bench::placement::{ClusterSetup, On};
 use crate::bench::progress::Progress;
 use crate::bench::queue::{Queue, now_ms};
+use crate::bench::result_line::ResultLine;
 use crate::bench::{self, EpisodeSpec, Outcome, Plan};
 use protocol::{AgentFile, RunInfo};
 use serve::{Server, ServerParts};
@@ -204,7 +204,7 @@ fn finish(dir: &Path, queue: &Queue, interrupted: bool, ran: usize) -> Result<Ou
         .collect::<Result<_>>()?;
     bench::write_outputs(dir, &results)?;
     Ok(Outcome {
-        summary: bench::metrics::summarize(&results),
+        summary: bench::summary::summarize(&results),
         results,
         interrupted,
         ran,

@@ -24,8 +24,8 @@ use super::protocol::{
 use super::upload;
 use crate::bench::EpisodeSpec;
 use crate::bench::journal::{Entry, Journal};
-use crate::bench::metrics::ResultLine;
 use crate::bench::queue::{Queue, Reported, now_ms};
+use crate::bench::result_line::ResultLine;
 
 /// The most a JSON request body may be.
 const MAX_REQUEST: usize = 64 << 10;

@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench::metrics::ResultLine;
+use crate::bench::result_line::ResultLine;
 
 /// The most entries an upload may hold.
 const MAX_ENTRIES: usize = 500_000;
@@ -132,7 +132,7 @@ fn checked(path: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::{pack, unpack};
-    use crate::bench::metrics::ResultLine;
+    use crate::bench::result_line::ResultLine;
 
     fn result() -> ResultLine {
         ResultLine::infra_failed("digits/a/1", "digits", "a", 1, "digits/a/1", 1, "test")

@@ -19,8 +19,8 @@ use super::protocol::{
     EPISODE_HEADER, HASH_HEADER, LEASE_HEADER, LeaseAnswer, LeaseRequest, Refusal, RunInfo, STAGED_HEADER, TokenRequest,
 };
 use super::upload;
-use crate::bench::metrics::ResultLine;
 use crate::bench::queue::Lease;
+use crate::bench::result_line::ResultLine;
 use crate::bench::{AgentEntry, Matrix};
 
 /// How a worker is started.

@@ -8,6 +8,7 @@
 
 pub mod end;
 pub mod feedback;
+pub mod fork;
 pub mod judgement;
 pub mod records;
 mod replay;

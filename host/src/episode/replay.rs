@@ -10,22 +10,17 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use serde::Serialize;
 use serde_json::Value;
-use wasmtime::component::ResourceTable;
 
 use super::end::EndReason;
 use super::records::{EpisodeEnd, keep_answer};
-use super::run::{recorded_task, wasi_context};
+use super::run::recorded_task;
 use super::{EpisodeRecord, LoadedAgent, Runner};
-use crate::capability::AgentState;
 use crate::capability::agent_log::AgentLog;
-use crate::capability::episode::EpisodeState;
-use crate::capability::exec::{ExecState, ScriptRunner};
+use crate::capability::exec::ScriptRunner;
 use crate::capability::files::WorkspaceFiles;
-use crate::capability::http::HttpState;
-use crate::capability::limiter::MemoryLimiter;
-use crate::capability::llm::LlmState;
 use crate::capability::recorder::Recorder;
 use crate::capability::replay::Replay;
+use crate::capability::{AgentState, Parts};
 use crate::llm::LlmSource;
 use crate::network::Tally;
 use crate::record::recording::Recording;
@@ -159,20 +154,21 @@ fn replay_state(
     let mut replay = Replay::new(recording, None);
     replay.ending = recorded.reason.stop().map(|stop| (stop, recorded.detail.clone()));
     recorder.replaying(replay)?;
-    let wasi = wasi_context(&log, record.seed, &recorder.observed);
-    let resolver = Resolver::from_environment().map_err(|e| format!("{e:#}"));
-    let http = HttpState::new(limits, &recorder, Tally::shared(), resolver);
-    Ok(AgentState {
-        wasi,
-        table: ResourceTable::new(),
-        memory: MemoryLimiter::new(limits.agent_memory_bytes),
+    Ok(AgentState::new(Parts {
+        limits,
+        seed: record.seed,
+        log: &log,
         recorder,
         files,
-        exec: ExecState::new(scripts),
-        episode: EpisodeState::new(told),
-        llm: LlmState::new(LlmSource::None, limits),
-        http,
-    })
+        scripts,
+        task: told,
+        validation: None,
+        llm: LlmSource::None,
+        network: (
+            Tally::shared(),
+            Resolver::from_environment().map_err(|e| format!("{e:#}")),
+        ),
+    }))
 }
 
 /// The last `interface function` event of a recording.

@@ -1,14 +1,14 @@
 //! What one episode is: agent, task, seed, where its records go and the
-//! limits it runs under. `mlrb run` and `mlrb bench` both build episodes
-//! here, so the task's limits and the user's overrides combine in one place.
+//! limits it runs under (the task as `task::overrides` configured it).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
 use super::LoadedAgent;
-use crate::limits::{Limits, Overrides};
+use crate::limits::Limits;
 use crate::task::Task;
+use crate::task::overrides::Configured;
 
 /// One episode to run.
 #[derive(Clone)]
@@ -64,11 +64,9 @@ impl ForkOrigin {
 }
 
 impl EpisodeRequest {
-    /// `agent` on `task` with `seed`, recorded in `dir`, under the task's
-    /// limits changed by `overrides`.
-    pub fn new(agent: Arc<LoadedAgent>, task: Task, seed: u64, dir: PathBuf, overrides: &Overrides) -> Self {
-        let task = task.with_overrides(overrides);
-        let limits = task.limits().with(overrides);
+    /// `agent` on the configured task with `seed`, recorded in `dir`.
+    pub fn new(agent: Arc<LoadedAgent>, configured: Configured, seed: u64, dir: PathBuf) -> Self {
+        let Configured { task, limits } = configured;
         Self {
             agent,
             task,

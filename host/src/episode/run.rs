@@ -6,24 +6,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
-use wasmtime_wasi::WasiCtx;
 
 use super::end::{EndReason, classify_trap};
 use super::records::{EpisodeEnd, keep_answer};
 use super::{EpisodeRecord, EpisodeRequest, LoadedAgent, Runner, ScoreRecord};
 use crate::capability::agent_log::AgentLog;
-use crate::capability::episode::{EpisodeState, TaskInfoRecord};
-use crate::capability::exec::{ExecState, ScriptRunner, episode_setup};
+use crate::capability::episode::TaskInfoRecord;
+use crate::capability::exec::{ScriptRunner, episode_setup};
 use crate::capability::files::WorkspaceFiles;
-use crate::capability::http::HttpState;
-use crate::capability::limiter::MemoryLimiter;
-use crate::capability::llm::LlmState;
-use crate::capability::observed::Observed;
 use crate::capability::recorder::{Recorder, Stop, end};
 use crate::capability::replay::Replay;
-use crate::capability::{AgentState, mlrb::agent::types::TaskInfo};
+use crate::capability::{AgentState, Parts, mlrb::agent::types::TaskInfo};
 use crate::limits::Limits;
 use crate::network::Tally;
 use crate::record::recording::Recording;
@@ -146,25 +140,20 @@ impl Runner {
         if let Some(progress) = &request.progress {
             recorder.report_progress(progress.clone());
         }
-        let info = begin_record(&mut recorder, request, files.handle())?;
-        let mut exec = ExecState::new(scripts);
-        exec.remember_read_only(&files, &recorder);
-        let mut episode = EpisodeState::new(info);
-        if task.spec.validation.enabled {
-            episode.allow_validation(self.validation_policy(task, prepared, devices, dir));
-        }
-        let http = HttpState::new(limits, &recorder, tally, resolver);
-        Ok(AgentState {
-            wasi: wasi_context(log, request.seed, &recorder.observed),
-            table: ResourceTable::new(),
-            memory: MemoryLimiter::new(limits.agent_memory_bytes),
+        let task_info = begin_record(&mut recorder, request, files.handle())?;
+        let validation = (task.spec.validation.enabled).then(|| self.validation_policy(task, prepared, devices, dir));
+        Ok(AgentState::new(Parts {
+            limits,
+            seed: request.seed,
+            log,
             recorder,
             files,
-            exec,
-            episode,
-            llm: LlmState::new(self.llm.clone(), limits),
-            http,
-        })
+            scripts,
+            task: task_info,
+            validation,
+            llm: self.llm.clone(),
+            network: (tally, resolver),
+        }))
     }
 
     /// Runs the agent until it returns, traps, runs out of time or is
@@ -260,26 +249,6 @@ pub(super) fn recorded_task(recording: &Recording) -> Result<TaskInfoRecord> {
         .with_context(|| format!("{}: the recording holds no `host run` event", recording.dir.display()))?;
     serde_json::from_value(run["args"]["task"].clone())
         .with_context(|| format!("{}: its `host run` event does not parse", recording.dir.display()))
-}
-
-/// The agent's WASI: stdout and stderr into agent.log, randomness seeded
-/// from the episode's seed, clocks and random bytes recorded (`observed`),
-/// no sockets, files or environment.
-pub(super) fn wasi_context(log: &AgentLog, seed: u64, observed: &Observed) -> WasiCtx {
-    use rand::SeedableRng;
-    let mut builder = WasiCtx::builder();
-    builder
-        .stdout(log.clone())
-        .stderr(log.clone())
-        .secure_random(observed.rng(rand::rngs::StdRng::seed_from_u64(seed)))
-        .insecure_random(observed.rng(rand::rngs::StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15)))
-        .wall_clock(observed.wall_clock())
-        .monotonic_clock(observed.monotonic_clock())
-        .insecure_random_seed(u128::from(seed) << 64 | u128::from(seed))
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    builder.build()
 }
 
 /// A store that caps the agent's memory and, at every epoch tick, stops it

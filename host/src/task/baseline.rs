@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::selftest::{run_starter, starter_failure};
-use super::{EvalRequest, Task, evaluate, populate, prepare};
+use super::starter::{StarterScored, run_and_score};
+use super::{Task, populate, prepare};
 use crate::sandbox::Sandbox;
 
 /// A baseline measured on this host.
@@ -93,15 +93,11 @@ pub async fn measure(
     for run in 1..=runs {
         let dir = work.path().join(format!("run-{run}"));
         populate(task, &prepared, &dir)?;
-        if dir.join("train.py").is_file() {
-            step(&format!("run {run} of {runs}: the starter"));
-            let outcome = run_starter(task, sandbox, &dir, &[]).await?;
-            if !outcome.success() {
-                bail!("task {}: {}", task.spec.name, starter_failure(&outcome));
-            }
-        }
-        step(&format!("run {run} of {runs}: evaluating"));
-        let evaluation = evaluate(task, sandbox, EvalRequest::final_of(task, &dir, &prepared, cache_dir)).await?;
+        let at = |what: &str| step(&format!("run {run} of {runs}: {what}"));
+        let evaluation = match run_and_score(task, sandbox, &dir, (&prepared, cache_dir), &at).await? {
+            StarterScored::Failed(why) => bail!("task {}: {why}", task.spec.name),
+            StarterScored::Scored(evaluation) => evaluation,
+        };
         if evaluation.evaluator_failed {
             bail!("task {}: {}", task.spec.name, evaluation.error.unwrap_or_default());
         }

@@ -4,50 +4,44 @@
 
 use std::path::Path;
 
-use serde::Serialize;
-
+use super::item::item;
+use super::item::{Item, Status};
 use super::requirements::{self, HostOffer};
 use super::{Layout, Prepared, Task, code_scan, mlagentbench};
 use crate::relpath::read_only_glob;
 
-/// How one check of a task went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// The check passed.
-    Ok,
-    /// Runs, but something is assumed or will happen on the first run.
-    Warn,
-    /// A run would fail or be refused.
-    Fail,
+/// The checks of a task and what they add up to (`tasks check --json`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Checked {
+    /// The task's name.
+    pub task: String,
+    /// No check failed.
+    pub ok: bool,
+    /// No check failed and the dry run scored the unchanged starter.
+    pub ready: bool,
+    /// What they add up to, in words.
+    pub verdict: &'static str,
+    /// Each check, in the order a run meets them.
+    pub checks: Vec<Item>,
 }
 
-impl std::fmt::Display for Status {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Ok => "ok",
-            Self::Warn => "warning",
-            Self::Fail => "FAIL",
-        })
-    }
-}
-
-/// One check of a task and how it went.
-#[derive(Debug, Clone, Serialize)]
-pub struct Item {
-    /// What was checked, e.g. "research problem".
-    pub check: &'static str,
-    /// How the check went.
-    pub status: Status,
-    /// What was found, in words.
-    pub detail: String,
-}
-
-fn item(check: &'static str, status: Status, detail: impl Into<String>) -> Item {
-    Item {
-        check,
-        status,
-        detail: detail.into(),
+/// Every check of `task` (see [`check`]) and its verdict.
+pub async fn checked(task: &Task, cache_dir: &Path, offer: &HostOffer<'_>, run: bool) -> Checked {
+    let checks = check(task, cache_dir, offer, run).await;
+    let failed = checks.iter().any(|i| i.status == Status::Fail);
+    let ready = !failed && checks.iter().any(|i| i.check == "dry run" && i.status == Status::Ok);
+    let verdict = match (failed, ready) {
+        (true, _) => "not ready to run",
+        (false, true) => "ready to run",
+        (false, false) if !run => "not verified (--no-run: nothing was run)",
+        (false, false) => "runs, but the unchanged starter's submission is invalid",
+    };
+    Checked {
+        task: task.spec.name.clone(),
+        ok: !failed,
+        ready,
+        verdict,
+        checks,
     }
 }
 

@@ -6,18 +6,10 @@
 
 use std::path::Path;
 
-use super::check::{Item, Status};
-use super::selftest::{run_starter, starter_failure};
-use super::{EvalRequest, Layout, Task, evaluate, populate, prepare};
+use super::item::{Item, Status, item};
+use super::starter::{StarterScored, run_and_score};
+use super::{Layout, Task, populate, prepare};
 use crate::sandbox::Sandbox;
-
-fn item(check: &'static str, status: Status, detail: impl Into<String>) -> Item {
-    Item {
-        check,
-        status,
-        detail: detail.into(),
-    }
-}
 
 /// The Python imports of the task's scripts, probed in `sandbox`.
 pub async fn imports(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Vec<Item> {
@@ -113,13 +105,10 @@ async fn starter_and_score(
         .tempdir_in(&base)?;
     let dir = work.path().join("starter");
     populate(task, prepared, &dir)?;
-    if dir.join("train.py").is_file() {
-        let outcome = run_starter(task, sandbox, &dir, &[]).await?;
-        if !outcome.success() {
-            return Ok(vec![item("dry run", Status::Fail, starter_failure(&outcome))]);
-        }
-    }
-    let evaluation = evaluate(task, sandbox, EvalRequest::final_of(task, &dir, prepared, cache_dir)).await?;
+    let evaluation = match run_and_score(task, sandbox, &dir, (prepared, cache_dir), &|_| {}).await? {
+        StarterScored::Failed(why) => return Ok(vec![item("dry run", Status::Fail, why)]),
+        StarterScored::Scored(evaluation) => evaluation,
+    };
     let metric = &task.spec.metric.name;
     let self_reported = match evaluation.score.filter(|_| !evaluation.evaluator_failed) {
         Some(score) => super::self_report::probe(task, sandbox, cache_dir, prepared, &dir, score)

@@ -84,7 +84,7 @@ impl Hub {
         std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
         let dir = base.join(format!("{}-{}", task.spec.name, std::process::id()));
         if dir.exists() {
-            let _ = super::prepare::unseal(&dir);
+            let _ = super::sealed::unseal(&dir);
             std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         }
         let sources = serde_json::to_string(&task.spec.sources)?;
@@ -204,11 +204,11 @@ async fn build(
         bail!(
             "building an offline hub from {what} failed ({}): {}",
             outcome.describe(),
-            super::evaluate::failure_cause(&outcome.stderr.text)
+            super::failure::failure_cause(&outcome.stderr.text)
         );
     }
     std::fs::write(out.join("complete"), "")?;
-    super::prepare::publish(staging, dir)
+    super::sealed::publish(staging, dir)
 }
 
 /// A hub holding `models` and `datasets` (for tests elsewhere).

@@ -84,7 +84,7 @@ pub async fn probe(
         anyhow::bail!(
             "python3 in the sandbox could not list the imports ({}): {}",
             outcome.describe(),
-            super::evaluate::failure_cause(&outcome.stderr.text)
+            super::failure::failure_cause(&outcome.stderr.text)
         );
     }
     let line = outcome.stdout.text.lines().last().unwrap_or("{}");

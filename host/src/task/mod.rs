@@ -14,21 +14,27 @@ pub mod code_scan;
 pub mod content;
 mod dry_run;
 mod evaluate;
+mod failure;
 pub mod feedback;
 pub mod hub;
 pub mod imports;
+pub mod item;
 pub mod mlagentbench;
+pub mod overrides;
 mod populate;
 mod prepare;
 pub mod pylib;
 mod refusals;
 pub mod requirements;
+mod sealed;
 pub mod self_report;
 pub mod selftest;
 pub mod smoke;
 pub mod spec;
 pub mod split;
+mod starter;
 pub mod submission;
+pub mod suite;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -217,83 +223,6 @@ impl Task {
         }
     }
 
-    /// The task with the resources the user overrode (CPUs, memory, script
-    /// timeout, network for preparation), so that every step of an episode
-    /// (the host's checks, preparation, scripts, evaluation) sees them.
-    pub fn with_overrides(mut self, overrides: &crate::limits::Overrides) -> Self {
-        let resources = &mut self.spec.resources;
-        if let Some(cpus) = overrides.cpus {
-            resources.cpus = cpus;
-        }
-        if let Some(memory) = overrides.memory_mb {
-            resources.memory_mb = memory;
-        }
-        if let Some(timeout) = overrides.script_timeout {
-            resources.script_timeout_seconds = timeout;
-        }
-        self.prepare_network |= overrides.network.unwrap_or(false);
-        let metric = &mut self.spec.metric;
-        if !metric.direction_known {
-            if let Some(name) = &overrides.metric {
-                metric.name = name.clone();
-            }
-            if let Some(range) = overrides.range {
-                metric.range = Some(range.0);
-            }
-            if let Some(direction) = overrides.direction {
-                metric.higher_is_better = direction == crate::limits::Direction::Higher;
-                metric.direction_known = true;
-            }
-        }
-        self
-    }
-
-    /// Refuses a `--metric` or `--direction` that contradicts what the task
-    /// declares, and a network grant wider than the task's.
-    pub fn check_overrides(&self, overrides: &crate::limits::Overrides) -> Result<()> {
-        match overrides.narrow(&self.spec.resources.network) {
-            Err(error) => bail!("task {}: {error:#}", self.spec.name),
-            // The organiser's name map is read by every episode's proxy:
-            // a bad one is refused here, before anything starts.
-            Ok(network) if network.as_ref().unwrap_or(&self.spec.resources.network).granted() => {
-                crate::sandbox::egress::proxy::Resolver::from_environment()?;
-                crate::sandbox::egress::trust::extra_roots()?;
-            }
-            Ok(_) => {}
-        }
-        let metric = &self.spec.metric;
-        if !metric.direction_known {
-            return Ok(());
-        }
-        if let Some(range) = overrides.range.filter(|r| Some(r.0) != metric.range) {
-            bail!(
-                "task {} declares the range of its metric {}: --range {},{} cannot change it",
-                self.spec.name,
-                metric.name,
-                range.0[0],
-                range.0[1]
-            );
-        }
-        let declared = if metric.higher_is_better { "higher" } else { "lower" };
-        if let Some(direction) = overrides.direction
-            && (direction == crate::limits::Direction::Higher) != metric.higher_is_better
-        {
-            bail!(
-                "task {} declares its metric {} ({declared} is better): --direction cannot change it",
-                self.spec.name,
-                metric.name
-            );
-        }
-        if let Some(name) = overrides.metric.as_ref().filter(|n| **n != metric.name) {
-            bail!(
-                "task {} declares its metric as `{}`: --metric {name} cannot rename it",
-                self.spec.name,
-                metric.name
-            );
-        }
-        Ok(())
-    }
-
     /// Whether preparation may reach the network: the task grants it, or the user did.
     pub fn prepare_network(&self) -> bool {
         self.spec.resources.network.granted() || self.prepare_network
@@ -444,7 +373,7 @@ pub fn prune_cache(cache_dir: &Path, unused_for: Duration) -> Result<Vec<(PathBu
                     .filter(|m| m.is_file())
                     .map(|m| m.len())
                     .sum();
-                prepare::unseal(&path)?;
+                sealed::unseal(&path)?;
                 std::fs::remove_dir_all(&path)?;
                 removed.push((path, size));
             }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use super::sealed::{publish, seal, unseal};
 use super::{Layout, Task, mlagentbench, populate, pylib};
 use crate::sandbox::{self, Mount, Outcome, Sandbox};
 
@@ -123,14 +124,14 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
         // now, into the hidden side, so that scoring needs no network.
         let outcome = sandbox.run(command).await?;
         if !outcome.success() {
-            tracing::warn!(task = %task.spec.name, cause = %super::evaluate::failure_cause(&outcome.stderr.text),
+            tracing::warn!(task = %task.spec.name, cause = %super::failure::failure_cause(&outcome.stderr.text),
                 "the evaluator's run during preparation failed");
         }
     }
     if let Some(command) = split_command(task, staging.path(), cache_dir)? {
         let outcome = sandbox.run(command).await?;
         if !outcome.success() {
-            let cause = super::evaluate::failure_cause(&outcome.stderr.text);
+            let cause = super::failure::failure_cause(&outcome.stderr.text);
             let log = keep_failed_log(staging.path(), &dir);
             bail!(
                 "task {}: its hidden answers could not be split ({cause}); log: {}",
@@ -145,23 +146,6 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
     std::fs::write(staging.path().join("complete"), task.prepare_key())?;
     publish(staging, &dir)?;
     Ok(Prepared::at(task, dir, false))
-}
-
-/// Seals `staging` (shared by every later episode: nothing may change it
-/// from here on) and moves it to `dir`, unless another host got there
-/// first, whose copy is then kept.
-pub(super) fn publish(staging: tempfile::TempDir, dir: &Path) -> Result<()> {
-    seal(staging.path())?;
-    let staged = staging.keep();
-    match std::fs::rename(&staged, dir) {
-        Ok(()) => Ok(()),
-        Err(_) if dir.join("complete").is_file() => {
-            let _ = unseal(&staged);
-            let _ = std::fs::remove_dir_all(&staged);
-            Ok(())
-        }
-        Err(e) => Err(e).with_context(|| format!("storing {}", dir.display())),
-    }
 }
 
 /// Prepares `task` offline from the models and datasets in `from` (checked
@@ -433,22 +417,4 @@ pub fn used_marker(dir: &Path) -> PathBuf {
     let mut name = dir.file_name().unwrap_or_default().to_os_string();
     name.push(USED_SUFFIX);
     dir.with_file_name(name)
-}
-
-/// Makes prepared data read-only for everyone and the host's own.
-fn seal(dir: &Path) -> Result<()> {
-    let handle = crate::record::walk::DirHandle::open_root(dir)?;
-    crate::record::walk::seal_tree(&handle).with_context(|| format!("making {} read-only", dir.display()))
-}
-
-/// Makes sealed data removable again (by its owner).
-pub fn unseal(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    for entry in walkdir::WalkDir::new(dir).follow_links(false) {
-        let entry = entry?;
-        if entry.file_type().is_dir() {
-            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755))?;
-        }
-    }
-    Ok(())
 }

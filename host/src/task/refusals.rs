@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use super::Task;
-use super::check::{Item, Status};
 use super::evaluate::Evaluation;
+use super::item::{Item, Status};
 
 /// Where a task's invalid-submission scripts are mounted in the sandbox.
 pub const GUEST_DIR: &str = "/task/invalid";

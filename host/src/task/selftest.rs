@@ -11,15 +11,16 @@
 //! the score itself means nothing, so no baseline, repeat or reference.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Result;
 use serde::Serialize;
 
-use super::check::{Item, Status};
+use super::item::{Item, Status, item};
 use super::requirements::{self, HostOffer};
+use super::starter::{run_in_workspace, run_starter, starter_failure};
 use super::{EvalRequest, Evaluation, Task, hub, improvement, prepare, pylib, refusals, smoke};
-use crate::sandbox::{self, Mount, Sandbox};
+use crate::sandbox::{Mount, Sandbox};
 
 /// One program run (starter or reference) and its evaluations.
 #[derive(Debug, Clone, Serialize)]
@@ -179,10 +180,6 @@ async fn ready(
     }
 }
 
-fn item(check: &'static str, status: Status, detail: String) -> Item {
-    Item { check, status, detail }
-}
-
 /// `task` with the stand-in hub (built once), or why it cannot have one.
 async fn with_stand_in(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Result<Task, Item> {
     let stand_in = hub::Hub::stand_in(task, sandbox, cache_dir)
@@ -335,77 +332,6 @@ fn repeat_finding(task: &Task, run: &ProgramRun) -> Item {
     }
 }
 
-/// Runs the starter code, `python3 train.py`, in the workspace `dir`, as
-/// the task's own scripts run (its resources, its network grant, the GPUs
-/// `gpus`). In the smoke profile: with the task's `[smoke]` arguments, or
-/// its submission script instead.
-pub(super) async fn run_starter(
-    task: &Task,
-    sandbox: &dyn Sandbox,
-    dir: &Path,
-    gpus: &[String],
-) -> Result<sandbox::Outcome> {
-    let mut argv = vec!["python3".to_string(), "train.py".to_string()];
-    let (mut mounts, mut env) = (Vec::new(), Vec::new());
-    if let (Some(stand_in), Some(spec)) = (task.hub.as_ref().filter(|h| h.stand_in), &task.spec.smoke) {
-        match &spec.submission {
-            Some(script) => {
-                let script = task.scripts_dir().join(script);
-                let name = script.file_name().unwrap_or_default().to_string_lossy();
-                argv[1] = format!("{SMOKE_SCRIPT_DIR}/{name}");
-                mounts.push(Mount::read_only(script.parent().unwrap_or(dir), SMOKE_SCRIPT_DIR));
-                let (lib_mount, lib_env) = stand_in.helpers();
-                mounts.push(lib_mount);
-                env.push(lib_env);
-            }
-            None => argv.extend(spec.starter_args.iter().cloned()),
-        }
-    }
-    run_in_workspace(task, sandbox, dir, (argv, mounts, env, gpus), "train").await
-}
-
-/// Where a smoke submission script's folder is mounted.
-const SMOKE_SCRIPT_DIR: &str = "/mlrb/smoke";
-
-/// A script run in the workspace: its argv, the mounts and environment it
-/// gets besides the workspace's, and its GPUs.
-type Script<'a> = (Vec<String>, Vec<Mount>, Vec<(String, String)>, &'a [String]);
-
-/// Runs `script` in the workspace `dir`, as the task's own scripts run;
-/// its output logged beside `dir` as `label`.
-async fn run_in_workspace(
-    task: &Task,
-    sandbox: &dyn Sandbox,
-    dir: &Path,
-    (argv, mounts, env, gpus): Script<'_>,
-    label: &str,
-) -> Result<sandbox::Outcome> {
-    let resources = &task.spec.resources;
-    let (reach, _gateway) = task.reach(false)?;
-    sandbox
-        .run(task.in_profile(sandbox::Command {
-            argv,
-            cwd: "/workspace".into(),
-            mounts: [Mount::writable(dir, "/workspace")].into_iter().chain(mounts).collect(),
-            env,
-            network: reach,
-            limits: task.task_script_limits(Duration::from_secs(resources.script_timeout_seconds)),
-            gpus: gpus.to_vec(),
-            log_prefix: Some(dir.with_extension(label)),
-            stop: Default::default(),
-        }))
-        .await
-}
-
-/// Why the starter code failed, in one line.
-pub(super) fn starter_failure(outcome: &sandbox::Outcome) -> String {
-    format!(
-        "train.py failed ({}): {}",
-        outcome.describe(),
-        super::evaluate::failure_cause(&outcome.stderr.text)
-    )
-}
-
 struct Runner<'a> {
     task: &'a Task,
     sandbox: &'a dyn Sandbox,
@@ -438,9 +364,7 @@ impl Runner<'_> {
             let refusals = self.refusals(&starter_dir, work, step).await?;
             if smoke && refusals.is_empty() {
                 let detail = "no scripts/invalid/ case: the evaluator must be shown refusing a bad submission";
-                report
-                    .findings
-                    .push(item("invalid submission", Status::Fail, detail.into()));
+                report.findings.push(item("invalid submission", Status::Fail, detail));
             }
             report.findings.extend(refusals);
         }
@@ -560,7 +484,7 @@ impl Runner<'_> {
             let script = (argv, mounts, vec![lib_env], self.gpus);
             let outcome = run_in_workspace(self.task, self.sandbox, &dir, script, "invalid").await?;
             if !outcome.success() {
-                let why = super::evaluate::failure_cause(&outcome.stderr.text);
+                let why = super::failure::failure_cause(&outcome.stderr.text);
                 let detail = format!("{}: the script failed ({}): {why}", case.name, outcome.describe());
                 findings.push(item("invalid submission", Status::Fail, detail));
                 continue;

@@ -13,7 +13,8 @@ use anyhow::{Context, Result, bail};
 
 use super::across::AcrossTasks;
 use super::epochs::EpochStats;
-use super::metrics::{ResultLine, summarize};
+use super::result_line::ResultLine;
+use super::summary::summarize;
 use transcript::Transcript;
 
 /// What `mlrb export` writes.
@@ -126,7 +127,7 @@ pub fn export(run: &Path, format: Format, out: &Path, source: &Source) -> Result
     Ok(written)
 }
 
-fn agent_run(dir: &Path, agent: &str, results: &[ResultLine], summary: &super::metrics::Summary) -> Result<AgentRun> {
+fn agent_run(dir: &Path, agent: &str, results: &[ResultLine], summary: &super::summary::Summary) -> Result<AgentRun> {
     let mut own: Vec<&ResultLine> = results.iter().filter(|r| r.agent == agent).collect();
     own.sort_by(|a, b| (&a.task, a.seed).cmp(&(&b.task, b.seed)));
     let episodes = own

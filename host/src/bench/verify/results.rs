@@ -1,11 +1,11 @@
 //! What `mlrb verify` and `mlrb export` check of a run without running
-//! anything: `results.jsonl` against the episodes' records, `summary.json`
+//! anything (no sandbox, no evaluator): `results.jsonl` against the episodes' records, `summary.json`
 //! against the results, and every episode's records (hash chain, snapshot
 //! store, bindings).
 
 use std::path::Path;
 
-use super::metrics;
+use crate::bench::{read_results, result_line, summary};
 use crate::episode::{EpisodeRecord, ScoreRecord, verify};
 
 /// Sections of `summary.json` that runs recorded before them lack.
@@ -14,7 +14,7 @@ const LATER_SECTIONS: &[&str] = &["epochs", "across_tasks", "profiles"];
 /// `results.jsonl` says what the episodes' records say, and `summary.json`
 /// is the summary of those results.
 pub fn check_results(dir: &Path) -> Vec<String> {
-    let results = match super::read_results(dir) {
+    let results = match read_results(dir) {
         Ok(results) => results,
         Err(error) => return vec![format!("{error:#}")],
     };
@@ -30,7 +30,7 @@ pub fn check_results(dir: &Path) -> Vec<String> {
             }
             continue;
         };
-        let mut expected = metrics::ResultLine::from_records(&line.id, &line.agent, &line.dir, &record, &score);
+        let mut expected = result_line::ResultLine::from_records(&line.id, &line.agent, &line.dir, &record, &score);
         // What the journal alone knows: attempts, failures, invalidation.
         expected.attempts = line.attempts;
         expected.infra_error = line.infra_error.clone();
@@ -50,7 +50,7 @@ pub fn check_results(dir: &Path) -> Vec<String> {
     let summary = std::fs::read(dir.join("summary.json"))
         .ok()
         .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
-    let mut expected = serde_json::to_value(metrics::summarize(&results)).unwrap_or_default();
+    let mut expected = serde_json::to_value(summary::summarize(&results)).unwrap_or_default();
     // The sections an earlier mlrb did not write: required only where present.
     if let (Some(recorded), Some(expected)) = (summary.as_ref().and_then(|s| s.as_object()), expected.as_object_mut()) {
         for section in LATER_SECTIONS {
