@@ -1,0 +1,35 @@
+//! Content-addressed workspace snapshots, stored as trees.
+//!
+//! * `snapshots/objects/<blake3>`: each distinct file content, once.
+//! * `snapshots/trees/<blake3>`: one JSON object per directory (its entries,
+//!   and the entries refused with why); a directory of more than
+//!   [`SHARD_ENTRIES`] entries is split into shards by the hash of each
+//!   name. A tree is written once: a step that changes one file writes that
+//!   file, the trees on its path and a small manifest, not the whole listing.
+//! * `snapshots/manifests/<id>.json`: the root tree, a label and totals.
+//!
+//! The walk never follows what the agent made (see [`super::walk`]): entries
+//! are opened beneath their parent's handle, typed by the opened handle and
+//! read from it. FIFOs, sockets, devices, names that are not UTF-8, paths
+//! past the depth or length limits and files past the workspace's caps are
+//! recorded as refused, with why, and never read. A file whose size, times
+//! and inode are unchanged since the last snapshot is not read again, and
+//! where the kernel reports changes ([`super::changes`]) a directory in
+//! which nothing changed is not even listed: a step costs what it changed.
+
+mod links;
+mod manifest;
+mod materialize;
+mod objects;
+mod read;
+mod scan;
+mod store;
+mod tracking;
+mod tree;
+
+pub use links::resolve_link;
+pub use manifest::{Manifest, ManifestEntry, Refused, SnapshotStats};
+pub use materialize::{materialize_contained, materialize_writable};
+pub use read::{is_hash, latest_manifest, list_manifests, read_manifest};
+pub use store::SnapshotStore;
+pub use tree::SHARD_ENTRIES;
