@@ -10,7 +10,7 @@ use clap::Args;
 use super::{EXIT_INTERRUPTED, ctrl_c, say};
 use crate::episode::HostSetup;
 use crate::limits::Overrides;
-use crate::{bench, cluster, paths, report};
+use crate::{bench, cluster, report};
 
 /// Options of `mlrb bench`.
 #[derive(Args, Debug)]
@@ -100,21 +100,14 @@ impl BenchArgs {
             Some(dir) => (None, dir.clone()),
             None => (Some(self.plan()?), self.place.dir()),
         };
-        let quiet = self.quiet || self.json;
-        let on = match &plan {
-            Some(plan) => plan.placement(),
-            None if cluster::is_cluster_run(&dir) => bench::placement::On::Server,
-            None => bench::placement::On::Local,
-        };
         if self.dry_run {
             return self.dry_run(plan.as_ref(), &dir);
         }
-        let outcome = match on {
-            bench::placement::On::Local => {
-                bench::run(plan, &dir, &paths::cache_dir(), quiet, self.rerun_stale, interrupt).await?
-            }
-            _ => cluster::bench(plan, &dir, cluster::Watch { quiet }, interrupt).await?,
+        let watch = cluster::Watch {
+            quiet: self.quiet || self.json,
+            rerun_stale: self.rerun_stale,
         };
+        let outcome = cluster::bench_anywhere(plan, &dir, watch, interrupt).await?;
         if self.json {
             say!("{}", serde_json::to_string_pretty(&outcome.summary)?);
         } else {

@@ -32,7 +32,10 @@ impl ServeArgs {
                 self.run.display()
             );
         }
-        let watch = cluster::Watch { quiet: self.quiet };
+        let watch = cluster::Watch {
+            quiet: self.quiet,
+            rerun_stale: false,
+        };
         let outcome = cluster::bench(None, &self.run, watch, ctrl_c()).await?;
         say!("{}", report::summary_tables(&outcome.summary));
         if outcome.interrupted {

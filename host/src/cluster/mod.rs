@@ -82,6 +82,30 @@ pub fn is_cluster_run(dir: &Path) -> bool {
 pub struct Watch {
     /// No progress display.
     pub quiet: bool,
+    /// Set aside invalidated episodes and run them again (a local bench).
+    pub rerun_stale: bool,
+}
+
+/// Starts or resumes a bench where it runs: on this host, or on a cluster
+/// (the plan's placement; a resumed bench where it started).
+pub async fn bench_anywhere(
+    plan: Option<Plan>,
+    dir: &Path,
+    watch: Watch,
+    interrupt: impl std::future::Future<Output = ()>,
+) -> Result<Outcome> {
+    let on = match &plan {
+        Some(plan) => plan.placement(),
+        None if is_cluster_run(dir) => crate::bench::placement::On::Server,
+        None => crate::bench::placement::On::Local,
+    };
+    match on {
+        crate::bench::placement::On::Local => {
+            let cache = crate::paths::cache_dir();
+            crate::bench::run(plan, dir, &cache, watch.quiet, watch.rerun_stale, interrupt).await
+        }
+        _ => bench(plan, dir, watch, interrupt).await,
+    }
 }
 
 /// Starts a cluster bench in `dir` from `plan`, or resumes the one there;

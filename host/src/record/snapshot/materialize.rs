@@ -10,7 +10,7 @@ use crate::record::snapshot::links::{direct_link, resolve_link};
 use crate::record::snapshot::manifest::{Manifest, ManifestEntry};
 use crate::record::walk::DirHandle;
 
-/// Rebuilds the files of `manifest` under `dest` (which must not exist),
+/// Rebuilds the files of `manifest` under `dest` (created if missing),
 /// leaving out every symbolic link that does not resolve inside the
 /// workspace ([`resolve_link`]) and writing each other one as the direct
 /// path to where it leads, through plain folders only: an evaluator mounted

@@ -48,7 +48,7 @@ fn flatten(dir: &Path, manifest: &mut Manifest) -> Result<()> {
             let flat = match entry {
                 TreeEntry::File { hash, size, executable } => {
                     if !is_hash(&hash) {
-                        bail!("{}: tree {hash} has a malformed object hash", dir.display());
+                        bail!("{}: `{path}` has a malformed object hash", dir.display());
                     }
                     ManifestEntry::File { hash, size, executable }
                 }
