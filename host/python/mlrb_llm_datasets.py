@@ -46,10 +46,6 @@ def subsample(n_total, n, seed=0):
     return sorted(random.Random(seed).sample(range(n_total), n))
 
 
-def _rows(ds, indices):
-    return [ds[i] for i in indices]
-
-
 MMLU_SOURCES = ["cais/mmlu"]
 
 
