@@ -100,7 +100,7 @@ pub struct Recorder {
     /// The agent's clock reads and random bytes.
     pub observed: Observed,
     /// The agent's finished HTTP exchanges, to write as `http exchange` lines.
-    pub http: super::http::Exchanges,
+    pub http: super::http::exchanges::Exchanges,
     /// The recording calls are answered from, while replaying.
     replay: Option<Replay>,
 }
