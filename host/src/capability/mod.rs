@@ -44,6 +44,7 @@ macro_rules! link_view {
 }
 
 pub mod agent_log;
+pub mod ending;
 pub mod episode;
 pub mod exec;
 pub mod files;

@@ -27,7 +27,7 @@ pub struct Replay {
     live: bool,
     /// How the recorded episode ended, for an agent that calls on where
     /// the recording stopped (a step budget, a full trace, the deadline).
-    pub ending: Option<(super::recorder::Stop, String)>,
+    pub ending: Option<(super::ending::Stop, String)>,
 }
 
 /// Why a replay cannot go on.
