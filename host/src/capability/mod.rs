@@ -11,7 +11,10 @@
 //! | `episode` | [`episode`] | [`episode::EpisodeState`] |
 //! | `llm` | [`llm`] | [`llm::LlmState`] |
 //! | `wasi:http` `types`, `outgoing-handler` | [`http`] (sending, replaying; the interfaces are wasmtime-wasi-http's) | [`http::HttpState`] |
-//! | shared | [`recorder`] | [`recorder::Recorder`] |
+//! | shared | [`recorder`] (with [`ending`]: how a call ends the episode) | [`recorder::Recorder`] |
+//!
+//! [`state`] builds every interface's state from the episode's [`Parts`],
+//! for live runs, forks and replays alike.
 
 /// Declares an interface's view of the agent's state (the fields it
 /// names, and always the shared recorder), the `HasData` type that links

@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::{SandboxArgs, say, spinner};
 use crate::episode::EpisodeRecord;
-use crate::{report, task};
+use crate::report;
 
 /// Options of `mlrb eval`.
 #[derive(Args, Debug)]
@@ -27,9 +27,7 @@ impl EvalArgs {
     pub async fn run(self) -> Result<ExitCode> {
         let dir: &Path = &self.episode_dir;
         let record = EpisodeRecord::read(dir)?;
-        let task = task::Task::load(Path::new(&record.task.root))
-            .or_else(|_| task::resolve(&record.task.name))
-            .with_context(|| format!("{}: task `{}` of this episode", dir.display(), record.task.name))?;
+        let task = record.load_task().with_context(|| dir.display().to_string())?;
         if task.spec.version != record.task.version {
             tracing::warn!(episode = %record.task.version, now = %task.spec.version, "the task's version changed since this episode ran");
         }

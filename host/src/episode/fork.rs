@@ -30,9 +30,7 @@ impl Parent {
         let dir = std::path::absolute(dir)?;
         let record = EpisodeRecord::read(&dir)?;
         let snapshot = snapshot_after(&Recording::open(&dir)?, at_step)?;
-        let task = task::Task::load(Path::new(&record.task.root))
-            .or_else(|_| task::resolve(&record.task.name))
-            .with_context(|| format!("{}: task `{}` of the parent", dir.display(), record.task.name))?;
+        let task = record.load_task().with_context(|| format!("{}: the parent", dir.display()))?;
         Ok(Self {
             dir,
             record,

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::end::EndReason;
@@ -212,6 +212,14 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 }
 
 impl EpisodeRecord {
+    /// The task the episode ran, loaded from where it was (or, moved, by
+    /// its name), to score or run it again.
+    pub fn load_task(&self) -> Result<Task> {
+        Task::load(Path::new(&self.task.root))
+            .or_else(|_| crate::task::resolve(&self.task.name))
+            .with_context(|| format!("task `{}` of the episode", self.task.name))
+    }
+
     /// The record of an episode starting now.
     pub fn new(request: &EpisodeRequest, prepared: &Prepared, sandbox: &dyn crate::sandbox::Sandbox) -> Result<Self> {
         let (agent, task) = (&request.agent, &request.task);

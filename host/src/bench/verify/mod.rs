@@ -97,9 +97,9 @@ fn tasks(options: &Options, episodes: &[PathBuf]) -> Tasks {
     for dir in episodes {
         let Ok(record) = EpisodeRecord::read(dir) else { continue };
         tasks.entry(record.task.root.clone()).or_insert_with(|| {
-            task::Task::load(Path::new(&record.task.root))
-                .or_else(|_| task::resolve(&record.task.name))
-                .map_err(|e| format!("task `{}` cannot be loaded to re-score: {e:#}", record.task.name))
+            record
+                .load_task()
+                .map_err(|e| format!("cannot be loaded to re-score: {e:#}"))
         });
     }
     tasks
