@@ -6,6 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+mod graph;
+use graph::{cycle_from, loops};
+
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -73,23 +76,6 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         deps.extend(used.into_iter().filter(|m| *m != module));
     }
     graph
-}
-
-/// A cycle through `node`, if there is one.
-fn cycle_from(graph: &BTreeMap<String, BTreeSet<String>>, node: &str, path: &mut Vec<String>) -> Option<Vec<String>> {
-    if let Some(at) = path.iter().position(|n| n == node) {
-        let mut cycle = path[at..].to_vec();
-        cycle.push(node.to_string());
-        return Some(cycle);
-    }
-    path.push(node.to_string());
-    for next in graph.get(node).into_iter().flatten() {
-        if let Some(cycle) = cycle_from(graph, next, path) {
-            return Some(cycle);
-        }
-    }
-    path.pop();
-    None
 }
 
 #[test]
@@ -371,40 +357,6 @@ fn source_files() -> BTreeMap<Vec<String>, String> {
         .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
         .map(|e| (file_module(e.path()), std::fs::read_to_string(e.path()).unwrap()))
         .collect()
-}
-
-/// The loops of `graph`, each named once from its smallest node: a
-/// depth-first walk that visits each node once and reports each edge back
-/// into the path it is on.
-fn loops(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
-    fn walk<'a>(
-        graph: &'a BTreeMap<String, BTreeSet<String>>,
-        node: &'a str,
-        path: &mut Vec<&'a str>,
-        done: &mut BTreeSet<&'a str>,
-        found: &mut BTreeSet<String>,
-    ) {
-        if let Some(at) = path.iter().position(|n| *n == node) {
-            let mut cycle: Vec<&str> = path[at..].to_vec();
-            let first = cycle.iter().enumerate().min_by_key(|(_, f)| **f).map_or(0, |(i, _)| i);
-            cycle.rotate_left(first);
-            found.insert(cycle.join(" → "));
-            return;
-        }
-        if !done.insert(node) {
-            return;
-        }
-        path.push(node);
-        for next in graph.get(node).into_iter().flatten() {
-            walk(graph, next, path, done, found);
-        }
-        path.pop();
-    }
-    let (mut done, mut found) = (BTreeSet::new(), BTreeSet::new());
-    for node in graph.keys() {
-        walk(graph, node, &mut Vec::new(), &mut done, &mut found);
-    }
-    found
 }
 
 #[test]

@@ -30,7 +30,9 @@ impl Parent {
         let dir = std::path::absolute(dir)?;
         let record = EpisodeRecord::read(&dir)?;
         let snapshot = snapshot_after(&Recording::open(&dir)?, at_step)?;
-        let task = record.load_task().with_context(|| format!("{}: the parent", dir.display()))?;
+        let task = record
+            .load_task()
+            .with_context(|| format!("{}: the parent", dir.display()))?;
         Ok(Self {
             dir,
             record,

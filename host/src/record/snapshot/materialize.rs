@@ -88,21 +88,8 @@ fn restore_file(
 mod tests {
     use super::*;
     use crate::limits::Limits;
+    use crate::record::snapshot::fixtures::{root, store, take};
     use crate::record::snapshot::store::SnapshotStore;
-
-    fn store(tmp: &Path) -> SnapshotStore {
-        SnapshotStore::create(&tmp.join("snap"), &Limits::default()).unwrap()
-    }
-
-    fn root(path: &Path) -> DirHandle {
-        DirHandle::open_root(path).unwrap()
-    }
-
-    /// Takes a snapshot that must record a change; it, with its entries.
-    fn take(store: &mut SnapshotStore, ws: &Path, label: &str) -> Manifest {
-        store.snapshot(&root(ws), label).unwrap().expect("a change");
-        store.last_with_entries().unwrap()
-    }
 
     #[test]
     fn links_that_leave_the_workspace_are_left_out() {

@@ -17,6 +17,8 @@
 //! where the kernel reports changes ([`super::changes`]) a directory in
 //! which nothing changed is not even listed: a step costs what it changed.
 
+#[cfg(test)]
+mod fixtures;
 mod links;
 mod manifest;
 mod materialize;

@@ -506,26 +506,13 @@ impl<'a> Walk<'a> {
 
 #[cfg(test)]
 mod tests {
+    use crate::record::snapshot::fixtures::{root, store, take};
     use std::path::Path;
 
     use super::*;
     use crate::record::snapshot::manifest::Manifest;
     use crate::record::snapshot::read::read_manifest;
     use crate::record::snapshot::store::SnapshotStore;
-
-    fn store(tmp: &Path) -> SnapshotStore {
-        SnapshotStore::create(&tmp.join("snap"), &Limits::default()).unwrap()
-    }
-
-    fn root(path: &Path) -> DirHandle {
-        DirHandle::open_root(path).unwrap()
-    }
-
-    /// Takes a snapshot that must record a change; it, with its entries.
-    fn take(store: &mut SnapshotStore, ws: &Path, label: &str) -> Manifest {
-        store.snapshot(&root(ws), label).unwrap().expect("a change");
-        store.last_with_entries().unwrap()
-    }
 
     #[test]
     fn special_files_odd_names_and_caps_are_refused_with_why() {

@@ -235,23 +235,10 @@ impl SnapshotStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::snapshot::fixtures::{root, store, take};
     use crate::record::snapshot::materialize::materialize_contained;
     use crate::record::snapshot::read::latest_manifest;
     use crate::record::snapshot::tree::SHARD_ENTRIES;
-
-    fn store(tmp: &Path) -> SnapshotStore {
-        SnapshotStore::create(&tmp.join("snap"), &Limits::default()).unwrap()
-    }
-
-    fn root(path: &Path) -> DirHandle {
-        DirHandle::open_root(path).unwrap()
-    }
-
-    /// Takes a snapshot that must record a change; it, with its entries.
-    fn take(store: &mut SnapshotStore, ws: &Path, label: &str) -> Manifest {
-        store.snapshot(&root(ws), label).unwrap().expect("a change");
-        store.last_with_entries().unwrap()
-    }
 
     #[test]
     fn unchanged_files_are_not_stored_twice_and_changes_are_seen() {
