@@ -27,5 +27,6 @@ pub mod relpath;
 pub mod report;
 pub mod sandbox;
 pub mod stats;
+pub mod submissions;
 pub mod task;
 pub mod view;

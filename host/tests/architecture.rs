@@ -95,7 +95,7 @@ fn dependencies_point_from_the_command_line_down_to_the_engine() {
     // Each layer may use only the layers below it.
     let layers: [&[&str]; 6] = [
         &["cli"],
-        &["cluster"],
+        &["cluster", "submissions"],
         &["bench", "report", "view", "doctor"],
         &["episode", "agent_check", "agent_build"],
         &["capability", "sandbox", "task", "llm", "record"],

@@ -152,7 +152,7 @@ impl Plan {
 
     /// The names a plan's fields go by, its own and those of the setup and
     /// limits it holds flattened.
-    fn fields() -> Vec<String> {
+    pub fn fields() -> Vec<String> {
         let mut names: Vec<String> = [
             "agents",
             "tasks",

@@ -1,0 +1,20 @@
+//! Submissions from strangers: the published benchmarks they are ranked
+//! on (`benchmark`), the service's database (`store`: submitters and their
+//! hashed tokens, submissions and their states, an append-only audit log)
+//! and the quotas every submission that started counts against (`quota`).
+
+pub mod accounts;
+pub mod audit;
+pub mod benchmark;
+pub mod quota;
+pub mod store;
+pub mod submission;
+
+pub use accounts::{Submitter, Token};
+pub use benchmark::Benchmark;
+pub use quota::Quota;
+pub use store::Store;
+pub use submission::{State, Submission};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,101 @@
+//! The submission service's database: SQLite in WAL mode, one file. Every
+//! change of state is one transaction that also appends to the audit log,
+//! so a service killed at any point leaves either the change and its audit
+//! line or neither.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS submitters (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    admin INTEGER NOT NULL DEFAULT 0,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    id TEXT PRIMARY KEY,
+    submitter INTEGER NOT NULL REFERENCES submitters(id),
+    hash TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    revoked_ms INTEGER
+);
+CREATE TABLE IF NOT EXISTS submissions (
+    id INTEGER PRIMARY KEY,
+    submitter INTEGER NOT NULL REFERENCES submitters(id),
+    benchmark TEXT NOT NULL,
+    version TEXT NOT NULL,
+    agent_sha256 TEXT NOT NULL,
+    agent_bytes INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    reason TEXT,
+    created_ms INTEGER NOT NULL,
+    started_ms INTEGER,
+    finished_ms INTEGER,
+    agent_seconds REAL NOT NULL DEFAULT 0,
+    llm_usd REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS submissions_by_submitter ON submissions (submitter, created_ms);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY,
+    at_ms INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    action TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+-- The audit log is append-only: the database itself refuses to change or
+-- remove a line, whoever asks.
+CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+";
+
+/// The service's database.
+pub struct Store {
+    db: Mutex<Connection>,
+}
+
+impl Store {
+    /// Opens (or creates) the database at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let db = Connection::open(path).with_context(|| format!("{}: cannot open the database", path.display()))?;
+        // WAL with full sync: a submission the service answered is on disk
+        // even if the machine dies the next moment.
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.pragma_update(None, "synchronous", "FULL")?;
+        db.pragma_update(None, "foreign_keys", "ON")?;
+        db.busy_timeout(Duration::from_secs(30))?;
+        db.execute_batch(SCHEMA)
+            .with_context(|| format!("{}: not an mlrb submissions database", path.display()))?;
+        Ok(Self { db: Mutex::new(db) })
+    }
+
+    /// Runs `change` in one immediate transaction, committed only if it
+    /// returns Ok.
+    pub(super) fn change<T>(&self, change: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = change(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// Reads with `read` (no transaction of its own).
+    pub(super) fn read<T>(&self, read: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        read(&db)
+    }
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
