@@ -5,5 +5,6 @@
 pub const LABEL_MANAGED: &str = "mlrb.managed";
 /// The episode (or task step) a container serves.
 pub const LABEL_EPISODE: &str = "mlrb.episode";
-/// The pid of the host process that made it: gone means the container is stale.
+/// The host process that made it (pid and start time, `process::current_token`):
+/// gone means the container is stale.
 pub const LABEL_HOST: &str = "mlrb.host";
