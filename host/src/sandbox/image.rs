@@ -78,7 +78,7 @@ fn mirror() -> String {
 /// Builds the image of `recipe` unless the engine has it already; returns
 /// its tag and whether it was built now.
 pub async fn build(recipe: &ImageRecipe, work_dir: &Path, progress: &dyn Fn(&str)) -> Result<(String, bool)> {
-    let (docker, _) = super::docker::connect().await?;
+    let (docker, _) = super::docker::engine::connect().await?;
     let tag = recipe.tag();
     if docker.inspect_image(&tag).await.is_ok() {
         return Ok((tag, false));

@@ -87,9 +87,7 @@ fn restore_file(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::Limits;
-    use crate::record::snapshot::fixtures::{root, store, take};
-    use crate::record::snapshot::store::SnapshotStore;
+    use crate::record::snapshot::fixtures::{store, take};
 
     #[test]
     fn links_that_leave_the_workspace_are_left_out() {

@@ -506,11 +506,8 @@ impl<'a> Walk<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::record::snapshot::fixtures::{root, store, take};
-    use std::path::Path;
-
     use super::*;
-    use crate::record::snapshot::manifest::Manifest;
+    use crate::record::snapshot::fixtures::{root, store, take};
     use crate::record::snapshot::read::read_manifest;
     use crate::record::snapshot::store::SnapshotStore;
 
