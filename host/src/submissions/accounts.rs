@@ -3,8 +3,8 @@
 //! of the secret, so a copy of the database opens no account.
 
 use anyhow::{Result, bail};
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
@@ -83,7 +83,9 @@ impl Store {
     pub fn issue_token(&self, name: &str, actor: &str) -> Result<Token> {
         self.change(|tx| {
             let Some(id) = tx
-                .query_row("SELECT id FROM submitters WHERE name = ?1", [name], |r| r.get::<_, i64>(0))
+                .query_row("SELECT id FROM submitters WHERE name = ?1", [name], |r| {
+                    r.get::<_, i64>(0)
+                })
                 .optional()?
             else {
                 bail!("no submitter is named `{name}`");
@@ -121,7 +123,15 @@ impl Store {
                     "SELECT t.hash, t.revoked_ms, s.id, s.name, s.admin FROM tokens t
                      JOIN submitters s ON s.id = t.submitter WHERE t.id = ?1",
                     [&id],
-                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, Option<i64>>(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                        ))
+                    },
                 )
                 .optional()?)
         })?;
@@ -140,7 +150,8 @@ impl Store {
 }
 
 /// The argon2 hash of a secret no token has, verified against for unknown ids.
-const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$bWxyYnMtZHVtbXktc2FsdA$0HAyGBIx8JuYzPhJTv7R0z2n1tE3kUUXktsc0Sq3IwQ";
+const DUMMY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$bWxyYnMtZHVtbXktc2FsdA$0HAyGBIx8JuYzPhJTv7R0z2n1tE3kUUXktsc0Sq3IwQ";
 
 fn insert_token(tx: &rusqlite::Transaction<'_>, submitter: i64) -> Result<Token> {
     let id = hex::encode(random::<6>());

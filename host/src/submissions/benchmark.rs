@@ -55,15 +55,24 @@ impl Benchmark {
     pub fn load(path: &Path) -> Result<Self> {
         let text =
             std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
-        let table: toml::Table = toml::from_str(&text).map_err(|e| crate::task::spec::toml_error(path, &text, &e))?;
-        let known = Plan::fields();
-        let plan = table.get("plan").and_then(|p| p.as_table());
-        if let Some(unknown) = plan.and_then(|p| p.keys().find(|key| !known.contains(key))) {
-            bail!("{}: unknown field `plan.{unknown}`; a plan has: {}", path.display(), known.join(", "));
-        }
-        let benchmark: Self =
+        let mut table: toml::Table =
             toml::from_str(&text).map_err(|e| crate::task::spec::toml_error(path, &text, &e))?;
-        benchmark.check().map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
+        let known = Plan::fields();
+        if let Some(plan) = table.get_mut("plan").and_then(|p| p.as_table_mut()) {
+            if let Some(unknown) = plan.keys().find(|key| !known.contains(key)) {
+                bail!(
+                    "{}: unknown field `plan.{unknown}`; a plan has: {}",
+                    path.display(),
+                    known.join(", ")
+                );
+            }
+            // The submission is the plan's one agent.
+            plan.entry("agents").or_insert_with(|| toml::Value::Array(Vec::new()));
+        }
+        let benchmark = Self::deserialize(table).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        benchmark
+            .check()
+            .map_err(|e| anyhow::anyhow!("{}: {e:#}", path.display()))?;
         Ok(benchmark)
     }
 
@@ -101,8 +110,9 @@ impl Benchmark {
 }
 
 fn closes_ms(text: &str) -> Result<i64> {
-    let at = chrono::DateTime::parse_from_rfc3339(text)
-        .map_err(|e| anyhow::anyhow!("`closes = \"{text}\"` is not an RFC 3339 time ({e}): e.g. 2026-12-31T00:00:00Z"))?;
+    let at = chrono::DateTime::parse_from_rfc3339(text).map_err(|e| {
+        anyhow::anyhow!("`closes = \"{text}\"` is not an RFC 3339 time ({e}): e.g. 2026-12-31T00:00:00Z")
+    })?;
     Ok(at.timestamp_millis())
 }
 
@@ -126,8 +136,13 @@ mod tests {
         let text = "name = \"cpu-mini\"\nversion = \"2026-11\"\ncloses = \"2026-12-31T00:00:00Z\"\n[plan]\ntasks = [\"digits\"]\nseeds = 3\n[quota]\nper_day = 2\n";
         let (_d, path) = write(text);
         let benchmark = Benchmark::load(&path).unwrap();
-        assert_eq!((benchmark.id().as_str(), benchmark.quota.per_day), ("cpu-mini/2026-11", 2));
-        let closes = chrono::DateTime::parse_from_rfc3339("2026-12-31T00:00:00Z").unwrap().timestamp_millis();
+        assert_eq!(
+            (benchmark.id().as_str(), benchmark.quota.per_day),
+            ("cpu-mini/2026-11", 2)
+        );
+        let closes = chrono::DateTime::parse_from_rfc3339("2026-12-31T00:00:00Z")
+            .unwrap()
+            .timestamp_millis();
         assert!(!benchmark.closed(closes - 1) && benchmark.closed(closes));
         for (bad, named) in [
             ("[plan]\ntasks = [\"digits\"]\nagents = [\"a.wasm\"]\n", "plan.agents"),

@@ -67,15 +67,25 @@ impl Quota {
         if let Some(last) = used.last_ms {
             let wait = (last + self.cooldown_seconds as i64 * 1000 - now_ms).max(0) as u64;
             if wait > 0 {
-                let why = format!("one submission per {} s: wait {} s", self.cooldown_seconds, wait.div_ceil(1000));
+                let why = format!(
+                    "one submission per {} s: wait {} s",
+                    self.cooldown_seconds,
+                    wait.div_ceil(1000)
+                );
                 return exceeded(why, wait.div_ceil(1000));
             }
         }
         if used.today >= self.per_day {
-            return exceeded(format!("{} submissions in 24 hours, the most allowed", used.today), until_a_day_passes);
+            return exceeded(
+                format!("{} submissions in 24 hours, the most allowed", used.today),
+                until_a_day_passes,
+            );
         }
         if used.in_flight >= self.in_flight {
-            let why = format!("{} submission(s) still running, the most allowed at once", used.in_flight);
+            let why = format!(
+                "{} submission(s) still running, the most allowed at once",
+                used.in_flight
+            );
             return exceeded(why, 60);
         }
         if used.agent_hours >= self.agent_hours_per_day {
@@ -103,8 +113,11 @@ fn used(db: &Connection, id: i64, now_ms: i64) -> Result<Used> {
         [id],
         |r| r.get(0),
     )?;
-    let last_ms: Option<i64> =
-        db.query_row("SELECT MAX(created_ms) FROM submissions WHERE submitter = ?1", [id], |r| r.get(0))?;
+    let last_ms: Option<i64> = db.query_row(
+        "SELECT MAX(created_ms) FROM submissions WHERE submitter = ?1",
+        [id],
+        |r| r.get(0),
+    )?;
     Ok(Used {
         today,
         in_flight,

@@ -124,7 +124,8 @@ pub struct Upload<'a> {
     pub refused: Option<String>,
 }
 
-const COLUMNS: &str = "s.id, u.name, s.benchmark, s.version, s.agent_sha256, s.agent_bytes, s.state, s.reason, s.created_ms";
+const COLUMNS: &str =
+    "s.id, u.name, s.benchmark, s.version, s.agent_sha256, s.agent_bytes, s.state, s.reason, s.created_ms";
 
 impl Store {
     /// Records an upload: refused or queued, counted against `quota` either
@@ -166,7 +167,11 @@ impl Store {
                 bail!("no submission {id}");
             };
             if !current.state.may_become(next) {
-                bail!("submission {id} is {}: it cannot become {}", current.state.name(), next.name());
+                bail!(
+                    "submission {id} is {}: it cannot become {}",
+                    current.state.name(),
+                    next.name()
+                );
             }
             tx.execute(
                 "UPDATE submissions SET state = ?1, reason = ?2 WHERE id = ?3",
@@ -178,7 +183,10 @@ impl Store {
                 _ => None,
             };
             if let Some(column) = stamp {
-                tx.execute(&format!("UPDATE submissions SET {column} = ?1 WHERE id = ?2"), params![now_ms(), id])?;
+                tx.execute(
+                    &format!("UPDATE submissions SET {column} = ?1 WHERE id = ?2"),
+                    params![now_ms(), id],
+                )?;
             }
             let detail = format!("{} → {}: {why}", current.state.name(), next.name());
             audit::append(tx, actor, "changed-state", &format!("submission:{id}"), &detail)?;

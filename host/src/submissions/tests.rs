@@ -2,8 +2,8 @@
 
 use super::accounts::Refused;
 use super::quota::Quota;
-use super::submission::{State, Upload};
 use super::store::Store;
+use super::submission::{State, Upload};
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -37,7 +37,11 @@ fn a_token_opens_its_account_and_the_database_keeps_no_secret() {
     // A wrong secret under a real id, a made-up token, and nothing at all.
     let wrong = format!("{}0", &token.secret[..token.secret.len() - 1]);
     for presented in [wrong.as_str(), "mlrbs_000000000000_00", "", "Bearer x"] {
-        assert_eq!(store.authenticate(presented).unwrap(), Err(Refused::Invalid), "{presented}");
+        assert_eq!(
+            store.authenticate(presented).unwrap(),
+            Err(Refused::Invalid),
+            "{presented}"
+        );
     }
     let secret_part = token.secret.rsplit('_').next().unwrap();
     for file in std::fs::read_dir(dir.path()).unwrap() {
@@ -63,10 +67,23 @@ fn the_audit_log_refuses_to_change_and_names_every_change() {
     store.set_state(submission.id, State::Running, "", "service").unwrap();
     store.revoke_token(&token.id, "admin:root", "test").unwrap();
     let actions: Vec<String> = store.audit_log().unwrap().into_iter().map(|l| l.action).collect();
-    assert_eq!(actions, ["added-submitter", "issued-token", "submitted", "changed-state", "revoked-token"]);
+    assert_eq!(
+        actions,
+        [
+            "added-submitter",
+            "issued-token",
+            "submitted",
+            "changed-state",
+            "revoked-token"
+        ]
+    );
     // Not even a raw connection to the file may rewrite history.
     let raw = rusqlite::Connection::open(dir.path().join("submissions.db")).unwrap();
-    for sql in ["UPDATE audit SET detail = 'x'", "DELETE FROM audit", "DELETE FROM audit WHERE id = 1"] {
+    for sql in [
+        "UPDATE audit SET detail = 'x'",
+        "DELETE FROM audit",
+        "DELETE FROM audit WHERE id = 1",
+    ] {
         let error = raw.execute(sql, []).unwrap_err().to_string();
         assert!(error.contains("append-only"), "{sql}: {error}");
     }
@@ -81,11 +98,19 @@ fn every_recorded_submission_counts_against_the_quota_refused_ones_too() {
         per_day: 2,
         ..no_limits()
     };
-    let refused = store.submit(&alice, &upload(Some("imports wasi:sockets")), &quota).unwrap().unwrap();
-    assert_eq!((refused.state, refused.reason.as_deref()), (State::Refused, Some("imports wasi:sockets")));
+    let refused = store
+        .submit(&alice, &upload(Some("imports wasi:sockets")), &quota)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (refused.state, refused.reason.as_deref()),
+        (State::Refused, Some("imports wasi:sockets"))
+    );
     let queued = store.submit(&alice, &upload(None), &quota).unwrap().unwrap();
     store.set_state(queued.id, State::Running, "", "service").unwrap();
-    store.set_state(queued.id, State::Failed, "the sandbox failed", "service").unwrap();
+    store
+        .set_state(queued.id, State::Failed, "the sandbox failed", "service")
+        .unwrap();
     let third = store.submit(&alice, &upload(None), &quota).unwrap().unwrap_err();
     assert!(third.why.contains("2 submissions in 24 hours"), "{third:?}");
     assert!(third.retry_after > 0 && third.retry_after <= 24 * 3600);
@@ -104,12 +129,18 @@ fn a_cooldown_and_the_submissions_in_flight_hold_the_next_one_back() {
     };
     store.submit(&alice, &upload(None), &cooldown).unwrap().unwrap();
     let held = store.submit(&alice, &upload(None), &cooldown).unwrap().unwrap_err();
-    assert!(held.why.contains("one submission per 3600 s") && held.retry_after > 3500, "{held:?}");
+    assert!(
+        held.why.contains("one submission per 3600 s") && held.retry_after > 3500,
+        "{held:?}"
+    );
     let one_at_a_time = Quota {
         in_flight: 1,
         ..no_limits()
     };
-    let held = store.submit(&alice, &upload(None), &one_at_a_time).unwrap().unwrap_err();
+    let held = store
+        .submit(&alice, &upload(None), &one_at_a_time)
+        .unwrap()
+        .unwrap_err();
     assert!(held.why.contains("still running"), "{held:?}");
     let usage = Quota {
         llm_usd_per_day: 1.0,
@@ -135,10 +166,19 @@ fn a_submitter_sees_only_their_own_and_states_follow_in_order() {
     assert_eq!(store.submissions(&root).unwrap().len(), 1);
     // Queued → ranked skips running and scoring: refused.
     assert!(store.set_state(mine.id, State::Ranked, "", "service").is_err());
-    for next in [State::Running, State::Scoring, State::Held, State::Ranked, State::Invalidated, State::Queued] {
+    for next in [
+        State::Running,
+        State::Scoring,
+        State::Held,
+        State::Ranked,
+        State::Invalidated,
+        State::Queued,
+    ] {
         store.set_state(mine.id, next, "", "admin:root").unwrap();
     }
-    store.set_state(mine.id, State::Withdrawn, "by its author", "submitter:alice").unwrap();
+    store
+        .set_state(mine.id, State::Withdrawn, "by its author", "submitter:alice")
+        .unwrap();
     let error = store.set_state(mine.id, State::Running, "", "service").unwrap_err();
     assert!(format!("{error}").contains("is withdrawn"), "{error}");
 }
