@@ -16,9 +16,9 @@ mod llm_server;
 use std::sync::Arc;
 
 use mlrb::episode::{EpisodeRequest, Runner};
-use mlrb::limits::Overrides;
 use mlrb::llm::LlmSource;
 use mlrb::sandbox::local::LocalSandbox;
+use mlrb::task::overrides::Configured;
 
 fn percentile(values: &mut [f64], p: f64) -> f64 {
     values.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -44,7 +44,7 @@ fn main() {
         let dir = tmp.path().join("episode");
         runtime.block_on(async {
             let agent = host.load_agent(&probe).await.unwrap();
-            let spec = EpisodeRequest::new(agent.clone(), task.clone(), 0, dir.clone(), &Overrides::default());
+            let spec = EpisodeRequest::new(agent.clone(), Configured::unchanged(task.clone()), 0, dir.clone());
             let (record, _) = host.run_episode(&spec, std::future::pending()).await.unwrap();
             let end = record.end.unwrap();
             assert_eq!(end.answer.as_deref(), Some("200 calls"), "{}", end.detail);

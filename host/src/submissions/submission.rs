@@ -65,14 +65,19 @@ impl State {
     /// finished submission back in the queue.
     pub fn may_become(self, next: Self) -> bool {
         use State::*;
-        match (self, next) {
-            (Queued, Running) | (Running, Scoring) | (Scoring, Held | Ranked) => true,
-            (Queued | Running | Scoring, Failed) => true,
-            (Held, Ranked) => true,
-            (Ranked | Failed | Held | Invalidated, Queued) => true,
-            (Queued | Running | Scoring | Held | Ranked | Failed, Withdrawn | Invalidated) => true,
-            _ => false,
-        }
+        matches!(
+            (self, next),
+            (Queued, Running)
+                | (Running, Scoring)
+                | (Scoring, Held | Ranked)
+                | (Queued | Running | Scoring, Failed)
+                | (Held, Ranked)
+                | (Ranked | Failed | Held | Invalidated, Queued)
+                | (
+                    Queued | Running | Scoring | Held | Ranked | Failed,
+                    Withdrawn | Invalidated
+                )
+        )
     }
 }
 
