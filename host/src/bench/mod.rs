@@ -18,6 +18,7 @@ pub mod queue;
 pub mod ranked;
 #[cfg(test)]
 mod sample;
+pub mod scan;
 pub mod verify;
 
 use std::collections::BTreeMap;

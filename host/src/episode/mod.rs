@@ -13,6 +13,7 @@ pub mod records;
 mod replay;
 mod request;
 mod run;
+pub mod scan;
 mod score;
 mod setup;
 pub mod verify;
