@@ -3,8 +3,8 @@
 //! log, answer or error message past what the host keeps, its memory limit,
 //! and calls refused for arguments or writes past the host's caps.
 
-use super::evidence::{call_error, call_subject};
-use super::{Evidence, Flag, Kind, ScanOptions, Severity, one_line};
+use super::evidence::{Evidence, call_error, call_subject};
+use super::flag::{Flag, Kind, ScanOptions, Severity, one_line};
 use crate::episode::EndReason;
 
 /// Calls whose too-large refusal is of what the agent sent (not of a file it read).

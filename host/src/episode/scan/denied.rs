@@ -2,11 +2,16 @@
 //! workspace (`..`, absolute, a link leading out) and any other denial.
 //! Read-only files have a check of their own.
 
-use super::evidence::{call_error, call_subject};
-use super::{Evidence, Flag, Kind, ScanOptions, Severity, one_line};
+use super::evidence::{Evidence, call_error, call_subject};
+use super::flag::{Flag, Kind, ScanOptions, Severity, one_line};
 
-/// What the host says of a path that leaves the workspace.
-const ESCAPES: [&str; 2] = ["leads outside of the workspace", "absolute paths are not allowed"];
+/// What the host says of a path that leaves the workspace (the last: a link
+/// leading out, as the filesystem layer words it).
+const ESCAPES: [&str; 3] = [
+    "leads outside of the workspace",
+    "absolute paths are not allowed",
+    "led outside of the filesystem",
+];
 
 pub fn check(evidence: &Evidence, _: &ScanOptions) -> Vec<Flag> {
     let mut flags = Vec::new();

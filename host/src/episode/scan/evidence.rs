@@ -10,7 +10,7 @@ use std::rc::Rc;
 use anyhow::Result;
 use serde_json::Value;
 
-use super::{Flag, Kind, Severity};
+use super::flag::{Flag, Kind, Severity};
 use crate::episode::EpisodeRecord;
 use crate::record::recording::is_call;
 use crate::record::snapshot::{self, Manifest, ManifestEntry};
@@ -223,7 +223,7 @@ pub fn call_subject(event: &Value) -> String {
     );
     match subject.is_empty() {
         true => function,
-        false => format!("{function} {}", super::one_line(&format!("{subject:?}"), 120)),
+        false => format!("{function} {}", super::flag::one_line(&format!("{subject:?}"), 120)),
     }
 }
 

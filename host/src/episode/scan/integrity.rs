@@ -2,7 +2,8 @@
 //! running anything (hash chain, snapshot store, bindings): the other
 //! checks read records that may have been changed where they do not.
 
-use super::{Evidence, Flag, Kind, ScanOptions, Severity, one_line};
+use super::evidence::Evidence;
+use super::flag::{Flag, Kind, ScanOptions, Severity, one_line};
 
 /// Failures named in the flag's detail.
 const NAMED: usize = 3;

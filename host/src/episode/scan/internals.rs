@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{Evidence, Flag, Kind, ScanOptions, Severity};
+use super::evidence::Evidence;
+use super::flag::{Flag, Kind, ScanOptions, Severity};
 use crate::record::snapshot::ManifestEntry;
 
 /// What a script may name that belongs to the host or the sandbox, and what it is.

@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Evidence, Flag, Kind, ScanOptions, Severity, one_line};
+use super::evidence::Evidence;
+use super::flag::{Flag, Kind, ScanOptions, Severity, one_line};
 use crate::record::snapshot::ManifestEntry;
 
 /// Links followed at most while resolving one, as the kernel allows.

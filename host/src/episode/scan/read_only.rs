@@ -2,8 +2,8 @@
 //! it, and changes a script made that the host put back afterwards (its
 //! `restore-read-only` record).
 
-use super::evidence::call_subject;
-use super::{Evidence, Flag, Kind, ScanOptions, Severity, one_line};
+use super::evidence::{Evidence, call_subject};
+use super::flag::{Flag, Kind, ScanOptions, Severity, one_line};
 
 /// Whether a permission error is the host's refusal of a read-only file.
 pub fn is_read_only_refusal(message: &str) -> bool {

@@ -4,7 +4,8 @@
 //! sandbox's launcher), or stopped at its time or memory limit, which an
 //! honest training run may also meet.
 
-use super::{Evidence, Flag, Kind, ScanOptions, Severity, one_line};
+use super::evidence::Evidence;
+use super::flag::{Flag, Kind, ScanOptions, Severity, one_line};
 
 /// Why the host kills a script, as its note says, that no honest script earns.
 const HOSTILE_KILLS: [&str; 3] = ["printed more than", "the workspace grew", "launcher failed"];

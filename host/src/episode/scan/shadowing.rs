@@ -5,7 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use super::{Evidence, Flag, Kind, ScanOptions, Severity};
+use super::evidence::Evidence;
+use super::flag::{Flag, Kind, ScanOptions, Severity};
 use crate::record::snapshot::Manifest;
 
 /// Modules an evaluator or a training script imports, that no one names a

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-use super::evidence::call_subject;
-use super::{Evidence, Flag, Kind, ScanOptions, Severity, one_line};
+use super::evidence::{Evidence, call_subject};
+use super::flag::{Flag, Kind, ScanOptions, Severity, one_line};
 
 /// What the host says of a tool call on anything but a regular file.
 const NOT_A_FILE: &str = "tool calls only read and write regular files";

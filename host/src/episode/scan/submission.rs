@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::{Evidence, Flag, Kind, ScanOptions, Severity};
+use super::evidence::Evidence;
+use super::flag::{Flag, Kind, ScanOptions, Severity};
 
 /// The name most tasks (and MLAgentBench's) submit under.
 const DEFAULT_NAME: &str = "submission.csv";

@@ -5,7 +5,8 @@
 
 use serde_json::Value;
 
-use super::{Evidence, Flag, Kind, ScanOptions, Severity};
+use super::evidence::Evidence;
+use super::flag::{Flag, Kind, ScanOptions, Severity};
 
 /// What the host answers a validation past the task's allowance.
 const PAST_ALLOWANCE: &str = "validations of this episode are used";
