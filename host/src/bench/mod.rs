@@ -23,6 +23,7 @@ mod results;
 mod run;
 #[cfg(test)]
 mod sample;
+pub mod scan;
 pub mod summary;
 pub mod text_table;
 pub mod verify;

@@ -17,6 +17,7 @@ mod replay;
 mod report;
 mod run;
 mod runs;
+mod scan;
 mod serve;
 mod sign;
 mod tasks;
@@ -100,6 +101,9 @@ enum Command {
     /// Check that a run or episode is what it was: hash chains, snapshot
     /// objects, bindings, signature, scores re-computed, replays.
     Verify(verify::VerifyArgs),
+    /// Check recorded episodes for what a reviewer should look at (escapes, refusals,
+    /// hand-written submissions, probing validations); exit 1 when something needs review.
+    Scan(scan::ScanArgs),
     /// Sign a run or episode directory (ed25519).
     Sign(sign::SignArgs),
     /// Make an ed25519 key pair for `mlrb sign` and `mlrb verify --key`.
@@ -248,6 +252,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Replay(args) => args.run().await,
         Command::Fork(args) => args.run().await,
         Command::Verify(args) => args.run().await,
+        Command::Scan(args) => args.run(),
         Command::Sign(args) => args.run(),
         Command::Keygen(args) => args.run(),
         Command::Runs(command) => command.run(),

@@ -14,6 +14,7 @@ pub mod records;
 mod replay;
 mod request;
 mod run;
+pub mod scan;
 mod score;
 mod setup;
 pub mod verify;
