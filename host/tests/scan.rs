@@ -36,7 +36,7 @@ fn steps(flags: &[Flag], kind: Kind, severity: Severity) -> Vec<Option<u32>> {
 }
 
 /// The one flag of `kind`, which must be at `severity` and `step`.
-fn only<'a>(flags: &'a [Flag], kind: Kind, severity: Severity, step: u32) -> &'a Flag {
+fn only(flags: &[Flag], kind: Kind, severity: Severity, step: u32) -> &Flag {
     let of_kind: Vec<&Flag> = flags.iter().filter(|f| f.kind == kind).collect();
     assert_eq!(of_kind.len(), 1, "one {kind:?} expected: {flags:#?}");
     assert_eq!(

@@ -103,7 +103,7 @@ fn arguments(evidence: &Evidence, args: &Value) -> String {
     let all = args
         .as_array()
         .map(|a| a.iter().filter_map(|v| evidence.full_text(v)).collect());
-    all.unwrap_or_else(Vec::new).join("\n")
+    all.unwrap_or_default().join("\n")
 }
 
 /// What of the host's internals `text` names, in words (at most four).
