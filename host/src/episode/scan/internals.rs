@@ -100,7 +100,7 @@ fn written_not_run(evidence: &Evidence, run: &BTreeSet<String>) -> Vec<Flag> {
 }
 
 fn arguments(evidence: &Evidence, args: &Value) -> String {
-    let all = args
+    let all: Option<Vec<String>> = args
         .as_array()
         .map(|a| a.iter().filter_map(|v| evidence.full_text(v)).collect());
     all.unwrap_or_default().join("\n")
