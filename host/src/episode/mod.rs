@@ -35,7 +35,7 @@ use crate::task::requirements::HostOffer;
 pub use end::EndReason;
 pub use records::{EpisodeRecord, ScoreRecord, StaleMark, episode_dirs};
 pub use replay::ReplayReport;
-pub use request::{EpisodeRequest, ForkOrigin, episode_dir, episode_id};
+pub use request::{EpisodeRequest, ForkOrigin, episode_dir, episode_id, episode_id_of};
 pub use setup::{HostSetup, agent_name};
 
 /// An agent component read from disk, compiled and checked against the world.

@@ -47,16 +47,9 @@ pub struct ForkOrigin {
 impl ForkOrigin {
     /// How `episode.json` records it.
     pub fn record(&self) -> super::records::ForkRecord {
-        let parts: Vec<String> = self
-            .parent
-            .components()
-            .rev()
-            .take(3)
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
         super::records::ForkRecord {
             parent: self.parent.display().to_string(),
-            parent_id: parts.into_iter().rev().collect::<Vec<_>>().join("/"),
+            parent_id: episode_id_of(&self.parent),
             at_step: self.at_step,
             new_agent: self.new_agent,
         }
@@ -95,6 +88,18 @@ impl EpisodeRequest {
 /// run's directory: `<task>/<agent>/<seed>`.
 pub fn episode_id(task: &str, agent: &str, seed: u64) -> String {
     format!("{task}/{agent}/{seed}")
+}
+
+/// The id of the episode recorded in `dir`: its last three components,
+/// `<task>/<agent>/<seed>`, as a run lays episodes out.
+pub fn episode_id_of(dir: &Path) -> String {
+    let parts: Vec<String> = dir
+        .components()
+        .rev()
+        .take(3)
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    parts.into_iter().rev().collect::<Vec<_>>().join("/")
 }
 
 /// The folder of episode `task`/`agent`/`seed` in the run directory `run_dir`.

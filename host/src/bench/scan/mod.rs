@@ -9,7 +9,8 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::episode::scan::{Flag, ScanOptions, Severity, default_id, scan_episode_with};
+use crate::episode::episode_id_of;
+use crate::episode::scan::{Flag, ScanOptions, Severity, scan_episode_with};
 
 /// What a scan of a run found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -45,7 +46,7 @@ pub fn scan_run(dir: &Path, options: &ScanOptions) -> Result<RunScan> {
     for episode in &episodes {
         let id = match episode.strip_prefix(dir) {
             Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
-            _ => default_id(episode),
+            _ => episode_id_of(episode),
         };
         flags.extend(scan_episode_with(episode, &id, options)?);
     }

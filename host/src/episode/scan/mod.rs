@@ -55,7 +55,7 @@ const CHECKS: [Check; 13] = [
 /// The flags of the episode recorded in `dir`, named by its last three path
 /// components (`<task>/<agent>/<seed>`); an error when its records cannot be read.
 pub fn scan_episode(dir: &Path) -> Result<Vec<Flag>> {
-    scan_episode_with(dir, &default_id(dir), &ScanOptions::default())
+    scan_episode_with(dir, &super::episode_id_of(dir), &ScanOptions::default())
 }
 
 /// The flags of the episode recorded in `dir`, named `id`, under `options`.
@@ -64,17 +64,6 @@ pub fn scan_episode_with(dir: &Path, id: &str, options: &ScanOptions) -> Result<
     let mut flags: Vec<Flag> = CHECKS.iter().flat_map(|check| check(&evidence, options)).collect();
     flags.sort_by_key(|f| (f.line.unwrap_or(usize::MAX), f.severity, f.kind));
     Ok(keep_per_kind(flags))
-}
-
-/// How an episode folder is named by default: `<task>/<agent>/<seed>`.
-pub fn default_id(dir: &Path) -> String {
-    let parts: Vec<String> = dir
-        .components()
-        .rev()
-        .take(3)
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    parts.into_iter().rev().collect::<Vec<_>>().join("/")
 }
 
 /// At most [`KEPT_PER_KIND`] flags of each kind, and one more counting the
