@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::starter::{StarterScored, run_and_score};
+use super::starter::{StarterScored, run_and_score, scratch};
 use super::{Task, populate, prepare};
 use crate::sandbox::Sandbox;
 
@@ -84,11 +84,7 @@ pub async fn measure(
 ) -> Result<Measured> {
     step("preparing");
     let prepared = prepare(task, sandbox, cache_dir).await?;
-    let base = cache_dir.join("task-test");
-    std::fs::create_dir_all(&base)?;
-    let work = tempfile::Builder::new()
-        .prefix(&format!("{}-baseline-", task.spec.name))
-        .tempdir_in(&base)?;
+    let work = scratch(task, cache_dir, "baseline-")?;
     let mut scores = Vec::new();
     for run in 1..=runs {
         let dir = work.path().join(format!("run-{run}"));

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::item::{Item, Status, item};
-use super::starter::{StarterScored, run_and_score};
+use super::starter::{StarterScored, run_and_score, scratch};
 use super::{Layout, Task, populate, prepare};
 use crate::sandbox::Sandbox;
 
@@ -98,11 +98,7 @@ async fn starter_and_score(
     cache_dir: &Path,
     prepared: &super::Prepared,
 ) -> anyhow::Result<Vec<Item>> {
-    let base = cache_dir.join("task-test");
-    std::fs::create_dir_all(&base)?;
-    let work = tempfile::Builder::new()
-        .prefix(&format!("{}-check-", task.spec.name))
-        .tempdir_in(&base)?;
+    let work = scratch(task, cache_dir, "check-")?;
     let dir = work.path().join("starter");
     populate(task, prepared, &dir)?;
     let evaluation = match run_and_score(task, sandbox, &dir, (prepared, cache_dir), &|_| {}).await? {

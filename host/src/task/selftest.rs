@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::item::{Item, Status, item};
 use super::requirements::{self, HostOffer};
-use super::starter::{run_in_workspace, run_starter, starter_failure};
+use super::starter::{run_in_workspace, run_starter, scratch, starter_failure};
 use super::{EvalRequest, Evaluation, Task, hub, improvement, prepare, pylib, refusals, smoke};
 use crate::sandbox::{Mount, Sandbox};
 
@@ -104,11 +104,7 @@ pub async fn run(
         },
     };
     let gpus = lease.as_ref().map(|l| l.devices().to_vec()).unwrap_or_default();
-    let base = cache_dir.join("task-test");
-    std::fs::create_dir_all(&base)?;
-    let work = tempfile::Builder::new()
-        .prefix(&format!("{}-", task.spec.name))
-        .tempdir_in(&base)?;
+    let work = scratch(&task, cache_dir, "")?;
     let runner = Runner {
         task: &task,
         sandbox: offer.sandbox,

@@ -75,6 +75,16 @@ pub fn starter_failure(outcome: &sandbox::Outcome) -> String {
     )
 }
 
+/// A scratch folder for a check of `task` that runs its scripts, under
+/// `<cache>/task-test/`, named `<task>-<label>…`; removed when dropped.
+pub fn scratch(task: &Task, cache_dir: &Path, label: &str) -> Result<tempfile::TempDir> {
+    let base = cache_dir.join("task-test");
+    std::fs::create_dir_all(&base)?;
+    Ok(tempfile::Builder::new()
+        .prefix(&format!("{}-{label}", task.spec.name))
+        .tempdir_in(&base)?)
+}
+
 /// What running the starter in a workspace and scoring it gave.
 pub enum StarterScored {
     /// The starter failed: why, in one line.
