@@ -70,7 +70,23 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+/// The headings of [`Stats::count_cells`], in the same order.
+const COUNT_HEADER: [&str; 5] = ["runs", "valid", "agent failures", "infra failures", "success: rate"];
+
 impl Stats {
+    /// How many runs, valid ones and failures (the agent's, the
+    /// infrastructure's) and the success rate: both tables' first cells.
+    fn count_cells(&self) -> [String; 5] {
+        [
+            self.runs.to_string(),
+            self.valid.to_string(),
+            self.agent_failures.to_string(),
+            self.infra_failures.to_string(),
+            self.success_rate
+                .map_or("n/a".into(), |r| format!("{:.0} %", r * 100.0)),
+        ]
+    }
+
     /// What a reader must know of the group's numbers before trusting them.
     pub fn marks(&self) -> String {
         let mut marks = Vec::new();
@@ -247,14 +263,9 @@ impl Summary {
     /// Per task and agent: runs, validity, success, improvement, scores, steps, time.
     pub fn by_task_table(&self) -> TextTable {
         use crate::format::{mean_se, number};
-        let header = vec![
-            "task",
-            "agent",
-            "runs",
-            "valid",
-            "agent failures",
-            "infra failures",
-            "success: rate",
+        let mut header = vec!["task", "agent"];
+        header.extend(COUNT_HEADER);
+        header.extend([
             "improvement: mean ± SE (valid)",
             "score: mean (valid; the private part where split)",
             "public: mean of best (valid)",
@@ -263,20 +274,16 @@ impl Summary {
             "steps: mean",
             "wall: mean",
             "marks",
-        ];
+        ]);
         let rows = self
             .by_task_and_agent
             .iter()
             .map(|group| {
                 let s = &group.stats;
-                vec![
-                    format!("{} ({})", group.task, if group.higher_is_better { "↑" } else { "↓" }),
-                    group.agent.clone(),
-                    s.runs.to_string(),
-                    s.valid.to_string(),
-                    s.agent_failures.to_string(),
-                    s.infra_failures.to_string(),
-                    s.success_rate.map_or("n/a".into(), |r| format!("{:.0} %", r * 100.0)),
+                let task = format!("{} ({})", group.task, if group.higher_is_better { "↑" } else { "↓" });
+                let mut row = vec![task, group.agent.clone()];
+                row.extend(s.count_cells());
+                row.extend([
                     mean_se(s.improvement, true),
                     number(s.score.map(|m| m.mean)),
                     s.public_score.map_or("-".into(), |m| number(Some(m.mean))),
@@ -285,7 +292,8 @@ impl Summary {
                     format!("{:.1}", s.mean_steps),
                     format!("{:.1} s", s.mean_wall_seconds),
                     s.marks(),
-                ]
+                ]);
+                row
             })
             .collect();
         TextTable { header, rows }
@@ -294,41 +302,32 @@ impl Summary {
     /// Per agent across tasks: runs, validity, success, improvement, tokens, cost.
     pub fn by_agent_table(&self) -> TextTable {
         use crate::format::{mean_se, number};
-        let header = vec![
-            "agent",
-            "tasks",
-            "runs",
-            "valid",
-            "agent failures",
-            "infra failures",
-            "success: rate",
+        let mut header = vec!["agent", "tasks"];
+        header.extend(COUNT_HEADER);
+        header.extend([
             "improvement: mean ± SE (valid, naive)",
             "public gain: mean ± SE",
             "normalised: mean (valid)",
             "tokens: total",
             "cost: total",
             "marks",
-        ];
+        ]);
         let rows = self
             .by_agent
             .iter()
             .map(|agent| {
                 let s = &agent.stats;
-                vec![
-                    agent.agent.clone(),
-                    agent.tasks.to_string(),
-                    s.runs.to_string(),
-                    s.valid.to_string(),
-                    s.agent_failures.to_string(),
-                    s.infra_failures.to_string(),
-                    s.success_rate.map_or("n/a".into(), |r| format!("{:.0} %", r * 100.0)),
+                let mut row = vec![agent.agent.clone(), agent.tasks.to_string()];
+                row.extend(s.count_cells());
+                row.extend([
                     mean_se(s.improvement, true),
                     s.public_improvement.map_or("-".into(), |m| mean_se(Some(m), true)),
                     number(s.normalized.map(|m| m.mean)),
                     (s.input_tokens + s.output_tokens).to_string(),
                     format!("${:.2}", s.cost_usd),
                     s.marks(),
-                ]
+                ]);
+                row
             })
             .collect();
         TextTable { header, rows }
