@@ -18,7 +18,16 @@ pub trait Listener: Send + 'static {
     type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
     /// The next connection.
     fn next(&self) -> impl Future<Output = std::io::Result<Self::Stream>> + Send;
+    /// Who is on the other end of `stream`, where that is an address.
+    fn peer(_stream: &Self::Stream) -> Option<std::net::SocketAddr> {
+        None
+    }
 }
+
+/// The address a request came from (a TCP connection's peer), as a
+/// request extension.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub std::net::SocketAddr);
 
 impl Listener for tokio::net::TcpListener {
     type Stream = tokio::net::TcpStream;
@@ -27,6 +36,9 @@ impl Listener for tokio::net::TcpListener {
         // Small requests and answers: no Nagle delay on either.
         let _ = stream.set_nodelay(true);
         Ok(stream)
+    }
+    fn peer(stream: &Self::Stream) -> Option<std::net::SocketAddr> {
+        stream.peer_addr().ok()
     }
 }
 
@@ -47,18 +59,22 @@ where
 {
     loop {
         let stream = listener.next().await?;
-        tokio::spawn(connection(stream, name, respond.clone()));
+        let peer = L::peer(&stream);
+        tokio::spawn(connection(stream, peer, name, respond.clone()));
     }
 }
 
 /// Serves one connection (a TCP or Unix stream) until it closes.
-async fn connection<S, F, A>(stream: S, name: &'static str, respond: F)
+async fn connection<S, F, A>(stream: S, peer: Option<std::net::SocketAddr>, name: &'static str, respond: F)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     F: Fn(Request<Incoming>) -> A + Send + Sync + 'static,
     A: Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
-    let service = hyper::service::service_fn(move |request| {
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+        if let Some(peer) = peer {
+            request.extensions_mut().insert(Peer(peer));
+        }
         let answer = respond(request);
         async move { Ok::<_, Infallible>(answer.await) }
     });

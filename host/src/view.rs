@@ -28,6 +28,8 @@ const DIFF_BYTES: u64 = 1 << 20;
 /// What the viewer serves: a run directory or a single episode directory.
 pub struct Viewer {
     root: PathBuf,
+    /// The path it is served under (empty: the site's root).
+    base: String,
 }
 
 impl Viewer {
@@ -39,7 +41,17 @@ impl Viewer {
         if !root.join("episode.json").is_file() && episodes(&root).is_empty() {
             anyhow::bail!("{}: holds no episode (no episode.json below it)", root.display());
         }
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            base: String::new(),
+        })
+    }
+
+    /// The same viewer served under `base` (`/view/7`): every link it makes
+    /// points there.
+    pub fn under(mut self, base: &str) -> Self {
+        self.base = base.trim_end_matches('/').to_string();
+        self
     }
 
     /// Serves on `listener` until the process ends.
@@ -52,8 +64,14 @@ impl Viewer {
         Ok(crate::http_server::serve(listener, "viewer", respond).await?)
     }
 
-    fn respond(&self, request: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
-        let path = request.uri().path();
+    /// The page a request asks for.
+    pub fn respond(&self, request: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+        let full = request.uri().path();
+        let path = match full.strip_prefix(self.base.as_str()) {
+            Some("") => "/",
+            Some(rest) if rest.starts_with('/') => rest,
+            _ => return not_found(),
+        };
         let query = request.uri().query().unwrap_or("");
         let page = if path == "/" {
             if self.root.join("episode.json").is_file() {
@@ -75,12 +93,23 @@ impl Viewer {
             return not_found();
         };
         match page {
-            Ok(html) => html_response(StatusCode::OK, html),
+            Ok(html) => html_response(StatusCode::OK, self.rebase(html)),
             Err(error) => html_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 layout("error", &format!("<p>{}</p>", esc(&format!("{error:#}")))),
             ),
         }
+    }
+
+    /// Points the page's own links under the viewer's base. Every text
+    /// from a record is escaped (`"` included), so `href="/` is only ever
+    /// the viewer's own.
+    fn rebase(&self, html: String) -> String {
+        if self.base.is_empty() {
+            return html;
+        }
+        html.replace("href=\"/", &format!("href=\"{}/", self.base))
+            .replace("action=\"/", &format!("action=\"{}/", self.base))
     }
 
     /// The episode directory named by a URL id, never outside the root.
@@ -387,7 +416,8 @@ fn param(query: &str, name: &str) -> Option<u64> {
         .and_then(|(_, value)| value.parse().ok())
 }
 
-fn percent_decode(text: &str) -> String {
+/// `text` with its `%XX` escapes decoded, lossily as UTF-8.
+pub fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

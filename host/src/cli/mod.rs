@@ -20,6 +20,8 @@ mod runs;
 mod scan;
 mod serve;
 mod sign;
+mod submissions;
+mod submit;
 mod tasks;
 mod verify;
 mod view;
@@ -106,6 +108,12 @@ enum Command {
     Scan(scan::ScanArgs),
     /// Sign a run or episode directory (ed25519).
     Sign(sign::SignArgs),
+    /// Upload an agent to a submission service for a published benchmark.
+    Submit(submit::SubmitArgs),
+    /// The submission service: an organiser's commands on its folder, a
+    /// submitter's over HTTP.
+    #[command(subcommand)]
+    Submissions(submissions::SubmissionsCommand),
     /// Make an ed25519 key pair for `mlrb sign` and `mlrb verify --key`.
     Keygen(keygen::KeygenArgs),
     /// Stored results: invalidate what depended on a task, image or agent.
@@ -254,6 +262,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Verify(args) => args.run().await,
         Command::Scan(args) => args.run(),
         Command::Sign(args) => args.run(),
+        Command::Submit(args) => args.run().await,
+        Command::Submissions(command) => command.run().await,
         Command::Keygen(args) => args.run(),
         Command::Runs(command) => command.run(),
         Command::Tasks(command) => command.run().await,

@@ -1,5 +1,6 @@
 //! `mlrb serve`: serves the queue of a cluster bench already made (by
-//! `mlrb bench --on ...`) to its workers until every episode has a result.
+//! `mlrb bench --on ...`) to its workers until every episode has a result;
+//! or, with `--submissions`, a submission service folder.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,16 +9,32 @@ use anyhow::{Result, bail};
 use clap::Args;
 
 use super::{EXIT_INTERRUPTED, ctrl_c, say};
+use crate::submissions::service::limiter::Rate;
+use crate::submissions::service::serving::{Options, serve};
 use crate::{cluster, report};
 
 /// Options of `mlrb serve`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  mlrb bench --plan plan.toml --on server   # makes and serves the run\n  mlrb serve runs/20261125-101500            # serves it again after a restart"
+    after_help = "Examples:\n  mlrb bench --plan plan.toml --on server   # makes and serves the run\n  mlrb serve runs/20261125-101500            # serves it again after a restart\n  mlrb serve --submissions service/ --listen 0.0.0.0:8787   # the submission service"
 )]
 pub struct ServeArgs {
     /// The run directory of a bench made with `--on server|slurm|k8s`.
-    run: PathBuf,
+    #[arg(required_unless_present = "submissions", conflicts_with = "submissions")]
+    run: Option<PathBuf>,
+    /// Serve this submission service folder (`mlrb submissions init`):
+    /// uploads, the queue of submissions and the leaderboard.
+    #[arg(long, value_name = "DIR")]
+    submissions: Option<PathBuf>,
+    /// Where the submission service listens.
+    #[arg(long, default_value = "127.0.0.1:8787", requires = "submissions")]
+    listen: String,
+    /// Requests a second each client address may go on with (the service).
+    #[arg(long, default_value_t = 5.0, requires = "submissions")]
+    rate: f64,
+    /// Requests each client address may make at once (the service).
+    #[arg(long, default_value_t = 30.0, requires = "submissions")]
+    burst: f64,
     /// No progress display.
     #[arg(long, short)]
     quiet: bool,
@@ -26,22 +43,46 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// Serves until the queue drains; prints the summary.
     pub async fn run(self) -> Result<ExitCode> {
-        if !cluster::is_cluster_run(&self.run) {
+        let Some(run) = self.run.clone() else {
+            return self.serve_submissions().await;
+        };
+        if !cluster::is_cluster_run(&run) {
             bail!(
                 "{}: not a cluster bench (no cluster/queue.sqlite): make one with `mlrb bench --on server`",
-                self.run.display()
+                run.display()
             );
         }
         let watch = cluster::Watch {
             quiet: self.quiet,
             rerun_stale: false,
         };
-        let outcome = cluster::bench(None, &self.run, watch, ctrl_c()).await?;
+        let outcome = cluster::bench(None, &run, watch, ctrl_c()).await?;
         say!("{}", report::summary_tables(&outcome.summary));
         if outcome.interrupted {
-            eprintln!("interrupted: `mlrb serve {}` goes on", self.run.display());
+            eprintln!("interrupted: `mlrb serve {}` goes on", run.display());
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+impl ServeArgs {
+    async fn serve_submissions(self) -> Result<ExitCode> {
+        let dir = self.submissions.unwrap_or_default();
+        let options = Options {
+            listen: self.listen,
+            rate: Rate {
+                burst: self.burst.max(1.0),
+                per_second: self.rate.max(0.001),
+            },
+            cache_dir: crate::paths::cache_dir(),
+        };
+        let shown = dir.clone();
+        let ready = move |at: std::net::SocketAddr| {
+            eprintln!("serving submissions of {} at http://{at}/", shown.display());
+        };
+        serve(&dir, options, ready, ctrl_c()).await?;
+        eprintln!("stopped: a submission left running resumes at the next `mlrb serve --submissions`");
         Ok(ExitCode::SUCCESS)
     }
 }

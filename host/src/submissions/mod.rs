@@ -6,9 +6,12 @@
 pub mod accounts;
 pub mod audit;
 pub mod benchmark;
+pub mod client;
 pub mod quota;
+pub mod service;
 pub mod store;
 pub mod submission;
+pub mod verdict;
 
 pub use accounts::{Submitter, Token};
 pub use benchmark::Benchmark;

@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS submissions (
     version TEXT NOT NULL,
     agent_sha256 TEXT NOT NULL,
     agent_bytes INTEGER NOT NULL,
+    agent_name TEXT NOT NULL DEFAULT '',
     state TEXT NOT NULL,
     reason TEXT,
     created_ms INTEGER NOT NULL,
@@ -40,6 +41,15 @@ CREATE TABLE IF NOT EXISTS submissions (
     llm_usd REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS submissions_by_submitter ON submissions (submitter, created_ms);
+-- What checking a submission's records found: the scan's flags and
+-- whether its signed records verified.
+CREATE TABLE IF NOT EXISTS verdicts (
+    submission INTEGER PRIMARY KEY REFERENCES submissions(id),
+    review_flags INTEGER NOT NULL,
+    info_flags INTEGER NOT NULL,
+    verify TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY,
     at_ms INTEGER NOT NULL,

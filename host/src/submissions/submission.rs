@@ -108,6 +108,8 @@ pub struct Submission {
     pub agent_sha256: String,
     /// The component's size in bytes.
     pub agent_bytes: u64,
+    /// The name its results go by (the submitter's choice).
+    pub agent: String,
     /// Where it is.
     pub state: State,
     /// Why it is there, where that needs saying.
@@ -125,12 +127,14 @@ pub struct Upload<'a> {
     pub agent_sha256: &'a str,
     /// Its size.
     pub agent_bytes: u64,
+    /// The name its results go by.
+    pub agent_name: &'a str,
     /// Why the host refuses it, if it does (`mlrb agent check`'s reasons).
     pub refused: Option<String>,
 }
 
 const COLUMNS: &str =
-    "s.id, u.name, s.benchmark, s.version, s.agent_sha256, s.agent_bytes, s.state, s.reason, s.created_ms";
+    "s.id, u.name, s.benchmark, s.version, s.agent_sha256, s.agent_bytes, s.state, s.reason, s.created_ms, s.agent_name";
 
 impl Store {
     /// Records an upload: refused or queued, counted against `quota` either
@@ -145,8 +149,8 @@ impl Store {
             }
             let state = if upload.refused.is_some() { State::Refused } else { State::Queued };
             tx.execute(
-                "INSERT INTO submissions (submitter, benchmark, version, agent_sha256, agent_bytes, state, reason, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO submissions (submitter, benchmark, version, agent_sha256, agent_bytes, state, reason, created_ms, agent_name)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     who.id,
                     upload.benchmark.0,
@@ -155,7 +159,8 @@ impl Store {
                     upload.agent_bytes as i64,
                     state.name(),
                     upload.refused,
-                    now_ms()
+                    now_ms(),
+                    upload.agent_name
                 ],
             )?;
             let id = tx.last_insert_rowid();
@@ -219,6 +224,30 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Submission `id`, whoever's it is (for the service itself).
+    pub fn any_submission(&self, id: i64) -> Result<Option<Submission>> {
+        self.read(|db| get(db, id))
+    }
+
+    /// Every submission now in one of `states`, oldest first; only those
+    /// of one benchmark version when `of` names it.
+    pub fn in_states(&self, states: &[State], of: Option<(&str, &str)>) -> Result<Vec<Submission>> {
+        let names: Vec<&str> = states.iter().map(|s| s.name()).collect();
+        self.read(|db| {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM submissions s JOIN submitters u ON u.id = s.submitter
+                 WHERE s.state IN (SELECT value FROM json_each(?1))
+                 AND (?2 IS NULL OR (s.benchmark = ?2 AND s.version = ?3)) ORDER BY s.id"
+            );
+            let mut statement = db.prepare(&sql)?;
+            let (name, version) = of.unzip();
+            let rows = statement.query_map(params![serde_json::to_string(&names)?, name, version], row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+}
+
 /// How the audit log names a submitter acting.
 pub fn actor(who: &Submitter) -> String {
     let role = if who.admin { "admin" } else { "submitter" };
@@ -242,6 +271,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<Submission> {
         state: State::parse(&state).unwrap_or(State::Failed),
         reason: r.get(7)?,
         created_ms: r.get(8)?,
+        agent: r.get(9)?,
     })
 }
 

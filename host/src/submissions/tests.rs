@@ -16,6 +16,7 @@ fn upload(refused: Option<&str>) -> Upload<'static> {
         benchmark: ("cpu-mini", "1"),
         agent_sha256: "ab",
         agent_bytes: 10,
+        agent_name: "probe",
         refused: refused.map(str::to_string),
     }
 }

@@ -45,7 +45,7 @@ pub struct Finding {
 
 /// Every finding, the signature's first; `progress` hears of each episode
 /// checked (and, first, how many there are).
-pub async fn verify(options: &Options, progress: &dyn Fn(Progress)) -> Result<Vec<Finding>> {
+pub async fn verify(options: &Options, progress: &(dyn Fn(Progress) + Sync)) -> Result<Vec<Finding>> {
     let dir = &options.dir;
     if !dir.is_dir() {
         bail!("{}: no such directory", dir.display());

@@ -1,0 +1,206 @@
+//! `mlrb submissions`: the submission service from both sides. An
+//! organiser acts on the service folder itself (`init`, `add-submitter`,
+//! `token`, `revoke`, `rerun`, `withdraw`, `invalidate`, `release`,
+//! `audit`); a submitter asks the service over HTTP (`list`, `status`,
+//! `download`) with their token.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use super::say;
+use crate::submissions::client::Client;
+use crate::submissions::service::Service;
+use crate::submissions::{State, Store};
+
+/// `mlrb submissions` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum SubmissionsCommand {
+    /// Make a service folder: its database, signing key and folders
+    /// (publish benchmarks as TOML files in its `benchmarks/`).
+    Init {
+        /// The service folder.
+        dir: PathBuf,
+    },
+    /// Add a submitter and print their first token (shown once).
+    AddSubmitter {
+        /// The service folder.
+        dir: PathBuf,
+        /// The name the leaderboard shows.
+        name: String,
+        /// May see every submission through the API.
+        #[arg(long)]
+        admin: bool,
+    },
+    /// Issue another token for a submitter (shown once).
+    Token {
+        /// The service folder.
+        dir: PathBuf,
+        /// The submitter.
+        name: String,
+    },
+    /// Revoke a token by its id (the part after `mlrbs_`, before the next `_`).
+    Revoke {
+        /// The service folder.
+        dir: PathBuf,
+        /// The token's id.
+        token: String,
+        /// Why (kept in the audit log).
+        #[arg(long, default_value = "")]
+        why: String,
+    },
+    /// Put a submission back in the queue (a re-run).
+    Rerun(Change),
+    /// Take a submission off the leaderboard.
+    Withdraw(Change),
+    /// Mark a submission as breaking the rules: kept, never ranked.
+    Invalidate(Change),
+    /// Rank a held submission after review.
+    Release(Change),
+    /// Print the audit log.
+    Audit {
+        /// The service folder.
+        dir: PathBuf,
+        /// As JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Your submissions (a submitter's view, over HTTP).
+    List(Remote),
+    /// One submission's state, checks and results so far.
+    Status {
+        #[command(flatten)]
+        remote: Remote,
+        /// The submission's id.
+        id: i64,
+    },
+    /// Download a submission's records (a tar archive).
+    Download {
+        #[command(flatten)]
+        remote: Remote,
+        /// The submission's id.
+        id: i64,
+        /// Where to write the archive.
+        #[arg(long, short, value_name = "FILE.tar")]
+        out: Option<PathBuf>,
+    },
+}
+
+/// An organiser's change to one submission.
+#[derive(Args, Debug)]
+pub struct Change {
+    /// The service folder.
+    dir: PathBuf,
+    /// The submission's id.
+    id: i64,
+    /// Why (kept in the audit log and shown to the submitter).
+    #[arg(long, default_value = "")]
+    why: String,
+}
+
+/// Where the service is and whose token to use.
+#[derive(Args, Debug)]
+pub struct Remote {
+    /// The service's URL.
+    #[arg(long, env = "MLRB_SERVICE", value_name = "URL")]
+    pub server: String,
+    /// A file holding your token.
+    #[arg(long, env = "MLRB_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: PathBuf,
+}
+
+impl Remote {
+    /// A client with the token read from its file.
+    pub fn client(&self) -> Result<Client> {
+        let token = std::fs::read_to_string(&self.token_file)
+            .map_err(|e| anyhow::anyhow!("{}: cannot read the token ({e})", self.token_file.display()))?;
+        Client::new(&self.server, &token)
+    }
+}
+
+/// The organiser acting on the folder directly.
+const ORGANISER: &str = "admin:local";
+
+impl SubmissionsCommand {
+    /// Does what was asked; prints the outcome.
+    pub async fn run(self) -> Result<ExitCode> {
+        match self {
+            Self::Init { dir } => {
+                let layout = Service::init(&dir)?;
+                say!(
+                    "made {}: publish benchmarks as TOML files in {}, add submitters with `mlrb submissions add-submitter {} NAME`, serve with `mlrb serve --submissions {}`",
+                    dir.display(),
+                    layout.benchmarks().display(),
+                    dir.display(),
+                    dir.display()
+                );
+            }
+            Self::AddSubmitter { dir, name, admin } => {
+                let (_, token) = store(&dir)?.add_submitter(&name, admin, ORGANISER)?;
+                say!("{}", token.secret);
+                eprintln!("the token of {name} (id {}): shown once, keep it", token.id);
+            }
+            Self::Token { dir, name } => {
+                let token = store(&dir)?.issue_token(&name, ORGANISER)?;
+                say!("{}", token.secret);
+                eprintln!("a new token of {name} (id {}): shown once, keep it", token.id);
+            }
+            Self::Revoke { dir, token, why } => {
+                store(&dir)?.revoke_token(&token, ORGANISER, &why)?;
+                say!("revoked token {token}");
+            }
+            Self::Rerun(change) => change.apply(State::Queued)?,
+            Self::Withdraw(change) => change.apply(State::Withdrawn)?,
+            Self::Invalidate(change) => change.apply(State::Invalidated)?,
+            Self::Release(change) => change.apply(State::Ranked)?,
+            Self::Audit { dir, json } => {
+                for line in store(&dir)?.audit_log()? {
+                    match json {
+                        true => say!("{}", serde_json::to_string(&line)?),
+                        false => say!(
+                            "{}  {}  {}  {}  {}",
+                            chrono::DateTime::from_timestamp_millis(line.at_ms)
+                                .map_or_else(|| line.at_ms.to_string(), |t| t.to_rfc3339()),
+                            line.actor,
+                            line.action,
+                            line.subject,
+                            line.detail
+                        ),
+                    }
+                }
+            }
+            Self::List(remote) => say!("{}", serde_json::to_string_pretty(&remote.client()?.list().await?)?),
+            Self::Status { remote, id } => {
+                say!("{}", serde_json::to_string_pretty(&remote.client()?.status(id).await?)?)
+            }
+            Self::Download { remote, id, out } => {
+                let out = out.unwrap_or_else(|| PathBuf::from(format!("submission-{id}.tar")));
+                let bytes = remote.client()?.download(id, &out).await?;
+                say!("wrote {} ({bytes} bytes)", out.display());
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+impl Change {
+    fn apply(self, next: State) -> Result<()> {
+        let submission = store(&self.dir)?.set_state(self.id, next, &self.why, ORGANISER)?;
+        println!("submission {} is {}", submission.id, submission.state.name());
+        Ok(())
+    }
+}
+
+fn store(dir: &std::path::Path) -> Result<Store> {
+    let layout = crate::submissions::service::Layout { dir: dir.to_path_buf() };
+    if !layout.database().is_file() {
+        anyhow::bail!(
+            "{}: not a submission service folder (no service.sqlite): make one with `mlrb submissions init {}`",
+            dir.display(),
+            dir.display()
+        );
+    }
+    Store::open(&layout.database())
+}

@@ -1,0 +1,348 @@
+//! The service's HTTP API (hyper, JSON; the leaderboard also as HTML):
+//!
+//! ```text
+//! GET  /v1/benchmarks                       the published benchmarks     (anyone)
+//! POST /v1/submissions?benchmark=N/V&agent=A  upload a component (application/wasm)
+//! GET  /v1/submissions                      your submissions
+//! GET  /v1/submissions/<id>                 one, with its results so far
+//! GET  /v1/submissions/<id>/records         its records, as a tar archive
+//! POST /v1/submissions/<id>/withdraw        take it off
+//! GET  /leaderboard/<name>/<version>        HTML, or JSON with Accept: application/json
+//! GET  /view/<id>/                          a ranked submission's trace viewer, once closed
+//! GET  /records/<id>                        a ranked submission's signed records, once closed
+//! ```
+//!
+//! Every request is counted against its address's rate first; a token is
+//! checked (argon2) only for a request that got past that. A refusal is a
+//! 4xx whose body says why in one line (`{"error": ...}`) and changes nothing.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Serialize;
+
+use super::limiter::Limiter;
+use super::{Service, records, upload};
+use crate::http_server::Peer;
+use crate::submissions::accounts::{Refused, Submitter};
+use crate::submissions::store::now_ms;
+use crate::submissions::submission::{State, Upload, actor};
+
+/// An answer.
+pub type Answer = Response<Full<Bytes>>;
+
+/// The service, served.
+pub struct Api {
+    /// What it serves.
+    pub service: Arc<Service>,
+    /// Requests admitted per address.
+    pub limiter: Limiter,
+}
+
+impl Api {
+    /// Serves on `listener` until the task is dropped.
+    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+        let respond = move |request| {
+            let api = self.clone();
+            async move { api.respond(request).await }
+        };
+        Ok(crate::http_server::serve(listener, "submissions", respond).await?)
+    }
+
+    async fn respond(&self, request: Request<Incoming>) -> Answer {
+        let client = request
+            .extensions()
+            .get::<Peer>()
+            .map_or(IpAddr::from([127, 0, 0, 1]), |p| p.0.ip());
+        if let Err(wait) = self.limiter.admit(client, std::time::Instant::now()) {
+            let seconds = wait.as_secs().max(1);
+            let mut answer = refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!("too many requests from {client}: try again in {seconds} s"),
+            );
+            answer
+                .headers_mut()
+                .insert(hyper::header::RETRY_AFTER, seconds.into());
+            return answer;
+        }
+        let path = request.uri().path().to_string();
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match (request.method(), segments.as_slice()) {
+            (&Method::GET, ["v1", "benchmarks"]) => json(StatusCode::OK, &self.benchmarks()),
+            (&Method::GET, ["leaderboard", name, version]) => {
+                super::board::page(&self.service, &format!("{name}/{version}"), &request)
+            }
+            (&Method::GET, [] | [""]) => super::board::index(&self.service),
+            (&Method::GET, ["view", id, ..]) => super::board::trace(&self.service, id, &request),
+            (&Method::GET, ["records", id]) => self.public_records(id),
+            (_, ["v1", "submissions", ..]) => self.submissions(request).await,
+            _ => refuse(StatusCode::NOT_FOUND, &format!("no such endpoint: {} {path}", request.method())),
+        }
+    }
+
+    /// What each published benchmark is.
+    fn benchmarks(&self) -> Vec<serde_json::Value> {
+        let now = now_ms();
+        let service = &self.service;
+        service
+            .benchmarks
+            .values()
+            .map(|b| {
+                serde_json::json!({
+                    "id": b.id(), "name": b.name, "version": b.version, "closes": b.closes,
+                    "closed": b.closed(now), "tasks": b.plan.tasks, "max_agent_mb": b.max_agent_mb,
+                    "quota": b.quota,
+                })
+            })
+            .collect()
+    }
+
+    /// The endpoints that need a token.
+    async fn submissions(&self, request: Request<Incoming>) -> Answer {
+        let path = request.uri().path().trim_matches('/').to_string();
+        let segments: Vec<&str> = path.split('/').skip(2).collect();
+        let upload_cap = match (request.method(), segments.as_slice()) {
+            (&Method::POST, []) => match self.upload_target(&request) {
+                Ok((_, cap)) => Some(cap),
+                Err(answer) => return *answer,
+            },
+            _ => None,
+        };
+        if let Some(cap) = upload_cap
+            && let Err(upload::Rejected(status, why)) = upload::check_headers(request.headers(), cap)
+        {
+            return refuse(status, &why);
+        }
+        let who = match self.authenticate(&request).await {
+            Ok(who) => who,
+            Err(answer) => return *answer,
+        };
+        let id = segments.first().map(|s| s.parse::<i64>());
+        match (request.method(), segments.as_slice(), id) {
+            (&Method::POST, [], _) => self.upload(request, &who).await,
+            (&Method::GET, [], _) => self.list(&who),
+            (_, [_, ..], Some(Err(_))) => refuse(StatusCode::NOT_FOUND, "a submission's id is a number"),
+            (&Method::GET, [_], Some(Ok(id))) => self.status(id, &who),
+            (&Method::GET, [_, "records"], Some(Ok(id))) => self.records(id, &who),
+            (&Method::POST, [_, "withdraw"], Some(Ok(id))) => self.withdraw(id, &who),
+            _ => refuse(StatusCode::NOT_FOUND, &format!("no such endpoint: {} /{path}", request.method())),
+        }
+    }
+
+    /// The submitter a request's bearer token names (argon2, a few at once).
+    async fn authenticate(&self, request: &Request<Incoming>) -> Result<Submitter, Box<Answer>> {
+        let presented = request
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("")
+            .to_string();
+        if presented.is_empty() {
+            return Err(Box::new(refuse(
+                StatusCode::UNAUTHORIZED,
+                "no bearer token: pass yours as `Authorization: Bearer mlrbs_...`",
+            )));
+        }
+        let Ok(_slot) = self.limiter.checks.acquire().await else {
+            return Err(Box::new(refuse(StatusCode::SERVICE_UNAVAILABLE, "the service is stopping")));
+        };
+        let store = &self.service.store;
+        match tokio::task::block_in_place(|| store.authenticate(&presented)) {
+            Ok(Ok(who)) => Ok(who),
+            Ok(Err(refused @ (Refused::Invalid | Refused::Revoked))) => {
+                Err(Box::new(refuse(StatusCode::UNAUTHORIZED, &refused.to_string())))
+            }
+            Err(error) => Err(Box::new(failed(&error))),
+        }
+    }
+
+    /// The benchmark an upload names, and its size cap.
+    fn upload_target(&self, request: &Request<Incoming>) -> Result<(String, u64), Box<Answer>> {
+        let benchmark = query(request, "benchmark").unwrap_or_default();
+        match self.service.benchmark(&benchmark) {
+            Some(b) if !b.closed(now_ms()) => Ok((benchmark, b.max_agent_mb << 20)),
+            Some(b) => Err(Box::new(refuse(
+                StatusCode::CONFLICT,
+                &format!("{} closed at {}: submit to a version still open", b.id(), b.closes.as_deref().unwrap_or("?")),
+            ))),
+            None => {
+                let known: Vec<&String> = self.service.benchmarks.keys().collect();
+                Err(Box::new(refuse(
+                    StatusCode::NOT_FOUND,
+                    &format!("no benchmark `{benchmark}`: name one with ?benchmark=<name>/<version> ({known:?})"),
+                )))
+            }
+        }
+    }
+
+    /// Takes an upload: read (capped), checked as `mlrb agent check` does,
+    /// then queued or refused, counted against the quota either way.
+    async fn upload(&self, request: Request<Incoming>, who: &Submitter) -> Answer {
+        let (benchmark_id, cap) = match self.upload_target(&request) {
+            Ok(target) => target,
+            Err(answer) => return *answer,
+        };
+        let agent = query(&request, "agent").unwrap_or_else(|| "agent".into());
+        if agent.is_empty() || agent.len() > 40 || !agent.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return refuse(StatusCode::BAD_REQUEST, "`agent`: 1 to 40 letters, digits, `-`, `_` or `.`");
+        }
+        let service = &self.service;
+        let received = match upload::receive(request.into_body(), &service.layout.staging(), cap).await {
+            Ok(received) => received,
+            Err(upload::Rejected(status, why)) => return refuse(status, &why),
+        };
+        let benchmark = service.benchmark(&benchmark_id).expect("checked above");
+        let refused = match super::runner::check_component(service, benchmark, &received.file).await {
+            Ok(refusals) => (!refusals.is_empty()).then(|| refusals.join("; ")),
+            Err(error) => Some(format!("{error:#}")),
+        };
+        let (sha256, bytes) = (received.sha256.clone(), received.bytes);
+        let upload = Upload {
+            benchmark: (&benchmark.name, &benchmark.version),
+            agent_sha256: &sha256,
+            agent_bytes: bytes,
+            agent_name: &agent,
+            refused: refused.clone(),
+        };
+        let target = service.layout.agent(&sha256);
+        if refused.is_none()
+            && let Err(error) = upload::keep(received, &target)
+        {
+            return failed(&anyhow::anyhow!("keeping the component: {error}"));
+        }
+        match service.store.submit(who, &upload, &benchmark.quota) {
+            Ok(Ok(submission)) if submission.state == State::Refused => {
+                let why = submission.reason.clone().unwrap_or_default();
+                json(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    &serde_json::json!({ "error": format!("refused: {why}"), "submission": submission }),
+                )
+            }
+            Ok(Ok(submission)) => {
+                service.queued.notify_one();
+                json(StatusCode::CREATED, &submission)
+            }
+            Ok(Err(exceeded)) => {
+                let mut answer = refuse(StatusCode::TOO_MANY_REQUESTS, &format!("quota: {}", exceeded.why));
+                answer.headers_mut().insert(hyper::header::RETRY_AFTER, exceeded.retry_after.into());
+                answer
+            }
+            Err(error) => failed(&error),
+        }
+    }
+
+    fn list(&self, who: &Submitter) -> Answer {
+        match self.service.store.submissions(who) {
+            Ok(list) => json(StatusCode::OK, &list),
+            Err(error) => failed(&error),
+        }
+    }
+
+    fn status(&self, id: i64, who: &Submitter) -> Answer {
+        match self.service.store.submission(id, who) {
+            Ok(Some(submission)) => match records::status(&self.service, &submission, who) {
+                Ok(status) => json(StatusCode::OK, &status),
+                Err(error) => failed(&error),
+            },
+            Ok(None) => not_yours(id),
+            Err(error) => failed(&error),
+        }
+    }
+
+    fn records(&self, id: i64, who: &Submitter) -> Answer {
+        match self.service.store.submission(id, who) {
+            Ok(Some(submission)) => match records::archive(&self.service, &submission, who) {
+                Ok(Some(tar)) => tar_answer(tar),
+                Ok(None) => refuse(StatusCode::CONFLICT, &format!("submission {id} has no records yet ({})", submission.state.name())),
+                Err(error) => failed(&error),
+            },
+            Ok(None) => not_yours(id),
+            Err(error) => failed(&error),
+        }
+    }
+
+    /// A ranked submission's records for anyone, once its version closed.
+    fn public_records(&self, id: &str) -> Answer {
+        let service = &self.service;
+        let shown = id
+            .parse::<i64>()
+            .ok()
+            .and_then(|id| service.store.any_submission(id).ok().flatten())
+            .filter(|s| s.state == State::Ranked && records::closed(service, s));
+        let Some(submission) = shown else {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                &format!("no records of submission {id} are public (yet): a ranked submission's are, once its benchmark version closes"),
+            );
+        };
+        let anyone = Submitter {
+            id: 0,
+            name: String::new(),
+            admin: false,
+        };
+        match records::archive(service, &submission, &anyone) {
+            Ok(Some(tar)) => tar_answer(tar),
+            Ok(None) => refuse(StatusCode::NOT_FOUND, "no records yet"),
+            Err(error) => failed(&error),
+        }
+    }
+
+    fn withdraw(&self, id: i64, who: &Submitter) -> Answer {
+        match self.service.store.submission(id, who) {
+            Ok(Some(_)) => match self.service.store.set_state(id, State::Withdrawn, "by its submitter", &actor(who)) {
+                Ok(submission) => json(StatusCode::OK, &submission),
+                Err(error) => refuse(StatusCode::CONFLICT, &format!("{error:#}")),
+            },
+            Ok(None) => not_yours(id),
+            Err(error) => failed(&error),
+        }
+    }
+}
+
+fn tar_answer(tar: Vec<u8>) -> Answer {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(hyper::header::CONTENT_TYPE, "application/x-tar")
+        .body(Full::new(Bytes::from(tar)))
+        .unwrap_or_default()
+}
+
+/// A query parameter's value (percent-decoded).
+fn query(request: &Request<Incoming>, name: &str) -> Option<String> {
+    let query = request.uri().query()?;
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (key == name).then(|| crate::view::percent_decode(value))
+    })
+}
+
+/// Another's submission and a missing one answer alike: ids tell nothing.
+fn not_yours(id: i64) -> Answer {
+    refuse(StatusCode::NOT_FOUND, &format!("no submission {id} of yours"))
+}
+
+/// A JSON answer.
+pub fn json(status: StatusCode, value: &impl Serialize) -> Answer {
+    let body = serde_json::to_vec_pretty(value).unwrap_or_default();
+    Response::builder()
+        .status(status)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap_or_default()
+}
+
+/// A refusal: the status and why, in one line.
+pub fn refuse(status: StatusCode, why: &str) -> Answer {
+    json(status, &serde_json::json!({ "error": why }))
+}
+
+/// The service's own failure: logged in full, answered in one line.
+fn failed(error: &anyhow::Error) -> Answer {
+    tracing::error!(error = %format!("{error:#}"), "submission service");
+    refuse(StatusCode::INTERNAL_SERVER_ERROR, "the service failed: the organisers have the details")
+}
