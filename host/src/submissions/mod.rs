@@ -1,12 +1,15 @@
 //! Submissions from strangers: the published benchmarks they are ranked
 //! on (`benchmark`), the service's database (`store`: submitters and their
-//! hashed tokens, submissions and their states, an append-only audit log)
-//! and the quotas every submission that started counts against (`quota`).
+//! hashed tokens, submissions and their states, an append-only audit log),
+//! the quotas every submission that started counts against (`quota`) and
+//! the leaderboard (`leaderboard`: a version's submissions ranked, and
+//! their page).
 
 pub mod accounts;
 pub mod audit;
 pub mod benchmark;
 pub mod client;
+pub mod leaderboard;
 pub mod quota;
 pub mod service;
 pub mod store;
