@@ -190,7 +190,7 @@ fn the_closed_board_ranks_on_the_private_part() {
     assert!(dom.contains("<td class=\"success\">100.0 %</td>"), "{dom}");
     assert!(dom.contains("<td class=\"cost\">$0.0123</td>"), "{dom}");
     assert!(
-        dom.contains("href=\"/v1/submissions/1/records\"") && dom.contains("href=\"/view/2/\""),
+        dom.contains("href=\"/records/1\"") && dom.contains("href=\"/view/2/\""),
         "{dom}"
     );
 }

@@ -221,7 +221,7 @@ mod tests {
             review_flags: 2,
             info_flags: 1,
             verify: Verify::Pending,
-            records: "/v1/submissions/7/records".into(),
+            records: "/records/7".into(),
             trace: "/view/7/".into(),
         }
     }
@@ -294,7 +294,7 @@ mod tests {
             "<td class=\"cost\">$0.0123</td>",
             "<td class=\"flags\">2 / 1</td>",
             "<td class=\"verify\">pending</td>",
-            "<a href=\"/v1/submissions/7/records\">records</a> <a href=\"/view/7/\">trace</a>",
+            "<a href=\"/records/7\">records</a> <a href=\"/view/7/\">trace</a>",
             "<th>score, private part (95 % interval)</th>",
         ] {
             assert!(page.contains(cell), "{cell}: {page}");

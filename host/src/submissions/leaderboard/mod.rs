@@ -245,7 +245,7 @@ impl Basis {
             review_flags: entry.review_flags,
             info_flags: entry.info_flags,
             verify: entry.verify.clone(),
-            records: format!("/v1/submissions/{}/records", entry.id),
+            records: format!("/records/{}", entry.id),
             trace: format!("/view/{}/", entry.id),
         }
     }
@@ -604,7 +604,7 @@ mod tests {
         let board = board(&benchmark, &entries, closes_ms());
         assert_eq!(
             (board.rows[0].records.as_str(), board.rows[0].trace.as_str()),
-            ("/v1/submissions/4/records", "/view/4/")
+            ("/records/4", "/view/4/")
         );
         assert_eq!(
             (board.benchmark.as_str(), board.version.as_str()),
