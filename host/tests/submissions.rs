@@ -19,7 +19,11 @@ use serde_json::Value;
 /// A service folder with one benchmark (digits, one seed, a short episode).
 fn service_folder(dir: &Path, closes: &str, quota: &str) -> PathBuf {
     let service = dir.join("service");
-    let made = common::mlrb().args(["submissions", "init"]).arg(&service).output().unwrap();
+    let made = common::mlrb()
+        .args(["submissions", "init"])
+        .arg(&service)
+        .output()
+        .unwrap();
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     publish(&service, closes, quota);
     service
@@ -65,7 +69,9 @@ impl Served {
         let mut byte = [0u8; 1];
         let url = loop {
             let text = String::from_utf8_lossy(&seen).into_owned();
-            if let Some(line) = text.lines().find(|l| l.starts_with("serving submissions")) && text.ends_with('\n') {
+            if let Some(line) = text.lines().find(|l| l.starts_with("serving submissions"))
+                && text.ends_with('\n')
+            {
                 break line.rsplit(' ').next().unwrap().trim_end_matches('/').to_string();
             }
             match stderr.read(&mut byte) {
@@ -107,7 +113,10 @@ fn get(url: &str, path: &str, token: &str) -> (u16, Value) {
 fn upload(url: &str, token: &str, agent: &Path, name: &str) -> (u16, Value) {
     let bytes = std::fs::read(agent).unwrap();
     let path = format!("/v1/submissions?benchmark=cpu-mini/1&agent={name}");
-    let headers = [("Authorization", bearer(token)), ("Content-Type", "application/wasm".into())];
+    let headers = [
+        ("Authorization", bearer(token)),
+        ("Content-Type", "application/wasm".into()),
+    ];
     let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (code, body) = request(url, "POST", &path, &headers, &bytes);
     (code, serde_json::from_str(&body).unwrap_or(Value::String(body)))
@@ -123,7 +132,10 @@ fn settled(url: &str, token: &str, id: i64) -> Value {
         if !["queued", "running", "scoring"].contains(&state.as_str()) {
             return status;
         }
-        assert!(started.elapsed() < Duration::from_secs(600), "submission {id} never settled: {status}");
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "submission {id} never settled: {status}"
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
 }
@@ -162,12 +174,20 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     assert!(over["error"].as_str().unwrap().contains("quota"), "{over}");
 
     // Each token sees its own, never the other's, whatever the id.
-    for path in [format!("/v1/submissions/{alices}"), format!("/v1/submissions/{alices}/records")] {
+    for path in [
+        format!("/v1/submissions/{alices}"),
+        format!("/v1/submissions/{alices}/records"),
+    ] {
         let (code, body) = get(&url, &path, &bob);
         assert_eq!(code, 404, "bob read alice's {path}: {body}");
     }
     let (_, bobs_list) = get(&url, "/v1/submissions", &bob);
-    let ids: Vec<i64> = bobs_list.as_array().unwrap().iter().map(|s| s["id"].as_i64().unwrap()).collect();
+    let ids: Vec<i64> = bobs_list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_i64().unwrap())
+        .collect();
     assert!(ids.contains(&bobs_refused) && !ids.contains(&alices), "{bobs_list}");
 
     // While open: the public part only, in the status, the records and the board.
@@ -177,15 +197,27 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     assert_eq!(status["verdict"]["verify"], "verified", "{status}");
     for result in status["results"].as_array().unwrap() {
         for private in ["score", "improvement", "normalized", "success", "best_score"] {
-            assert!(result.get(private).is_none(), "{private} shown before the close: {result}");
+            assert!(
+                result.get(private).is_none(),
+                "{private} shown before the close: {result}"
+            );
         }
     }
     let token_file = dir.path().join("alice.token");
     std::fs::write(&token_file, &alice).unwrap();
     let open_names = tar_names(&download(&url, &token_file, alices, &dir.path().join("open.tar")));
     assert!(open_names.iter().any(|n| n.ends_with("events.jsonl")), "{open_names:?}");
-    for hidden in ["score.json", "eval.stdout", "results.jsonl", "summary.json", "SIGNATURE.json"] {
-        assert!(!open_names.iter().any(|n| n.ends_with(hidden)), "{hidden} before the close: {open_names:?}");
+    for hidden in [
+        "score.json",
+        "eval.stdout",
+        "results.jsonl",
+        "summary.json",
+        "SIGNATURE.json",
+    ] {
+        assert!(
+            !open_names.iter().any(|n| n.ends_with(hidden)),
+            "{hidden} before the close: {open_names:?}"
+        );
     }
     let (code, _) = request(&url, "GET", &format!("/records/{alices}"), &[], b"");
     assert_eq!(code, 404, "records public before the close");
@@ -196,7 +228,10 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     assert_eq!(board["part"], "public", "{board}");
     let text = board.to_string();
     let private_score = read_private_score(&service, alices);
-    assert!(!text.contains(&private_score.to_string()), "the board shows the private score: {text}");
+    assert!(
+        !text.contains(&private_score.to_string()),
+        "the board shows the private score: {text}"
+    );
     served.stop();
 
     // Closed: the private part for all, signed records that verify.
@@ -219,7 +254,9 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     let names = tar_names(&std::fs::read(&out).unwrap());
     assert!(names.iter().any(|n| n.ends_with("score.json")), "{names:?}");
     let unpacked = dir.path().join("unpacked");
-    tar::Archive::new(std::fs::File::open(&out).unwrap()).unpack(&unpacked).unwrap();
+    tar::Archive::new(std::fs::File::open(&out).unwrap())
+        .unpack(&unpacked)
+        .unwrap();
     let verified = common::mlrb()
         .arg("verify")
         .arg(unpacked.join(format!("submission-{alices}")))
@@ -227,7 +264,11 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
         .arg(service.join("service.key.pub"))
         .output()
         .unwrap();
-    assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stdout));
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
     served.stop();
 }
 
@@ -241,7 +282,11 @@ fn download(url: &str, token_file: &Path, id: i64, out: &Path) -> Vec<u8> {
         .arg(out)
         .output()
         .unwrap();
-    assert!(downloaded.status.success(), "{}", String::from_utf8_lossy(&downloaded.stderr));
+    assert!(
+        downloaded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&downloaded.stderr)
+    );
     std::fs::read(out).unwrap()
 }
 
@@ -268,7 +313,11 @@ fn intact(service: &Path, url: &str, token: &str) {
 #[test]
 fn malformed_uploads_get_a_clear_4xx_and_leave_the_service_intact() {
     let dir = tempfile::tempdir().unwrap();
-    let service = service_folder(dir.path(), "2099-01-01T00:00:00Z", "per_day = 100\nin_flight = 100\ncooldown_seconds = 0");
+    let service = service_folder(
+        dir.path(),
+        "2099-01-01T00:00:00Z",
+        "per_day = 100\nin_flight = 100\ncooldown_seconds = 0",
+    );
     let alice = add_submitter(&service, "alice");
     let served = Served::start(&service, &["--rate", "1000", "--burst", "1000"]);
     let url = served.url.clone();
@@ -288,7 +337,13 @@ fn malformed_uploads_get_a_clear_4xx_and_leave_the_service_intact() {
     let (code, body) = chunked(&url, path, &auth, 17 << 20);
     assert_eq!(code, 413, "{body}");
     // A wrong content type, no token, a made-up token, a revoked one.
-    let (code, body) = request(&url, "POST", path, &[("Authorization", &auth), ("Content-Type", "text/plain")], b"x");
+    let (code, body) = request(
+        &url,
+        "POST",
+        path,
+        &[("Authorization", &auth), ("Content-Type", "text/plain")],
+        b"x",
+    );
     assert_eq!(code, 415, "{body}");
     let (code, _) = request(&url, "POST", path, &[("Content-Type", "application/wasm")], &baseline);
     assert_eq!(code, 401);
@@ -297,7 +352,12 @@ fn malformed_uploads_get_a_clear_4xx_and_leave_the_service_intact() {
     assert_eq!(code, 401, "{body}");
     let carol = add_submitter(&service, "carol");
     let id = carol.trim_start_matches("mlrbs_").split('_').next().unwrap();
-    let revoked = common::mlrb().args(["submissions", "revoke"]).arg(&service).arg(id).output().unwrap();
+    let revoked = common::mlrb()
+        .args(["submissions", "revoke"])
+        .arg(&service)
+        .arg(id)
+        .output()
+        .unwrap();
     assert!(revoked.status.success());
     let (code, body) = get(&url, "/v1/submissions", &carol);
     assert_eq!(code, 401, "{body}");
@@ -317,13 +377,23 @@ fn malformed_uploads_get_a_clear_4xx_and_leave_the_service_intact() {
     let started = Instant::now();
     let codes: Vec<u16> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..8)
-            .map(|_| scope.spawn(|| (0..125).map(|_| declared_length(&url, path, &auth, 100).0).collect::<Vec<u16>>()))
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..125)
+                        .map(|_| declared_length(&url, path, &auth, 100).0)
+                        .collect::<Vec<u16>>()
+                })
+            })
             .collect();
         handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
     let limited = codes.iter().filter(|&&c| c == 429).count();
     assert!(codes.iter().all(|&c| (400..500).contains(&c)), "{codes:?}");
-    assert!(limited >= 900, "{limited} of 1000 were rate-limited (in {:?})", started.elapsed());
+    assert!(
+        limited >= 900,
+        "{limited} of 1000 were rate-limited (in {:?})",
+        started.elapsed()
+    );
     std::thread::sleep(Duration::from_secs(8));
     intact(&service, &url, &alice);
     served.stop();
@@ -351,7 +421,12 @@ fn chunked(url: &str, path: &str, auth: &str, total: usize) -> (u16, String) {
     stream.write_all(head.as_bytes()).unwrap();
     let chunk = vec![0u8; 1 << 20];
     for _ in 0..total / chunk.len() {
-        let frame = [format!("{:x}\r\n", chunk.len()).into_bytes(), chunk.clone(), b"\r\n".to_vec()].concat();
+        let frame = [
+            format!("{:x}\r\n", chunk.len()).into_bytes(),
+            chunk.clone(),
+            b"\r\n".to_vec(),
+        ]
+        .concat();
         if stream.write_all(&frame).is_err() {
             break;
         }
@@ -371,7 +446,11 @@ fn answer(mut stream: std::net::TcpStream) -> (u16, String) {
 #[test]
 fn the_database_survives_a_service_killed_mid_upload() {
     let dir = tempfile::tempdir().unwrap();
-    let service = service_folder(dir.path(), "2099-01-01T00:00:00Z", "per_day = 100\nin_flight = 100\ncooldown_seconds = 0");
+    let service = service_folder(
+        dir.path(),
+        "2099-01-01T00:00:00Z",
+        "per_day = 100\nin_flight = 100\ncooldown_seconds = 0",
+    );
     let alice = add_submitter(&service, "alice");
     let mut served = Served::start(&service, &[]);
     let url = served.url.clone();
@@ -385,15 +464,26 @@ fn the_database_survives_a_service_killed_mid_upload() {
     stream.write_all(head.as_bytes()).unwrap();
     stream.write_all(&vec![0u8; 4 << 20]).unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    assert!(std::fs::read_dir(service.join("staging")).unwrap().count() > 0, "the upload was not streaming to staging");
+    assert!(
+        std::fs::read_dir(service.join("staging")).unwrap().count() > 0,
+        "the upload was not streaming to staging"
+    );
     served.child.kill().unwrap();
     served.child.wait().unwrap();
     drop(stream);
     let served = Served::start(&service, &[]);
     intact(&service, &served.url, &alice);
-    assert_eq!(std::fs::read_dir(service.join("staging")).unwrap().count(), 0, "a cut-off upload was left");
+    assert_eq!(
+        std::fs::read_dir(service.join("staging")).unwrap().count(),
+        0,
+        "a cut-off upload was left"
+    );
     let (_, list) = get(&served.url, "/v1/submissions", &alice);
-    assert_eq!(list.as_array().unwrap().len(), 0, "a cut-off upload was recorded: {list}");
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        0,
+        "a cut-off upload was recorded: {list}"
+    );
     let (code, made) = upload(&served.url, &alice, &common::agent("baseline"), "after");
     assert_eq!(code, 201, "{made}");
     served.stop();

@@ -33,7 +33,11 @@ impl SubmitArgs {
     /// Uploads; prints the submission.
     pub async fn run(self) -> Result<ExitCode> {
         let name = self.name.unwrap_or_else(|| crate::episode::agent_name(&self.agent));
-        let submission = self.remote.client()?.submit(&self.agent, &self.benchmark, &name).await?;
+        let submission = self
+            .remote
+            .client()?
+            .submit(&self.agent, &self.benchmark, &name)
+            .await?;
         say!("{}", serde_json::to_string_pretty(&submission)?);
         eprintln!(
             "submission {} is {}: `mlrb submissions status {}` follows it",

@@ -133,8 +133,7 @@ pub struct Upload<'a> {
     pub refused: Option<String>,
 }
 
-const COLUMNS: &str =
-    "s.id, u.name, s.benchmark, s.version, s.agent_sha256, s.agent_bytes, s.state, s.reason, s.created_ms, s.agent_name";
+const COLUMNS: &str = "s.id, u.name, s.benchmark, s.version, s.agent_sha256, s.agent_bytes, s.state, s.reason, s.created_ms, s.agent_name";
 
 impl Store {
     /// Records an upload: refused or queued, counted against `quota` either

@@ -64,9 +64,7 @@ impl Api {
                 StatusCode::TOO_MANY_REQUESTS,
                 &format!("too many requests from {client}: try again in {seconds} s"),
             );
-            answer
-                .headers_mut()
-                .insert(hyper::header::RETRY_AFTER, seconds.into());
+            answer.headers_mut().insert(hyper::header::RETRY_AFTER, seconds.into());
             return answer;
         }
         let path = request.uri().path().to_string();
@@ -80,7 +78,10 @@ impl Api {
             (&Method::GET, ["view", id, ..]) => super::board::trace(&self.service, id, &request),
             (&Method::GET, ["records", id]) => self.public_records(id),
             (_, ["v1", "submissions", ..]) => self.submissions(request).await,
-            _ => refuse(StatusCode::NOT_FOUND, &format!("no such endpoint: {} {path}", request.method())),
+            _ => refuse(
+                StatusCode::NOT_FOUND,
+                &format!("no such endpoint: {} {path}", request.method()),
+            ),
         }
     }
 
@@ -129,7 +130,10 @@ impl Api {
             (&Method::GET, [_], Some(Ok(id))) => self.status(id, &who),
             (&Method::GET, [_, "records"], Some(Ok(id))) => self.records(id, &who),
             (&Method::POST, [_, "withdraw"], Some(Ok(id))) => self.withdraw(id, &who),
-            _ => refuse(StatusCode::NOT_FOUND, &format!("no such endpoint: {} /{path}", request.method())),
+            _ => refuse(
+                StatusCode::NOT_FOUND,
+                &format!("no such endpoint: {} /{path}", request.method()),
+            ),
         }
     }
 
@@ -149,7 +153,10 @@ impl Api {
             )));
         }
         let Ok(_slot) = self.limiter.checks.acquire().await else {
-            return Err(Box::new(refuse(StatusCode::SERVICE_UNAVAILABLE, "the service is stopping")));
+            return Err(Box::new(refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the service is stopping",
+            )));
         };
         let store = &self.service.store;
         match tokio::task::block_in_place(|| store.authenticate(&presented)) {
@@ -168,7 +175,11 @@ impl Api {
             Some(b) if !b.closed(now_ms()) => Ok((benchmark, b.max_agent_mb << 20)),
             Some(b) => Err(Box::new(refuse(
                 StatusCode::CONFLICT,
-                &format!("{} closed at {}: submit to a version still open", b.id(), b.closes.as_deref().unwrap_or("?")),
+                &format!(
+                    "{} closed at {}: submit to a version still open",
+                    b.id(),
+                    b.closes.as_deref().unwrap_or("?")
+                ),
             ))),
             None => {
                 let known: Vec<&String> = self.service.benchmarks.keys().collect();
@@ -188,8 +199,14 @@ impl Api {
             Err(answer) => return *answer,
         };
         let agent = query(&request, "agent").unwrap_or_else(|| "agent".into());
-        if agent.is_empty() || agent.len() > 40 || !agent.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-            return refuse(StatusCode::BAD_REQUEST, "`agent`: 1 to 40 letters, digits, `-`, `_` or `.`");
+        if agent.is_empty()
+            || agent.len() > 40
+            || !agent.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "`agent`: 1 to 40 letters, digits, `-`, `_` or `.`",
+            );
         }
         let service = &self.service;
         let received = match upload::receive(request.into_body(), &service.layout.staging(), cap).await {
@@ -229,7 +246,9 @@ impl Api {
             }
             Ok(Err(exceeded)) => {
                 let mut answer = refuse(StatusCode::TOO_MANY_REQUESTS, &format!("quota: {}", exceeded.why));
-                answer.headers_mut().insert(hyper::header::RETRY_AFTER, exceeded.retry_after.into());
+                answer
+                    .headers_mut()
+                    .insert(hyper::header::RETRY_AFTER, exceeded.retry_after.into());
                 answer
             }
             Err(error) => failed(&error),
@@ -258,7 +277,10 @@ impl Api {
         match self.service.store.submission(id, who) {
             Ok(Some(submission)) => match records::archive(&self.service, &submission, who) {
                 Ok(Some(tar)) => tar_answer(tar),
-                Ok(None) => refuse(StatusCode::CONFLICT, &format!("submission {id} has no records yet ({})", submission.state.name())),
+                Ok(None) => refuse(
+                    StatusCode::CONFLICT,
+                    &format!("submission {id} has no records yet ({})", submission.state.name()),
+                ),
                 Err(error) => failed(&error),
             },
             Ok(None) => not_yours(id),
@@ -277,7 +299,9 @@ impl Api {
         let Some(submission) = shown else {
             return refuse(
                 StatusCode::NOT_FOUND,
-                &format!("no records of submission {id} are public (yet): a ranked submission's are, once its benchmark version closes"),
+                &format!(
+                    "no records of submission {id} are public (yet): a ranked submission's are, once its benchmark version closes"
+                ),
             );
         };
         let anyone = Submitter {
@@ -294,7 +318,11 @@ impl Api {
 
     fn withdraw(&self, id: i64, who: &Submitter) -> Answer {
         match self.service.store.submission(id, who) {
-            Ok(Some(_)) => match self.service.store.set_state(id, State::Withdrawn, "by its submitter", &actor(who)) {
+            Ok(Some(_)) => match self
+                .service
+                .store
+                .set_state(id, State::Withdrawn, "by its submitter", &actor(who))
+            {
                 Ok(submission) => json(StatusCode::OK, &submission),
                 Err(error) => refuse(StatusCode::CONFLICT, &format!("{error:#}")),
             },
@@ -344,5 +372,8 @@ pub fn refuse(status: StatusCode, why: &str) -> Answer {
 /// The service's own failure: logged in full, answered in one line.
 fn failed(error: &anyhow::Error) -> Answer {
     tracing::error!(error = %format!("{error:#}"), "submission service");
-    refuse(StatusCode::INTERNAL_SERVER_ERROR, "the service failed: the organisers have the details")
+    refuse(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the service failed: the organisers have the details",
+    )
 }

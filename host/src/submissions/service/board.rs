@@ -80,7 +80,12 @@ pub fn index(service: &Service) -> Answer {
 /// once its benchmark version closed (before, its pages would show the
 /// private part's scores).
 pub fn trace(service: &Service, id: &str, request: &Request<Incoming>) -> Answer {
-    let not_shown = || refuse(StatusCode::NOT_FOUND, &format!("no trace of submission {id} is shown (yet): traces are public once the benchmark version closes"));
+    let not_shown = || {
+        refuse(
+            StatusCode::NOT_FOUND,
+            &format!("no trace of submission {id} is shown (yet): traces are public once the benchmark version closes"),
+        )
+    };
     let Ok(number) = id.parse::<i64>() else {
         return not_shown();
     };

@@ -79,14 +79,23 @@ mod tests {
 
     #[test]
     fn a_burst_is_taken_then_refused_until_the_bucket_refills() {
-        let limiter = Limiter::new(Rate { burst: 3.0, per_second: 2.0 }, 1);
+        let limiter = Limiter::new(
+            Rate {
+                burst: 3.0,
+                per_second: 2.0,
+            },
+            1,
+        );
         let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "::1".parse().unwrap());
         let t0 = Instant::now();
         for _ in 0..3 {
             assert!(limiter.admit(a, t0).is_ok());
         }
         let wait = limiter.admit(a, t0).unwrap_err();
-        assert!(wait > Duration::from_millis(400) && wait <= Duration::from_millis(500), "{wait:?}");
+        assert!(
+            wait > Duration::from_millis(400) && wait <= Duration::from_millis(500),
+            "{wait:?}"
+        );
         // Another client has a bucket of its own.
         assert!(limiter.admit(b, t0).is_ok());
         // Half a second refills one request, and only one.

@@ -81,7 +81,12 @@ impl Service {
     /// Benchmarks are added as TOML files under `benchmarks/`.
     pub fn init(dir: &Path) -> Result<Layout> {
         let layout = Layout { dir: dir.to_path_buf() };
-        for sub in [layout.benchmarks(), dir.join("agents"), dir.join("runs"), layout.staging()] {
+        for sub in [
+            layout.benchmarks(),
+            dir.join("agents"),
+            dir.join("runs"),
+            layout.staging(),
+        ] {
             std::fs::create_dir_all(&sub).with_context(|| format!("creating {}", sub.display()))?;
         }
         Store::open(&layout.database())?;
@@ -133,7 +138,10 @@ fn load_benchmarks(dir: &Path) -> Result<BTreeMap<String, Benchmark>> {
     for path in paths {
         let benchmark = Benchmark::load(&path)?;
         if found.insert(benchmark.id(), benchmark).is_some() {
-            bail!("{}: publishes a benchmark version another file already does", path.display());
+            bail!(
+                "{}: publishes a benchmark version another file already does",
+                path.display()
+            );
         }
     }
     Ok(found)

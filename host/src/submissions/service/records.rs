@@ -124,7 +124,11 @@ const EPISODE_ENTRIES: &[&str] = &[
 /// Before the close: the plan, the scan, and what `EPISODE_ENTRIES` names
 /// of each episode (nothing of the run's `cluster/` folder).
 fn shown_before_close(dir: &Path, rel: &Path) -> bool {
-    let first = |p: &Path| p.components().next().map(|c| c.as_os_str().to_string_lossy().into_owned());
+    let first = |p: &Path| {
+        p.components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+    };
     if rel.components().count() == 1 && dir.join(rel).is_file() {
         return PUBLIC_RUN_FILES.contains(&first(rel).unwrap_or_default().as_str());
     }

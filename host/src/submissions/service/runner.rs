@@ -64,9 +64,12 @@ async fn run_one(service: &Service, submission: &Submission, stop: &Cancellation
     let outcome = advance(service, submission, stop).await;
     if let Err(error) = outcome {
         tracing::error!(submission = id, error = %format!("{error:#}"), "running a submission");
-        let _ = service
-            .store
-            .set_state(id, State::Failed, "the service could not run it: the organisers have the details", ACTOR);
+        let _ = service.store.set_state(
+            id,
+            State::Failed,
+            "the service could not run it: the organisers have the details",
+            ACTOR,
+        );
     }
 }
 
@@ -84,7 +87,10 @@ async fn advance(service: &Service, submission: &Submission, stop: &Cancellation
         }
         let plan = plan_for(service, benchmark, submission);
         let resume = dir.join("journal.jsonl").exists();
-        let watch = crate::cluster::Watch { quiet: true, rerun_stale: false };
+        let watch = crate::cluster::Watch {
+            quiet: true,
+            rerun_stale: false,
+        };
         let outcome = crate::cluster::bench_anywhere((!resume).then_some(plan), &dir, watch, stop.cancelled()).await?;
         if outcome.interrupted {
             return Ok(());
@@ -121,7 +127,9 @@ fn set_aside(dir: &Path) -> Result<()> {
     if dir.exists() {
         let aside = dir.with_file_name(format!(
             "{}-before-{}",
-            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             crate::submissions::store::now_ms()
         ));
         std::fs::rename(dir, &aside).with_context(|| format!("setting {} aside", dir.display()))?;

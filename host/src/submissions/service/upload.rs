@@ -40,9 +40,14 @@ pub fn check_headers(headers: &hyper::HeaderMap, cap: u64) -> Result<(), Rejecte
             format!("content type `{kind}`: upload the component as {CONTENT_TYPE}"),
         ));
     }
-    let declared = headers.get(hyper::header::CONTENT_LENGTH).map(|v| v.to_str().ok().and_then(|v| v.parse::<u64>().ok()));
+    let declared = headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .map(|v| v.to_str().ok().and_then(|v| v.parse::<u64>().ok()));
     match declared {
-        Some(None) => Err(Rejected(StatusCode::BAD_REQUEST, "the Content-Length is not a number".into())),
+        Some(None) => Err(Rejected(
+            StatusCode::BAD_REQUEST,
+            "the Content-Length is not a number".into(),
+        )),
         Some(Some(length)) if length > cap => Err(too_large(cap)),
         _ => Ok(()),
     }
@@ -73,9 +78,15 @@ pub async fn receive(mut body: Incoming, staging: &Path, cap: u64) -> Result<Rec
         file.write_all(&data).map_err(failed)?;
     }
     if bytes == 0 {
-        return Err(Rejected(StatusCode::BAD_REQUEST, "the upload is empty: send the component's bytes".into()));
+        return Err(Rejected(
+            StatusCode::BAD_REQUEST,
+            "the upload is empty: send the component's bytes".into(),
+        ));
     }
-    file.into_inner().map_err(|e| failed(e.into_error()))?.sync_all().map_err(failed)?;
+    file.into_inner()
+        .map_err(|e| failed(e.into_error()))?
+        .sync_all()
+        .map_err(failed)?;
     Ok(Received {
         file: path,
         sha256: hex::encode(hash.finalize()),
