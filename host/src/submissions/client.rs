@@ -76,10 +76,10 @@ impl Client {
             .await
             .with_context(|| format!("{url}: cannot reach the service"))?;
         let answer = refused(answer, url).await?;
-        Ok(answer
+        answer
             .json()
             .await
-            .with_context(|| format!("{url}: not the answer expected"))?)
+            .with_context(|| format!("{url}: not the answer expected"))
     }
 }
 
