@@ -23,17 +23,14 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use serde::Serialize;
 
+use super::answer::{Answer, json, refuse};
 use super::limiter::Limiter;
 use super::{Service, records, upload};
 use crate::http_server::Peer;
 use crate::submissions::accounts::{Refused, Submitter};
 use crate::submissions::store::now_ms;
 use crate::submissions::submission::{State, Upload, actor};
-
-/// An answer.
-pub type Answer = Response<Full<Bytes>>;
 
 /// The service, served.
 pub struct Api {
@@ -352,21 +349,6 @@ fn query(request: &Request<Incoming>, name: &str) -> Option<String> {
 /// Another's submission and a missing one answer alike: ids tell nothing.
 fn not_yours(id: i64) -> Answer {
     refuse(StatusCode::NOT_FOUND, &format!("no submission {id} of yours"))
-}
-
-/// A JSON answer.
-pub fn json(status: StatusCode, value: &impl Serialize) -> Answer {
-    let body = serde_json::to_vec_pretty(value).unwrap_or_default();
-    Response::builder()
-        .status(status)
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap_or_default()
-}
-
-/// A refusal: the status and why, in one line.
-pub fn refuse(status: StatusCode, why: &str) -> Answer {
-    json(status, &serde_json::json!({ "error": why }))
 }
 
 /// The service's own failure: logged in full, answered in one line.

@@ -9,7 +9,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 
 use super::Service;
-use super::api::{Answer, json, refuse};
+use super::answer::{Answer, json, refuse};
 use crate::submissions::leaderboard::{self, Board, Entry, Verify};
 use crate::submissions::store::now_ms;
 use crate::submissions::{Benchmark, State};

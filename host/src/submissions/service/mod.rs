@@ -12,6 +12,7 @@
 //! DIR/staging/              uploads still streaming in
 //! ```
 
+pub mod answer;
 pub mod api;
 pub mod board;
 pub mod limiter;
