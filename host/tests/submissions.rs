@@ -155,6 +155,7 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     let service = service_folder(dir.path(), "2099-01-01T00:00:00Z", "per_day = 2\ncooldown_seconds = 0");
     let alice = add_submitter(&service, "alice");
     let bob = add_submitter(&service, "bob");
+    let carol = add_submitter(&service, "carol");
     let served = Served::start(&service, &[]);
     let url = served.url.clone();
 
@@ -172,6 +173,11 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     let (code, over) = upload(&url, &bob, &common::agent("baseline"), "third");
     assert_eq!(code, 429, "the refused submission counts against the quota: {over}");
     assert!(over["error"].as_str().unwrap().contains("quota"), "{over}");
+
+    // Carol's agent climbs out of the workspace: run, flagged, held.
+    let (code, made) = upload(&url, &carol, &common::agent("path_traversal"), "climber");
+    assert_eq!(code, 201, "{made}");
+    let carols = made["id"].as_i64().unwrap();
 
     // Each token sees its own, never the other's, whatever the id.
     for path in [
@@ -223,9 +229,36 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     assert_eq!(code, 404, "records public before the close");
     let (code, _) = request(&url, "GET", &format!("/view/{alices}/"), &[], b"");
     assert_eq!(code, 404, "the trace viewer public before the close");
+    let held = settled(&url, &carol, carols);
+    assert_eq!(held["submission"]["state"], "held", "{held}");
+    assert!(held["verdict"]["review_flags"].as_u64().unwrap() > 0, "{held}");
+    assert!(
+        held["submission"]["reason"].as_str().unwrap().contains("review"),
+        "{held}"
+    );
     let (code, board) = get_json(&url, "/leaderboard/cpu-mini/1");
     assert_eq!(code, 200, "{board}");
     assert_eq!(board["part"], "public", "{board}");
+    let row = |id: i64| {
+        board["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .cloned()
+            .unwrap_or_default()
+    };
+    // The baseline never calls validate(): no public score, so no provisional rank.
+    assert!(
+        row(alices)["rank"].is_null() && row(alices)["score"].is_null(),
+        "{board}"
+    );
+    assert_eq!(row(alices)["agent"], "baseline", "{board}");
+    assert_eq!(row(alices)["verify"]["status"], "verified", "{board}");
+    assert!(
+        row(carols)["rank"].is_null() && row(carols)["review_flags"].as_u64() > Some(0),
+        "{board}"
+    );
     let text = board.to_string();
     let private_score = read_private_score(&service, alices);
     assert!(
@@ -244,6 +277,21 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     let (code, board) = get_json(&url, "/leaderboard/cpu-mini/1");
     assert_eq!(code, 200);
     assert_eq!(board["part"], "private", "{board}");
+    let alices_row = board["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == alices)
+        .unwrap();
+    assert_eq!(alices_row["rank"], 1, "{board}");
+    let mean = alices_row["score"]["mean"].as_f64().unwrap();
+    assert!((mean - read_private_score(&service, alices)).abs() < 1e-9, "{board}");
+    let (code, page) = request(&url, "GET", "/leaderboard/cpu-mini/1", &[("Accept", "text/html")], b"");
+    assert_eq!(code, 200);
+    assert!(
+        page.contains("<table") && page.contains(&format!("href=\"/records/{alices}\"")),
+        "{page}"
+    );
     let out = dir.path().join("alice.tar");
     download(&url, &token_file, alices, &out);
     let (code, _) = request(&url, "GET", &format!("/records/{alices}"), &[], b"");
