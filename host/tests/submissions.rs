@@ -320,6 +320,49 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     served.stop();
 }
 
+/// An organiser releases the held submission, then invalidates it, and
+/// cannot make a withdrawn one ranked; each change is in the audit log.
+fn organise(service: &Path, url: &str, token: &str, id: i64) {
+    let act = |verb: &str| {
+        common::mlrb()
+            .args(["submissions", verb])
+            .arg(service)
+            .arg(id.to_string())
+            .args(["--why", "reviewed"])
+            .output()
+            .unwrap()
+    };
+    assert!(act("release").status.success());
+    assert_eq!(
+        get(url, &format!("/v1/submissions/{id}"), token).1["submission"]["state"],
+        "ranked"
+    );
+    assert!(act("invalidate").status.success());
+    let (_, board) = get_json(url, "/leaderboard/cpu-mini/1");
+    assert!(
+        board["rows"].as_array().unwrap().iter().all(|r| r["id"] != id),
+        "{board}"
+    );
+    let refused = act("release");
+    assert!(!refused.status.success(), "an invalidated submission was ranked");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("cannot become ranked"));
+    let audit = common::mlrb()
+        .args(["submissions", "audit"])
+        .arg(service)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&audit.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_organiser = lines
+        .iter()
+        .filter(|l| l["subject"] == format!("submission:{id}") && l["actor"] == "admin:local")
+        .count();
+    assert_eq!(by_organiser, 2, "{lines:?}");
+}
+
 /// `mlrb submissions download` of submission `id` to `out`; its bytes.
 fn download(url: &str, token_file: &Path, id: i64, out: &Path) -> Vec<u8> {
     let downloaded = common::mlrb()
