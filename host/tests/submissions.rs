@@ -259,6 +259,7 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
         row(carols)["rank"].is_null() && row(carols)["review_flags"].as_u64() > Some(0),
         "{board}"
     );
+    organise(&service, &url, &carol, carols);
     let text = board.to_string();
     let private_score = read_private_score(&service, alices);
     assert!(
