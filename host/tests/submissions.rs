@@ -481,8 +481,11 @@ fn malformed_uploads_get_a_clear_4xx_and_leave_the_service_intact() {
     });
     let limited = codes.iter().filter(|&&c| c == 429).count();
     assert!(codes.iter().all(|&c| (400..500).contains(&c)), "{codes:?}");
+    // The default rate: a burst of 30, then 5 a second for as long as the
+    // flood took (a busy machine may take more than a second to send it).
+    let admitted = 30 + (5.0 * started.elapsed().as_secs_f64()).ceil() as usize;
     assert!(
-        limited >= 900,
+        limited >= 1000 - admitted,
         "{limited} of 1000 were rate-limited (in {:?})",
         started.elapsed()
     );
@@ -555,11 +558,14 @@ fn the_database_survives_a_service_killed_mid_upload() {
     );
     stream.write_all(head.as_bytes()).unwrap();
     stream.write_all(&vec![0u8; 4 << 20]).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(
-        std::fs::read_dir(service.join("staging")).unwrap().count() > 0,
-        "the upload was not streaming to staging"
-    );
+    let started = Instant::now();
+    while std::fs::read_dir(service.join("staging")).unwrap().count() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the upload was not streaming to staging"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     served.child.kill().unwrap();
     served.child.wait().unwrap();
     drop(stream);
