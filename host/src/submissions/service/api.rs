@@ -103,15 +103,16 @@ impl Api {
     async fn submissions(&self, request: Request<Incoming>) -> Answer {
         let path = request.uri().path().trim_matches('/').to_string();
         let segments: Vec<&str> = path.split('/').skip(2).collect();
-        let upload_cap = match (request.method(), segments.as_slice()) {
+        // An upload's target and headers are checked before its token.
+        let target = match (request.method(), segments.as_slice()) {
             (&Method::POST, []) => match self.upload_target(&request) {
-                Ok((_, cap)) => Some(cap),
+                Ok(target) => Some(target),
                 Err(answer) => return *answer,
             },
             _ => None,
         };
-        if let Some(cap) = upload_cap
-            && let Err(upload::Rejected(status, why)) = upload::check_headers(request.headers(), cap)
+        if let Some((_, cap)) = &target
+            && let Err(upload::Rejected(status, why)) = upload::check_headers(request.headers(), *cap)
         {
             return refuse(status, &why);
         }
@@ -120,8 +121,10 @@ impl Api {
             Err(answer) => return *answer,
         };
         let id = segments.first().map(|s| s.parse::<i64>());
+        if let Some(target) = target {
+            return self.upload(request, target, &who).await;
+        }
         match (request.method(), segments.as_slice(), id) {
-            (&Method::POST, [], _) => self.upload(request, &who).await,
             (&Method::GET, [], _) => self.list(&who),
             (_, [_, ..], Some(Err(_))) => refuse(StatusCode::NOT_FOUND, "a submission's id is a number"),
             (&Method::GET, [_], Some(Ok(id))) => self.status(id, &who),
@@ -188,13 +191,10 @@ impl Api {
         }
     }
 
-    /// Takes an upload: read (capped), checked as `mlrb agent check` does,
-    /// then queued or refused, counted against the quota either way.
-    async fn upload(&self, request: Request<Incoming>, who: &Submitter) -> Answer {
-        let (benchmark_id, cap) = match self.upload_target(&request) {
-            Ok(target) => target,
-            Err(answer) => return *answer,
-        };
+    /// Takes an upload to `benchmark_id`: read (at most `cap` bytes),
+    /// checked as `mlrb agent check` does, then queued or refused, counted
+    /// against the quota either way.
+    async fn upload(&self, request: Request<Incoming>, (benchmark_id, cap): (String, u64), who: &Submitter) -> Answer {
         let agent = query(&request, "agent").unwrap_or_else(|| "agent".into());
         if agent.is_empty()
             || agent.len() > 40

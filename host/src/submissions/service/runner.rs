@@ -187,12 +187,9 @@ fn placement(verdict: &Verdict) -> (State, String) {
 
 /// The results of submission `id`'s run (none before it has any).
 pub fn results(service: &Service, id: i64) -> Result<Vec<ResultLine>> {
-    let path = service.layout.run(id).join("results.jsonl");
-    let Ok(text) = std::fs::read_to_string(&path) else {
+    let dir = service.layout.run(id);
+    if !dir.join("results.jsonl").is_file() {
         return Ok(Vec::new());
-    };
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).with_context(|| format!("{}: a line is not a result", path.display())))
-        .collect()
+    }
+    crate::bench::read_results(&dir)
 }
