@@ -3,66 +3,14 @@
 //! text and never as elements, no script, and, while the version is open,
 //! no score of the private part.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use common::chromium::{chromium, render};
+use std::path::Path;
 
 use mlrb::bench::result_line::ResultLine;
 use mlrb::submissions::leaderboard::{Entry, Verify, board, html};
 use mlrb::submissions::{Benchmark, State};
-
-/// Chromium, or None (test skipped) outside CI when it is not installed.
-fn chromium() -> Option<PathBuf> {
-    for name in ["chromium", "chromium-browser"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {name}")])
-            .output()
-            .unwrap();
-        if found.status.success() {
-            return Some(PathBuf::from(String::from_utf8_lossy(&found.stdout).trim()));
-        }
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("chromium is required under CI=true (scripts/setup.sh installs it)");
-    }
-    eprintln!("SKIPPED: no chromium here");
-    None
-}
-
-/// The DOM Chromium renders for `url`.
-fn render(chromium: &Path, url: &str) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let mut child = Command::new(chromium)
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--virtual-time-budget=5000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(["--dump-dom", url])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Read while it runs: a page larger than the pipe would block it.
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut dom = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut dom).unwrap();
-        dom
-    });
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(90) {
-            let _ = child.kill();
-            panic!("chromium hung on {url}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    reader.join().unwrap()
-}
 
 const CLOSES: &str = "2026-12-31T00:00:00Z";
 

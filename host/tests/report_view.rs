@@ -5,62 +5,10 @@
 
 mod common;
 
+use common::chromium::{chromium, render};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Chromium, or None (test skipped) outside CI when it is not installed.
-fn chromium() -> Option<PathBuf> {
-    for name in ["chromium", "chromium-browser"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {name}")])
-            .output()
-            .unwrap();
-        if found.status.success() {
-            return Some(PathBuf::from(String::from_utf8_lossy(&found.stdout).trim()));
-        }
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("chromium is required under CI=true (scripts/setup.sh installs it)");
-    }
-    eprintln!("SKIPPED: no chromium here");
-    None
-}
-
-/// The DOM Chromium renders for `url`.
-fn render(chromium: &Path, url: &str) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let mut child = Command::new(chromium)
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--virtual-time-budget=5000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(["--dump-dom", url])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Read while it runs: a page larger than the pipe would block it.
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut dom = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut dom).unwrap();
-        dom
-    });
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(90) {
-            let _ = child.kill();
-            panic!("chromium hung on {url}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    reader.join().unwrap()
-}
+use std::time::Instant;
 
 /// A small bench (baseline and validator agents, 2 seeds) on the hostile
 /// fixture: valid scores, intermediate scores and edits to diff.

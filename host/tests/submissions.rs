@@ -13,8 +13,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cluster::request;
+use common::cluster::{answer, request};
 use serde_json::Value;
+
+/// A closing time far ahead: the version stays open.
+const OPEN_UNTIL: &str = "2099-01-01T00:00:00Z";
+/// A quota no test of uploads runs into.
+const UNLIMITED: &str = "per_day = 100\nin_flight = 100\ncooldown_seconds = 0";
 
 /// A service folder with one benchmark (digits, one seed, a short episode).
 fn service_folder(dir: &Path, closes: &str, quota: &str) -> PathBuf {
@@ -152,7 +157,7 @@ fn tar_names(bytes: &[u8]) -> Vec<String> {
 #[test]
 fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     let dir = tempfile::tempdir().unwrap();
-    let service = service_folder(dir.path(), "2099-01-01T00:00:00Z", "per_day = 2\ncooldown_seconds = 0");
+    let service = service_folder(dir.path(), OPEN_UNTIL, "per_day = 2\ncooldown_seconds = 0");
     let alice = add_submitter(&service, "alice");
     let bob = add_submitter(&service, "bob");
     let carol = add_submitter(&service, "carol");
@@ -405,11 +410,7 @@ fn intact(service: &Path, url: &str, token: &str) {
 #[test]
 fn malformed_uploads_get_a_clear_4xx_and_leave_the_service_intact() {
     let dir = tempfile::tempdir().unwrap();
-    let service = service_folder(
-        dir.path(),
-        "2099-01-01T00:00:00Z",
-        "per_day = 100\nin_flight = 100\ncooldown_seconds = 0",
-    );
+    let service = service_folder(dir.path(), OPEN_UNTIL, UNLIMITED);
     let alice = add_submitter(&service, "alice");
     let served = Served::start(&service, &["--rate", "1000", "--burst", "1000"]);
     let url = served.url.clone();
@@ -530,22 +531,10 @@ fn chunked(url: &str, path: &str, auth: &str, total: usize) -> (u16, String) {
     answer(stream)
 }
 
-fn answer(mut stream: std::net::TcpStream) -> (u16, String) {
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let code = answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (code, answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
-}
-
 #[test]
 fn the_database_survives_a_service_killed_mid_upload() {
     let dir = tempfile::tempdir().unwrap();
-    let service = service_folder(
-        dir.path(),
-        "2099-01-01T00:00:00Z",
-        "per_day = 100\nin_flight = 100\ncooldown_seconds = 0",
-    );
+    let service = service_folder(dir.path(), OPEN_UNTIL, UNLIMITED);
     let alice = add_submitter(&service, "alice");
     let mut served = Served::start(&service, &[]);
     let url = served.url.clone();

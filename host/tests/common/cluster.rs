@@ -62,7 +62,7 @@ pub fn worker(url: &str, run: &Path, name: &str) -> Command {
 
 /// A raw HTTP/1.1 request; returns the status and body.
 pub fn request(url: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let address = url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     let mut head = format!(
@@ -76,6 +76,12 @@ pub fn request(url: &str, method: &str, path: &str, headers: &[(&str, &str)], bo
     stream.write_all(head.as_bytes()).unwrap();
     // The server may refuse before reading it all.
     let _ = stream.write_all(body);
+    answer(stream)
+}
+
+/// Reads a raw HTTP/1.1 answer to its end; returns the status and body.
+pub fn answer(mut stream: std::net::TcpStream) -> (u16, String) {
+    use std::io::Read;
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
     let answer = String::from_utf8_lossy(&answer).into_owned();

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod chromium;
 pub mod cluster;
 pub mod gpu;
 pub mod llm_server;
