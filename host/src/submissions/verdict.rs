@@ -24,7 +24,21 @@ impl Verdict {
     pub fn verified(&self) -> bool {
         self.verify == "verified"
     }
+
+    /// The verdict as shown where the private part may not be: a failed
+    /// verification says only that it failed, since its findings can quote
+    /// a recorded or re-computed score.
+    pub fn shown(&self, private: bool) -> Self {
+        let mut shown = self.clone();
+        if !private && !self.verified() {
+            shown.verify = UNVERIFIED.into();
+        }
+        shown
+    }
 }
+
+/// A failed verification, as shown before the version closes.
+pub const UNVERIFIED: &str = "failed: the organisers have the findings";
 
 impl Store {
     /// Records (or replaces, after a re-run) submission `id`'s verdict.
@@ -62,5 +76,27 @@ impl Store {
                 )
                 .optional()?)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_verification_tells_its_findings_only_where_the_private_part_may_be_seen() {
+        let failed = Verdict {
+            review_flags: 1,
+            info_flags: 2,
+            verify: "failed (1 findings), first: digits/a/1: score 0.912 recomputed as 0.913".into(),
+        };
+        assert_eq!(failed.shown(false).verify, UNVERIFIED);
+        assert_eq!(failed.shown(false).review_flags, 1);
+        assert_eq!(failed.shown(true), failed);
+        let verified = Verdict {
+            verify: "verified".into(),
+            ..failed
+        };
+        assert_eq!(verified.shown(false), verified);
     }
 }

@@ -17,9 +17,12 @@ use crate::submissions::{Benchmark, State};
 /// The board of benchmark `id` (`name/version`).
 pub fn board(service: &Service, benchmark: &Benchmark) -> anyhow::Result<Board> {
     let of = Some((benchmark.name.as_str(), benchmark.version.as_str()));
+    let now = now_ms();
+    // A failed verification's findings may quote a score: told once closed.
+    let private = benchmark.closed(now);
     let mut entries = Vec::new();
     for submission in service.store.in_states(&[State::Ranked, State::Held], of)? {
-        let verdict = service.store.verdict(submission.id)?;
+        let verdict = service.store.verdict(submission.id)?.map(|v| v.shown(private));
         entries.push(Entry {
             id: submission.id,
             agent: submission.agent.clone(),
@@ -35,7 +38,7 @@ pub fn board(service: &Service, benchmark: &Benchmark) -> anyhow::Result<Board> 
             },
         });
     }
-    Ok(leaderboard::board(benchmark, &entries, now_ms()))
+    Ok(leaderboard::board(benchmark, &entries, now))
 }
 
 /// `GET /leaderboard/<name>/<version>`.

@@ -75,7 +75,7 @@ pub fn status(service: &Service, submission: &Submission, who: &Submitter) -> Re
     let shown: Vec<Value> = results.iter().map(|r| shown(r, private)).collect::<Result<_>>()?;
     Ok(json!({
         "submission": submission,
-        "verdict": service.store.verdict(submission.id)?,
+        "verdict": service.store.verdict(submission.id)?.map(|v| v.shown(private)),
         "part": if private { "private" } else { "public" },
         "results": shown,
     }))
