@@ -279,6 +279,18 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     let url = served.url.clone();
     let status = settled(&url, &alice, alices);
     assert_eq!(status["part"], "private");
+    // A closed version takes no upload, and nobody withdraws another's.
+    let (code, late) = upload(&url, &bob, &common::agent("baseline"), "late");
+    assert_eq!(code, 409, "{late}");
+    assert!(late["error"].as_str().unwrap().contains("closed"), "{late}");
+    let (code, _) = request(
+        &url,
+        "POST",
+        &format!("/v1/submissions/{alices}/withdraw"),
+        &[("Authorization", &bearer(&bob))],
+        b"",
+    );
+    assert_eq!(code, 404);
     assert!(status["results"][0]["score"].as_f64().is_some(), "{status}");
     let (code, board) = get_json(&url, "/leaderboard/cpu-mini/1");
     assert_eq!(code, 200);
