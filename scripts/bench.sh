@@ -2,7 +2,8 @@
 # Builds the probe agents and runs mlrb's benchmarks, printing the figures
 # the performance targets are checked against: the core host costs, Python
 # agents' start and memory, the host's overhead per LLM call, loading a
-# task folder of 2 GiB, replaying and forking a long episode, the Docker
+# task folder of 2 GiB, replaying and forking a long episode, resuming a
+# killed 100-step episode and what a step's durability costs, the Docker
 # sandbox's per-script overhead (which needs `mlrb image build`), and what
 # one step costs (tool call, snapshots of large workspaces, script start in
 # each sandbox against bare python3, peak memory).
@@ -20,6 +21,7 @@ cargo bench --profile dev -p mlrb-host --bench slurm
 cargo bench --profile dev -p mlrb-host --bench egress
 cargo build --quiet -p mlrb-host
 cargo bench --profile dev -p mlrb-host --bench replay
+cargo bench --profile dev -p mlrb-host --bench resume
 target_dir="${CARGO_TARGET_DIR:-target}"
 "$target_dir/debug/mlrb" image build
 cargo bench --profile dev -p mlrb-host --bench docker

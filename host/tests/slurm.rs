@@ -2,6 +2,8 @@
 //! the same results as the same bench run locally while a worker job is
 //! cancelled mid-episode (`scancel`), another requeued (`scontrol
 //! requeue`), and the submitting process itself is killed and resumed.
+//! The stopped workers' episodes go on from their last recorded step on
+//! the next worker: no recorded step runs twice.
 
 mod common;
 
@@ -107,6 +109,37 @@ fn check_against(run: &Path, reference: &[(Value, Value, Value, Value)]) {
     assert!(done.values().all(|&n| n == 1), "{done:?}");
 }
 
+/// Over the run's episodes: steps recorded more than once, and steps at or
+/// before a resume's point that ran again after it. Each episode that was
+/// resumed must say so, with the step it went on after.
+fn steps_run_twice(run: &Path) -> usize {
+    let mut twice = 0;
+    let mut resumed = 0;
+    for entry in walkdir::WalkDir::new(run).into_iter().filter_map(|e| e.ok()) {
+        if entry.file_name() != "episode.json" || entry.path().to_string_lossy().contains("/cluster/") {
+            continue;
+        }
+        let dir = entry.path().parent().unwrap();
+        let events = common::read_events(dir);
+        let steps: Vec<u64> = events.iter().filter_map(|e| e["step"].as_u64()).collect();
+        let mut distinct = steps.clone();
+        distinct.sort();
+        distinct.dedup();
+        twice += steps.len() - distinct.len();
+        if let Some(at) = events.iter().position(|e| e["function"] == "resume") {
+            resumed += 1;
+            let after = events[at]["args"]["after_step"].as_u64().unwrap();
+            twice += events[at..]
+                .iter()
+                .filter_map(|e| e["step"].as_u64())
+                .filter(|s| *s <= after)
+                .count();
+        }
+    }
+    assert!(resumed >= 1, "no episode of {} holds a resume mark", run.display());
+    twice
+}
+
 #[test]
 fn a_bench_on_slurm_loses_and_duplicates_nothing_through_scancel_requeue_and_a_killed_submitter() {
     let Some(cluster) = cluster_or_skip("slurm") else {
@@ -153,6 +186,9 @@ fn a_bench_on_slurm_loses_and_duplicates_nothing_through_scancel_requeue_and_a_k
         })
         .unwrap();
     assert!(requeued >= 1, "the requeued job never leased again:\n{worker_logs}");
+    let resumed: i64 = db.query_row("SELECT COUNT(*) FROM resumes", [], |r| r.get(0)).unwrap();
+    assert!(resumed >= 1, "no stopped episode was resumed:\n{worker_logs}");
+    assert_eq!(steps_run_twice(&run), 0, "a recorded step ran again after a resume");
     assert!(
         cluster
             .jobs()

@@ -27,6 +27,18 @@ pub enum Entry {
         id: String,
         /// The attempt number, counting from 1.
         attempt: u32,
+        /// Set when it went on from what a dead host left: the last step
+        /// recorded whole, after which it went on live.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resumed_after_step: Option<u32>,
+    },
+    /// A stopped worker suspended the episode at a step boundary; its
+    /// records wait for the next lease, which goes on after that step.
+    Suspended {
+        /// The episode id.
+        id: String,
+        /// The last step its records hold.
+        after_step: u32,
     },
     /// The host or sandbox failed (not the agent); the attempt is void.
     InfraFailure {
@@ -120,10 +132,10 @@ pub fn read(path: &Path) -> Result<State> {
         };
         match entry {
             Entry::Plan { episodes } => state.episodes = episodes,
-            Entry::Start { id, attempt } => {
+            Entry::Start { id, attempt, .. } => {
                 state.attempts.insert(id, attempt);
             }
-            Entry::InfraFailure { .. } => {}
+            Entry::InfraFailure { .. } | Entry::Suspended { .. } => {}
             Entry::Done { id, result } => {
                 if state.results.insert(id.clone(), *result).is_some() {
                     state.duplicated.insert(id);

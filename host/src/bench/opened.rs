@@ -103,7 +103,8 @@ impl Bench {
 
     /// Settles what a killed bench left: an episode that finished after its
     /// journal line could not be written is adopted from its records; any
-    /// other leftover is partial and removed. Returns the cells to run.
+    /// other leftover is partial, and resumed from its last recorded step
+    /// when it runs (or started again, saying why). Returns the cells to run.
     pub(super) async fn settle(
         &self,
         cells: &[Cell],
@@ -124,10 +125,6 @@ impl Bench {
                 journal.lock().await.write(&done)?;
                 results.insert(cell.id.clone(), result);
                 continue;
-            }
-            if episode_dir.exists() {
-                remove_settled(&episode_dir)
-                    .with_context(|| format!("removing the partial episode {}", episode_dir.display()))?;
             }
             pending.push(cell.clone());
         }
@@ -151,7 +148,9 @@ impl Bench {
     fn request(&self, cell: &Cell, progress: Arc<AtomicU32>) -> EpisodeRequest {
         let agent = self.agents[cell.agent].clone();
         let configured = self.tasks[cell.task].clone();
-        EpisodeRequest::new(agent, configured, cell.seed, self.dir.join(&cell.id)).with_progress(progress)
+        EpisodeRequest::new(agent, configured, cell.seed, self.dir.join(&cell.id))
+            .with_progress(progress)
+            .resuming(true)
     }
 
     /// Waits for the CPU and GPU slots `task` needs; they are held until
@@ -195,10 +194,11 @@ impl Bench {
             journal.lock().await.write(&Entry::Start {
                 id: cell.id.clone(),
                 attempt,
+                resumed_after_step: crate::episode::resume::resumable_after(&self.dir.join(&cell.id)),
             })?;
             ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let steps = Arc::new(AtomicU32::new(0));
-            let request = self.request(cell, steps.clone());
+            let request = self.request(cell, steps.clone()).halted_by(stop);
             let line = progress.started(&cell.id, request.limits.max_steps, steps);
             let outcome = self.runner.run_episode(&request, stop.cancelled()).await;
             let attempted = Attempted {
@@ -229,7 +229,11 @@ impl Bench {
     ) -> Result<Option<ResultLine>> {
         let id = &at.cell.id;
         if score.end_reason == Some(EndReason::Interrupted) {
-            at.progress.abandoned(at.line, id, "interrupted (redone on resume)");
+            at.progress.abandoned(
+                at.line,
+                id,
+                "interrupted (`mlrb bench --resume` goes on from its last step)",
+            );
             return Ok(None);
         }
         // An evaluator that failed is the task's infrastructure failing, not
@@ -284,7 +288,7 @@ impl Bench {
         at.journal.lock().await.write(&failure)?;
         let episode_dir = self.dir.join(&cell.id);
         if episode_dir.exists() {
-            remove_settled(&episode_dir)?;
+            crate::episode::resume::remove_records(&episode_dir)?;
         }
         if attempt <= self.plan.retries {
             at.progress
@@ -312,21 +316,4 @@ struct Attempted<'a> {
     line: progress::EpisodeLine,
     journal: &'a tokio::sync::Mutex<Journal>,
     progress: &'a Progress,
-}
-
-/// Removes a partial episode's folder. Scripts of a killed host die with it,
-/// but not instantly: a file one of them writes while the folder is being
-/// removed makes that fail with "not empty", so it is tried again, briefly.
-fn remove_settled(dir: &Path) -> std::io::Result<()> {
-    let mut tries = 0;
-    loop {
-        match crate::record::walk::remove_tree(dir) {
-            Err(error) if error.kind() == std::io::ErrorKind::DirectoryNotEmpty && tries < 50 => {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            other => return other,
-        }
-    }
 }

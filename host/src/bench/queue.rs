@@ -79,6 +79,13 @@ CREATE TABLE IF NOT EXISTS leases (
     worker TEXT NOT NULL,
     leased_ms INTEGER NOT NULL
 );
+-- Leases that went on from a suspended episode's records, after a step.
+CREATE TABLE IF NOT EXISTS resumes (
+    token TEXT PRIMARY KEY,
+    episode TEXT NOT NULL,
+    after_step INTEGER NOT NULL,
+    at_ms INTEGER NOT NULL
+);
 ";
 
 /// Milliseconds since the Unix epoch.
@@ -252,6 +259,27 @@ impl Queue {
         )?;
         tx.commit()?;
         Ok(Reported::Recorded)
+    }
+
+    /// Whether `episode` is held under the lease `token` now (not done,
+    /// not expired and leased to another since).
+    pub fn holds(&self, episode: &str, token: &str) -> Result<bool> {
+        let held: i64 = self.db().query_row(
+            "SELECT COUNT(*) FROM episodes WHERE id = ?1 AND token = ?2 AND done = 0",
+            params![episode, token],
+            |r| r.get(0),
+        )?;
+        Ok(held > 0)
+    }
+
+    /// Records that the lease `token` of `episode` goes on from its
+    /// suspended records, after step `after_step`.
+    pub fn record_resume(&self, token: &str, episode: &str, after_step: u32, now: i64) -> Result<()> {
+        self.db().execute(
+            "INSERT OR REPLACE INTO resumes (token, episode, after_step, at_ms) VALUES (?1, ?2, ?3, ?4)",
+            params![token, episode, after_step, now],
+        )?;
+        Ok(())
     }
 
     /// Whether `token` was ever a lease of `episode`, and whether the

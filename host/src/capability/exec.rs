@@ -70,6 +70,17 @@ impl ScriptRunner {
         }
     }
 
+    /// Numbers its scripts' logs after those already in its folder (a
+    /// resumed episode: the dead host's logs are kept, none overwritten).
+    pub fn numbered_after_existing_logs(mut self) -> Self {
+        let numbers = std::fs::read_dir(&self.log_dir).into_iter().flatten().filter_map(|e| {
+            let name = e.ok()?.file_name();
+            name.to_str()?.split('.').next()?.parse::<u64>().ok()
+        });
+        self.runs = numbers.max().unwrap_or(0);
+        self
+    }
+
     /// Scripts reach the network through `gateway` (which the sandbox was
     /// opened with).
     pub fn with_gateway(mut self, gateway: Option<Gateway>) -> Self {

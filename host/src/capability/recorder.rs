@@ -103,6 +103,22 @@ pub struct Recorder {
     pub http: super::http::exchanges::Exchanges,
     /// The recording calls are answered from, while replaying.
     replay: Option<Replay>,
+    /// For a resumed episode: what to record and charge once it goes live.
+    resumption: Option<Resumption>,
+    /// Set when the host is stopping (SIGTERM, Ctrl-C): a call that ends
+    /// after that, a script killed with the host say, is not recorded, so
+    /// that a resume runs it again rather than replaying its death.
+    halt: Option<tokio_util::sync::CancellationToken>,
+}
+
+/// A resumed episode's going live: the time its agent already used (the
+/// clock goes on from there; the time its host was dead is not charged)
+/// and the `host resume` record that marks where the live part begins.
+pub struct Resumption {
+    /// Wall-clock time the agent used before its host died.
+    pub charged: std::time::Duration,
+    /// The `host resume` event's arguments.
+    pub mark: Value,
 }
 
 impl Recorder {
@@ -123,7 +139,35 @@ impl Recorder {
             observed: Observed::default(),
             http: Default::default(),
             replay: None,
+            resumption: None,
+            halt: None,
         }
+    }
+
+    /// Records no call once `halt` is cancelled (the host stopping).
+    pub fn halted_by(&mut self, halt: Option<tokio_util::sync::CancellationToken>) {
+        self.halt = halt;
+    }
+
+    /// Replays a dead episode's recording, then goes on live as `resumption` says.
+    pub fn resuming(&mut self, replay: Replay, resumption: Resumption) -> anyhow::Result<()> {
+        self.resumption = Some(resumption);
+        self.replaying(replay)
+    }
+
+    /// Where a resumed episode goes live: its clock goes on from the time
+    /// already charged (the dead time and the replay are not charged), its
+    /// deadline moves with it, and the trace marks the place.
+    fn resumed_live(&mut self) {
+        let Some(resumption) = self.resumption.take() else {
+            return;
+        };
+        let wall = self.deadline.saturating_duration_since(self.started);
+        let now = Instant::now();
+        self.started = now.checked_sub(resumption.charged).unwrap_or(now);
+        self.deadline = self.started + wall;
+        self.trace.rebase(self.started);
+        self.record_host("resume", resumption.mark);
     }
 
     /// Answers calls from `replay` until it goes live; the recording's
@@ -196,6 +240,7 @@ impl Recorder {
         }
         if replay.live() {
             self.observed.go_live();
+            self.resumed_live();
         } else {
             let (observed, trace) = (&self.observed, &mut self.trace);
             replay
@@ -300,6 +345,12 @@ impl Recorder {
     /// Writes one call's event; ends the episode once the trace is over
     /// its budget.
     pub fn write(&mut self, call: Call<'_>) -> wasmtime::Result<()> {
+        if self.halt.as_ref().is_some_and(|h| h.is_cancelled()) {
+            return Err(end(
+                Stop::Interrupted,
+                "the host is stopping: the call in flight is not recorded, and runs again on resume",
+            ));
+        }
         self.first_call_at.get_or_insert(call.started);
         // Clock reads come before the call that follows them.
         self.record_observed(false)?;
@@ -319,6 +370,10 @@ impl Recorder {
         self.trace
             .write(&event)
             .map_err(|e| host_fault("writing events.jsonl", e))?;
+        // A step is durable once its call returns: a resume starts after it.
+        if call.step.is_some() {
+            self.trace.sync().map_err(|e| host_fault("syncing events.jsonl", e))?;
+        }
         if self.trace.spent() {
             return Err(end(
                 Stop::TraceLimit,

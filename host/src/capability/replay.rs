@@ -2,7 +2,8 @@
 //! recorded next (same interface, function and arguments) and gets the
 //! recorded result; the recorded line is copied into the new trace, so the
 //! hash chain goes on unchanged. Clock reads between calls come from the
-//! `wasi clocks` events. A fork goes live after a given step.
+//! `wasi clocks` events. A fork goes live after a given step; a resumed
+//! episode (its host died) goes live where its recording ends.
 
 use serde_json::Value;
 
@@ -22,8 +23,10 @@ pub struct Replay {
     recording: Recording,
     next: usize,
     /// After the call that was this step, calls run live (a fork); never
-    /// when `None` (a replay).
+    /// when `None` (a replay), unless `live_at_end`.
     live_after: Option<u32>,
+    /// Calls run live once every recorded one was answered (a resume).
+    live_at_end: bool,
     live: bool,
     /// How the recorded episode ended, for an agent that calls on where
     /// the recording stopped (a step budget, a full trace, the deadline).
@@ -40,8 +43,18 @@ impl Replay {
             recording,
             next: 0,
             live_after,
+            live_at_end: false,
             live: live_after == Some(0),
             ending: None,
+        }
+    }
+
+    /// A replay of the recording of an episode whose host died, going live
+    /// after its last recorded call (which the recording must end with).
+    pub fn resuming(recording: Recording) -> Self {
+        Self {
+            live_at_end: true,
+            ..Self::new(recording, None)
         }
     }
 
@@ -111,6 +124,9 @@ impl Replay {
         self.next += 1;
         if let (Some(after), Some(step)) = (self.live_after, matched.event["step"].as_u64()) {
             self.live = step >= u64::from(after);
+        }
+        if self.live_at_end && self.calls_left() == 0 {
+            self.live = true;
         }
         Ok((matched, line))
     }

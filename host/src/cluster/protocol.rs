@@ -62,6 +62,10 @@ pub struct LeaseAnswer {
     pub lease: Option<Lease>,
     /// The queue's counts, when nothing was leased.
     pub counts: Option<Counts>,
+    /// Set when a stopped worker suspended the episode leased: the last
+    /// step its records hold. Fetch them (`GET /v1/partial`) and go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<u32>,
 }
 
 /// `POST /v1/renew` and `/v1/release`.

@@ -1,5 +1,6 @@
 //! An episode's result as one tar archive: `result.json` (its result
-//! line) and the episode's folder under `episode/`. Packing never follows
+//! line) and the episode's folder under `episode/`; a suspended episode
+//! (a stopped worker's, to be resumed) is the folder alone. Packing never follows
 //! a symbolic link (an agent's script may have pointed one at the worker's
 //! own files); unpacking writes only beneath its target, refuses links out,
 //! devices and `..`, and makes the symbolic links last, so nothing is ever
@@ -15,16 +16,19 @@ use crate::bench::result_line::ResultLine;
 /// The most entries an upload may hold.
 const MAX_ENTRIES: usize = 500_000;
 
-/// Writes the archive of `result` and, when it has one, its episode folder.
-pub fn pack(result: &ResultLine, episode_dir: Option<&Path>, out: impl Write) -> Result<()> {
+/// Writes the archive of `result` (none for a suspended episode) and,
+/// when it has one, its episode folder.
+pub fn pack(result: Option<&ResultLine>, episode_dir: Option<&Path>, out: impl Write) -> Result<()> {
     let mut tar = tar::Builder::new(out);
     tar.follow_symlinks(false);
-    let line = serde_json::to_vec(result)?;
-    let mut header = tar::Header::new_gnu();
-    header.set_size(line.len() as u64);
-    header.set_mode(0o644);
-    header.set_cksum();
-    tar.append_data(&mut header, "result.json", line.as_slice())?;
+    if let Some(result) = result {
+        let line = serde_json::to_vec(result)?;
+        let mut header = tar::Header::new_gnu();
+        header.set_size(line.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, "result.json", line.as_slice())?;
+    }
     if let Some(dir) = episode_dir.filter(|d| d.is_dir()) {
         tar.append_dir_all("episode", dir)
             .with_context(|| format!("packing {}", dir.display()))?;
@@ -35,8 +39,8 @@ pub fn pack(result: &ResultLine, episode_dir: Option<&Path>, out: impl Write) ->
 
 /// What an unpacked upload holds.
 pub struct Unpacked {
-    /// Its result line.
-    pub result: ResultLine,
+    /// Its result line (none for a suspended episode).
+    pub result: Option<ResultLine>,
     /// The episode folder, if the archive had one.
     pub episode: Option<PathBuf>,
 }
@@ -103,9 +107,6 @@ pub fn unpack(archive: impl Read, into: &Path) -> Result<Unpacked> {
         }
         std::os::unix::fs::symlink(&to, &at).with_context(|| format!("{}: made twice in the upload", at.display()))?;
     }
-    let Some(result) = result else {
-        bail!("the upload has no result.json");
-    };
     let episode = into.join("episode");
     Ok(Unpacked {
         result,
@@ -147,10 +148,10 @@ mod tests {
         std::fs::write(episode.join("workspace/sub/train.py"), b"print(1)").unwrap();
         std::os::unix::fs::symlink("/etc/hostname", episode.join("workspace/leak")).unwrap();
         let mut archive = Vec::new();
-        pack(&result(), Some(&episode), &mut archive).unwrap();
+        pack(Some(&result()), Some(&episode), &mut archive).unwrap();
         let into = tmp.path().join("into");
         let unpacked = unpack(archive.as_slice(), &into).unwrap();
-        assert_eq!(unpacked.result.id, "digits/a/1");
+        assert_eq!(unpacked.result.unwrap().id, "digits/a/1");
         let dir = unpacked.episode.unwrap();
         assert_eq!(std::fs::read(dir.join("workspace/sub/train.py")).unwrap(), b"print(1)");
         let leak = dir.join("workspace/leak");

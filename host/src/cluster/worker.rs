@@ -3,7 +3,8 @@
 //! by heartbeat, uploads each result, and stops leasing when the queue is
 //! empty or its time is nearly up. Told to stop (SIGTERM, what Slurm sends
 //! before a kill or on preemption), it ends its episodes at their current
-//! step and gives their leases back, so another worker takes them at once.
+//! step, uploads their records as suspended and gives their leases back, so
+//! another worker takes them at once and goes on after their last step.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,6 +55,10 @@ pub struct WorkerOutcome {
     pub superseded: u32,
     /// Leases given back unfinished (stopped, or lost to expiry).
     pub released: u32,
+    /// Of those, episodes whose records went up as suspended, to be resumed.
+    pub suspended: u32,
+    /// Episodes this worker went on with from another's suspended records.
+    pub resumed: u32,
     /// Bytes of results and episode folders uploaded.
     pub uploaded_bytes: u64,
     /// Why it stopped leasing.
@@ -187,6 +192,8 @@ pub async fn run(
         reported: counters.reported.load(Ordering::Relaxed),
         superseded: counters.superseded.load(Ordering::Relaxed),
         released: counters.released.load(Ordering::Relaxed),
+        suspended: counters.suspended.load(Ordering::Relaxed),
+        resumed: counters.resumed.load(Ordering::Relaxed),
         uploaded_bytes: counters.uploaded_bytes.load(Ordering::Relaxed),
         stopped,
     })
@@ -246,6 +253,8 @@ struct Counters {
     reported: AtomicU32,
     superseded: AtomicU32,
     released: AtomicU32,
+    suspended: AtomicU32,
+    resumed: AtomicU32,
     uploaded_bytes: std::sync::atomic::AtomicU64,
 }
 
@@ -280,12 +289,24 @@ impl Slot {
             let Some(lease) = answer.lease else {
                 return Ok("nothing left to lease".into());
             };
-            self.episode(lease).await?;
+            self.episode(lease, answer.partial).await?;
         }
     }
 
-    /// Runs a leased episode with a heartbeat, then reports or releases it.
-    async fn episode(&self, lease: Lease) -> Result<()> {
+    /// Runs a leased episode with a heartbeat (going on from its suspended
+    /// records when it has some), then reports, suspends or releases it.
+    async fn episode(&self, lease: Lease, partial: Option<u32>) -> Result<()> {
+        let local = self.matrix.episode_dir(&lease.episode);
+        if partial.is_some() {
+            match self.fetch_partial(&lease, &local).await {
+                Ok(()) => {
+                    self.counters.resumed.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    tracing::warn!(episode = %lease.episode, error = %format!("{error:#}"), "fetching the suspended records; starting the episode again")
+                }
+            }
+        }
         let episode_stop = self.stop.child_token();
         let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let heartbeat = tokio::spawn(heartbeat(
@@ -303,7 +324,6 @@ impl Slot {
             Ok(Some(_)) if episode_stop.is_cancelled() => Ok(None),
             other => other,
         };
-        let local = self.matrix.episode_dir(&lease.episode);
         match outcome {
             Ok(Some(result)) => self.report(&lease, result, &local).await?,
             Ok(None) if lost.load(Ordering::Relaxed) => {
@@ -313,6 +333,18 @@ impl Slot {
             other => {
                 if let Err(error) = other {
                     tracing::error!(episode = %lease.episode, error = %format!("{error:#}"), "running the episode");
+                }
+                if self.stop.is_cancelled() && crate::episode::resume::resumable_after(&local).is_some() {
+                    match self.suspend(&lease, &local).await {
+                        Ok(()) => {
+                            self.counters.suspended.fetch_add(1, Ordering::Relaxed);
+                            self.counters.released.fetch_add(1, Ordering::Relaxed);
+                            return self.clear(&local);
+                        }
+                        Err(error) => {
+                            tracing::warn!(episode = %lease.episode, error = %format!("{error:#}"), "suspending the episode; giving its lease back")
+                        }
+                    }
                 }
                 let _ = self
                     .client
@@ -326,10 +358,79 @@ impl Slot {
                 self.counters.released.fetch_add(1, Ordering::Relaxed);
             }
         }
+        self.clear(&local)
+    }
+
+    fn clear(&self, local: &Path) -> Result<()> {
         if local.exists() {
-            let _ = crate::record::walk::remove_tree(&local);
+            let _ = crate::record::walk::remove_tree(local);
         }
         Ok(())
+    }
+
+    /// Uploads a stopped episode's records as suspended (the server gives
+    /// its lease back once they are kept).
+    async fn suspend(&self, lease: &Lease, local: &Path) -> Result<()> {
+        let folder = local.to_path_buf();
+        let body = tokio::task::spawn_blocking(move || {
+            let mut body = Vec::new();
+            upload::pack(None, Some(&folder), &mut body).map(|()| body)
+        })
+        .await??;
+        let hash = blake3::hash(&body).to_hex().to_string();
+        let body = bytes::Bytes::from(body);
+        let url = format!("{}/v1/suspend", self.client.base);
+        let answer = self
+            .client
+            .send(|| {
+                self.client
+                    .http
+                    .post(&url)
+                    .header(EPISODE_HEADER, &lease.episode)
+                    .header(LEASE_HEADER, &lease.token)
+                    .header(HASH_HEADER, &hash)
+                    .body(body.clone())
+            })
+            .await?;
+        match answer {
+            Ok(_) => Ok(()),
+            Err(Refused(status, why)) => bail!("{url}: {status}: {why}"),
+        }
+    }
+
+    /// Fetches the suspended records of a leased episode into `local`.
+    async fn fetch_partial(&self, lease: &Lease, local: &Path) -> Result<()> {
+        let url = format!("{}/v1/partial", self.client.base);
+        let body = match self
+            .client
+            .send(|| {
+                self.client
+                    .http
+                    .get(&url)
+                    .header(EPISODE_HEADER, &lease.episode)
+                    .header(LEASE_HEADER, &lease.token)
+            })
+            .await?
+        {
+            Ok(body) => body,
+            Err(Refused(status, why)) => bail!("{url}: {status}: {why}"),
+        };
+        let staging = local.with_extension(format!("partial-{}", super::new_secret()?));
+        let local = local.to_path_buf();
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            let unpacked = upload::unpack(body.as_ref(), &staging);
+            let moved = unpacked.and_then(|u| {
+                let folder = u.episode.context("the suspended records hold no folder")?;
+                if local.exists() {
+                    crate::record::walk::remove_tree(&local)?;
+                }
+                std::fs::create_dir_all(local.parent().context("an episode folder has a parent")?)?;
+                Ok(std::fs::rename(&folder, &local)?)
+            });
+            let _ = crate::record::walk::remove_tree(&staging);
+            moved
+        })
+        .await?
     }
 
     /// Uploads a result; a refused upload keeps the episode's folder.
@@ -345,7 +446,7 @@ impl Slot {
         let folder = staged.is_none().then(|| local.to_path_buf());
         let body = tokio::task::spawn_blocking(move || {
             let mut body = Vec::new();
-            upload::pack(&result, folder.as_deref(), &mut body).map(|()| body)
+            upload::pack(Some(&result), folder.as_deref(), &mut body).map(|()| body)
         })
         .await??;
         let hash = blake3::hash(&body).to_hex().to_string();

@@ -13,6 +13,7 @@ pub mod judgement;
 pub mod records;
 mod replay;
 mod request;
+pub mod resume;
 mod run;
 pub mod scan;
 mod score;

@@ -183,6 +183,9 @@ pub struct EpisodeRecord {
     /// Set for a fork: the episode it started from, and after which step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fork: Option<ForkRecord>,
+    /// Each time the episode went on after its host died, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumes: Vec<super::resume::ResumeRecord>,
     /// How the episode ended; null while it runs or if the host was killed.
     pub end: Option<EpisodeEnd>,
 }
@@ -259,6 +262,7 @@ impl EpisodeRecord {
             llm: String::new(),
             gpus: Vec::new(),
             fork: request.fork.as_ref().map(ForkOrigin::record),
+            resumes: Vec::new(),
             end: None,
         })
     }

@@ -27,6 +27,11 @@ pub struct EpisodeRequest {
     pub progress: Option<Arc<AtomicU32>>,
     /// Set for a fork: the episode it starts from, and where.
     pub fork: Option<ForkOrigin>,
+    /// Whether what a dead host left in `dir` is resumed (else `dir` must
+    /// hold no episode).
+    pub resume: bool,
+    /// Cancelled when the host stops: from then on no call is recorded.
+    pub halt: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// Where a fork starts: a recorded episode, after one of its steps.
@@ -68,7 +73,22 @@ impl EpisodeRequest {
             limits,
             progress: None,
             fork: None,
+            resume: false,
+            halt: None,
         }
+    }
+
+    /// Records no call once `halt` is cancelled (the host stopping), so that
+    /// a call cut short with the host is run again on resume, not replayed.
+    pub fn halted_by(mut self, halt: &tokio_util::sync::CancellationToken) -> Self {
+        self.halt = Some(halt.clone());
+        self
+    }
+
+    /// Resumes the episode a dead host left in its folder, if any.
+    pub fn resuming(mut self, resume: bool) -> Self {
+        self.resume = resume;
+        self
     }
 
     /// This episode as a fork of `origin`.

@@ -10,12 +10,13 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::end::{EndReason, classify_trap};
 use super::records::{EpisodeEnd, keep_answer};
+use super::resume::{Resumable, ResumePoint, ResumeRecord, remove_records};
 use super::{EpisodeRecord, EpisodeRequest, LoadedAgent, Runner, ScoreRecord};
 use crate::capability::agent_log::AgentLog;
 use crate::capability::episode::TaskInfoRecord;
 use crate::capability::exec::{ScriptRunner, episode_setup};
 use crate::capability::files::WorkspaceFiles;
-use crate::capability::recorder::{Recorder, Stop, end};
+use crate::capability::recorder::{Recorder, Resumption, Stop, end};
 use crate::capability::replay::Replay;
 use crate::capability::{AgentState, Parts, mlrb::agent::types::TaskInfo};
 use crate::limits::Limits;
@@ -41,6 +42,22 @@ pub(super) struct Ended {
     pub(super) answer: Option<String>,
 }
 
+/// How an episode starts: fresh (with the resumes of an earlier start that
+/// could not go on, if any), or where a dead host left it.
+enum Start {
+    Fresh(Vec<ResumeRecord>),
+    Resume(Box<ResumePoint>),
+}
+
+/// What one attempt at an episode came to.
+enum Attempt {
+    /// It ran to its end: its record, and whether it was interrupted.
+    Ran(EpisodeRecord, bool),
+    /// Its resume's replay diverged: it starts again from scratch, with
+    /// these resumes recorded.
+    Diverged(Vec<ResumeRecord>),
+}
+
 impl Runner {
     /// Runs one episode to its end and evaluates it. `interrupt` resolving
     /// ends the episode as interrupted (its records are still written).
@@ -50,33 +67,24 @@ impl Runner {
         interrupt: impl std::future::Future<Output = ()>,
     ) -> Result<(EpisodeRecord, ScoreRecord)> {
         let (dir, task) = (&request.dir, &request.task);
-        if dir.join("episode.json").exists() {
-            bail!(
-                "{}: already holds an episode; choose another --run-name or --out",
-                dir.display()
-            );
-        }
+        let mut start = start_of(request)?;
         requirements::ensure(task, &self.offer()).await?;
         let lease = self.lease_gpus(task)?;
         let devices = lease.as_ref().map(|l| l.devices().to_vec()).unwrap_or_default();
         let prepared = task::prepare(task, self.sandbox.as_ref(), &self.cache_dir).await?;
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let log = AgentLog::create(&dir.join("agent.log"), request.limits.agent_log_bytes)?;
-        let state = self.agent_state(request, &prepared, &devices, &log).await?;
-        let mut record = EpisodeRecord::new(request, &prepared, self.sandbox.as_ref())?;
-        record.llm = self.llm.describe();
-        record.gpus = devices.clone();
-        record.write(dir)?;
-
-        let instantiated = Instant::now();
-        let (ended, state) = self.drive(&request.agent, state, &request.limits, interrupt).await;
-        let detail: String = ended.detail.chars().take(300).collect();
-        tracing::info!(reason = %ended.reason.name(), %detail, "agent finished");
-        log.close();
-        let interrupted = ended.reason == EndReason::Interrupted;
-        record.finish(close(state, ended, &request.limits, &log, instantiated).await?);
-        record.write(dir)?;
-
+        let mut interrupt = std::pin::pin!(interrupt);
+        let (record, interrupted) = loop {
+            match self
+                .attempt(request, start, &prepared, &devices, interrupt.as_mut())
+                .await?
+            {
+                Attempt::Ran(record, interrupted) => break (record, interrupted),
+                Attempt::Diverged(resumes) => {
+                    remove_records(dir).with_context(|| format!("clearing {} to start again", dir.display()))?;
+                    start = Start::Fresh(resumes);
+                }
+            }
+        };
         let score = if interrupted {
             let why = "interrupted before evaluation: run `mlrb eval <episode-dir>` to score it";
             ScoreRecord::not_evaluated(task, &record, why)
@@ -85,6 +93,71 @@ impl Runner {
         };
         score.write(dir)?;
         Ok((record, score))
+    }
+
+    /// Runs the agent once, fresh or resumed, and records how it ended.
+    async fn attempt(
+        &self,
+        request: &EpisodeRequest,
+        start: Start,
+        prepared: &Prepared,
+        devices: &[String],
+        interrupt: impl std::future::Future<Output = ()>,
+    ) -> Result<Attempt> {
+        let dir = &request.dir;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let log = AgentLog::create(&dir.join("agent.log"), request.limits.agent_log_bytes)?;
+        let resumed = matches!(start, Start::Resume(_));
+        let (state, mut record) = match start {
+            Start::Fresh(resumes) => {
+                let state = self.agent_state(request, prepared, devices, &log).await?;
+                let mut record = EpisodeRecord::new(request, prepared, self.sandbox.as_ref())?;
+                record.resumes = resumes;
+                (state, record)
+            }
+            Start::Resume(point) => {
+                let record = point.commit(dir)?;
+                tracing::info!(dir = %dir.display(), after_step = point.resume.after_step, "resuming");
+                (
+                    self.resumed_state(request, prepared, devices, &log, *point).await?,
+                    record,
+                )
+            }
+        };
+        record.llm = self.llm.describe();
+        record.gpus = devices.to_vec();
+        record.write(dir)?;
+        let mut state = state;
+        state.recorder.halted_by(request.halt.clone());
+
+        let instantiated = Instant::now();
+        let (ended, state) = self.drive(&request.agent, state, &request.limits, interrupt).await;
+        log.close();
+        if resumed && state.recorder.is_replaying() && ended.reason != EndReason::Interrupted {
+            let why = match ended.reason {
+                EndReason::ReplayDiverged => format!("the replay diverged: {}", ended.detail),
+                other => format!(
+                    "the replay diverged: the agent ended ({}) with {} recorded calls still to make",
+                    other.name(),
+                    state.recorder.replay().map_or(0, |r| r.calls_left())
+                ),
+            };
+            if let Err(error) = state.exec.runner.close().await {
+                tracing::warn!(error = %format!("{error:#}"), "closing the episode's sandbox");
+            }
+            tracing::warn!(dir = %dir.display(), %why, "starting the resumed episode again");
+            let mut resumes = record.resumes;
+            if let Some(last) = resumes.last_mut() {
+                last.restarted = Some(why);
+            }
+            return Ok(Attempt::Diverged(resumes));
+        }
+        let detail: String = ended.detail.chars().take(300).collect();
+        tracing::info!(reason = %ended.reason.name(), %detail, "agent finished");
+        let interrupted = ended.reason == EndReason::Interrupted;
+        record.finish(close(state, ended, &request.limits, &log, instantiated).await?);
+        record.write(dir)?;
+        Ok(Attempt::Ran(record, interrupted))
     }
 
     /// Everything the agent's store holds: the workspace, its sandbox, the
@@ -117,13 +190,7 @@ impl Runner {
             &task.spec.files.read_only,
             limits.clone(),
         )?;
-        let exec_dir = dir.join("exec");
-        std::fs::create_dir_all(&exec_dir)?;
-        let (tally, resolver, gateway) = episode_network(limits)?;
-        let reach = gateway.as_ref().map_or(Reach::Nothing, |g| Reach::Proxy(g.socket()));
-        let setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec(), reach);
-        let scripts =
-            ScriptRunner::new(self.sandbox.open_episode(setup).await?, limits.clone(), exec_dir).with_gateway(gateway);
+        let (scripts, network) = self.scripts(request, &files, devices, false).await?;
         let started = Instant::now();
         let snapshots = match (&request.fork, &forked_from) {
             (Some(fork), Some(manifest)) => {
@@ -141,9 +208,110 @@ impl Runner {
             recorder.report_progress(progress.clone());
         }
         let task_info = begin_record(&mut recorder, request, files.handle())?;
-        let validation = (task.spec.validation.enabled).then(|| self.validation_policy(task, prepared, devices, dir));
-        Ok(AgentState::new(Parts {
-            limits,
+        Ok(self.state(
+            request,
+            prepared,
+            devices,
+            log,
+            (recorder, files, scripts, network),
+            task_info,
+        ))
+    }
+
+    /// The store of a resumed episode: its workspace restored from the
+    /// snapshot after its last recorded call, its records going on from
+    /// there, and its agent answered from them until it goes on live.
+    async fn resumed_state(
+        &self,
+        request: &EpisodeRequest,
+        prepared: &Prepared,
+        devices: &[String],
+        log: &AgentLog,
+        point: ResumePoint,
+    ) -> Result<AgentState> {
+        let (dir, task, limits) = (&request.dir, &request.task, &request.limits);
+        let (workspace, snapshots_dir) = (dir.join("workspace"), dir.join("snapshots"));
+        // What the dead host's step in flight left behind goes with it.
+        for partial in [&workspace, &dir.join("history")] {
+            if partial.exists() {
+                remove_records(partial).with_context(|| format!("clearing {}", partial.display()))?;
+            }
+        }
+        let manifest = snapshot::read_manifest(&snapshots_dir, point.snapshot)?;
+        snapshot::materialize_writable(&snapshots_dir, &manifest, &workspace)?;
+        let files = WorkspaceFiles::open(
+            &workspace,
+            &dir.join("history"),
+            &task.spec.files.read_only,
+            limits.clone(),
+        )?;
+        let (scripts, network) = self.scripts(request, &files, devices, true).await?;
+        // The whole budget while it replays; from going live, what is left.
+        let charged = Duration::from_millis(point.resume.charged_ms);
+        let started = Instant::now();
+        let mut snapshots = SnapshotStore::resumed(&snapshots_dir, point.snapshot, limits)?;
+        snapshots.remember_materialized(&workspace, &manifest);
+        let kept = point.recording.lines.len() as u64;
+        let trace = Trace::continuing(&dir.join("events.jsonl"), kept, started, limits.trace_bytes)?
+            .keeping_objects(snapshots.objects_dir());
+        let mut recorder = Recorder::new(trace, snapshots, limits.max_steps, started, started + limits.wall());
+        if let Some(progress) = &request.progress {
+            recorder.report_progress(progress.clone());
+        }
+        let task_info = recorded_task(&point.recording)?;
+        let mark = point.mark();
+        recorder.resuming(Replay::resuming(point.recording), Resumption { charged, mark })?;
+        Ok(self.state(
+            request,
+            prepared,
+            devices,
+            log,
+            (recorder, files, scripts, network),
+            task_info,
+        ))
+    }
+
+    /// The episode's sandbox, opened for its scripts, and its network.
+    async fn scripts(
+        &self,
+        request: &EpisodeRequest,
+        files: &WorkspaceFiles,
+        devices: &[String],
+        resumed: bool,
+    ) -> Result<(ScriptRunner, (Arc<Tally>, Result<Resolver, String>))> {
+        let (dir, limits) = (&request.dir, &request.limits);
+        let exec_dir = dir.join("exec");
+        std::fs::create_dir_all(&exec_dir)?;
+        let (tally, resolver, gateway) = episode_network(limits)?;
+        let reach = gateway.as_ref().map_or(Reach::Nothing, |g| Reach::Proxy(g.socket()));
+        let setup = episode_setup(&dir.display().to_string(), files, limits, devices.to_vec(), reach);
+        let mut scripts = ScriptRunner::new(self.sandbox.open_episode(setup).await?, limits.clone(), exec_dir);
+        if resumed {
+            scripts = scripts.numbered_after_existing_logs();
+        }
+        Ok((scripts.with_gateway(gateway), (tally, resolver)))
+    }
+
+    /// Each interface's state around the episode's recorder, files and scripts.
+    fn state(
+        &self,
+        request: &EpisodeRequest,
+        prepared: &Prepared,
+        devices: &[String],
+        log: &AgentLog,
+        (recorder, files, scripts, network): (
+            Recorder,
+            WorkspaceFiles,
+            ScriptRunner,
+            (Arc<Tally>, Result<Resolver, String>),
+        ),
+        task_info: TaskInfoRecord,
+    ) -> AgentState {
+        let task = &request.task;
+        let validation =
+            (task.spec.validation.enabled).then(|| self.validation_policy(task, prepared, devices, &request.dir));
+        AgentState::new(Parts {
+            limits: &request.limits,
             seed: request.seed,
             log,
             recorder,
@@ -152,8 +320,8 @@ impl Runner {
             task: task_info,
             validation,
             llm: self.llm.clone(),
-            network: (tally, resolver),
-        }))
+            network,
+        })
     }
 
     /// Runs the agent until it returns, traps, runs out of time or is
@@ -166,6 +334,11 @@ impl Runner {
         interrupt: impl std::future::Future<Output = ()>,
     ) -> (Ended, AgentState) {
         let info: TaskInfo = state.episode.task_info.clone().into();
+        // A replay (a fork's, a resume's) runs before the budget's clock goes on.
+        let outer = match state.recorder.is_replaying() {
+            true => limits.wall() * 2 + DEADLINE_GRACE,
+            false => limits.wall() + DEADLINE_GRACE,
+        };
         let mut store = agent_store(self.engine.engine(), state, limits.wall());
         let run = async {
             let instance = agent.pre.instantiate_async(&mut store).await?;
@@ -175,7 +348,7 @@ impl Runner {
         // The epoch callback stops wasm at the deadline and every host call
         // is bounded by it; this outer timeout only catches a stuck host call.
         let (reason, detail, answer) = tokio::select! {
-            finished = tokio::time::timeout(limits.wall() + DEADLINE_GRACE, run) => match finished {
+            finished = tokio::time::timeout(outer, run) => match finished {
                 Ok(Ok(Ok(answer))) => (EndReason::Completed, String::new(), Some(answer)),
                 Ok(Ok(Err(message))) => (EndReason::AgentError, message, None),
                 Ok(Err(error)) => {
@@ -201,6 +374,44 @@ impl Runner {
 /// fork of the same agent replays the parent's first steps (the task as
 /// the parent was told it); a fork with another agent starts fresh at the
 /// parent's step count.
+/// How `request` starts: fresh in an empty folder, or (when it may resume)
+/// where the dead host left it; records that cannot be resumed from are
+/// cleared, and the episode starts again, saying why.
+fn start_of(request: &EpisodeRequest) -> Result<Start> {
+    let dir = &request.dir;
+    if !request.resume {
+        if dir.join("episode.json").exists() {
+            bail!(
+                "{}: already holds an episode; choose another --run-name or --out",
+                dir.display()
+            );
+        }
+        return Ok(Start::Fresh(Vec::new()));
+    }
+    let restart = match Resumable::read(dir) {
+        Resumable::Resume(point) if point.record.agent.sha256 == request.agent.sha256 => {
+            return Ok(Start::Resume(point));
+        }
+        Resumable::Resume(point) => Some(format!(
+            "the agent changed since it ran (SHA-256 {}, now {}): its records are not this agent's",
+            point.record.agent.sha256, request.agent.sha256
+        )),
+        Resumable::Ended => bail!("{}: this episode ended; there is nothing to resume", dir.display()),
+        Resumable::Nothing => None,
+        Resumable::Restart(why) => Some(why),
+    };
+    let mut resumes = Vec::new();
+    if let Some(why) = restart {
+        tracing::warn!(dir = %dir.display(), %why, "the episode cannot be resumed; starting again");
+        resumes = EpisodeRecord::read(dir).map(|r| r.resumes).unwrap_or_default();
+        resumes.push(ResumeRecord::restarted(why));
+    }
+    if dir.exists() {
+        remove_records(dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    Ok(Start::Fresh(resumes))
+}
+
 /// The episode's network: one tally and one resolver, which its egress proxy
 /// (started when the task grants a network) and its agent's wasi:http share.
 type EpisodeNetwork = (Arc<Tally>, Result<Resolver, String>, Option<Gateway>);
@@ -254,12 +465,12 @@ pub(super) fn recorded_task(recording: &Recording) -> Result<TaskInfoRecord> {
 /// A store that caps the agent's memory and, at every epoch tick, stops it
 /// at the deadline or yields so other tasks (and the interrupt) run.
 fn agent_store(engine: &wasmtime::Engine, state: AgentState, wall: Duration) -> Store<AgentState> {
-    let deadline = state.recorder.deadline;
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.memory);
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
-        if Instant::now() >= deadline {
+    // Read at each tick: a resumed episode's deadline moves when it goes live.
+    store.epoch_deadline_callback(move |store| {
+        if Instant::now() >= store.data().recorder.deadline {
             return Err(end(
                 Stop::Timeout,
                 format!("the wall-clock budget of {} s ran out", wall.as_secs()),
@@ -297,6 +508,8 @@ async fn close(
     // The agent's HTTP responses it still held end with its resources:
     // their exchanges are recorded below, with everything else it observed.
     drop(table);
+    // The host's own closing records are written even when it is stopping.
+    recorder.halted_by(None);
     http.settle(Duration::from_secs(2)).await;
     if let Some(connections) = late {
         recorder.record_host("egress", connections);

@@ -69,6 +69,9 @@ pub struct Trace {
     head: String,
     /// Where strings cut from lines are kept whole (by blake3).
     objects: Option<std::path::PathBuf>,
+    /// Lines already in the file (a resumed episode's records): a replay
+    /// copying them checks their chain and moves past them.
+    present: u64,
 }
 
 /// The blake3 of one trace line (without its newline), in hex.
@@ -87,6 +90,24 @@ impl Trace {
             budget,
             head: GENESIS.into(),
             objects: None,
+            present: 0,
+        })
+    }
+
+    /// The trace of a resumed episode: `path` holds `lines` (its records
+    /// up to the last call recorded whole, chained); a replay copies them
+    /// through [`Trace::write_recorded`], and new lines follow them.
+    pub fn continuing(path: &Path, lines: u64, started: Instant, budget: u64) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new().append(true).open(path)?;
+        Ok(Self {
+            bytes: file.metadata()?.len(),
+            out: BufWriter::new(file),
+            seq: 0,
+            started,
+            budget,
+            head: GENESIS.into(),
+            objects: None,
+            present: lines,
         })
     }
 
@@ -126,6 +147,19 @@ impl Trace {
     pub fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
+    }
+
+    /// Counts time from `started` on (a resumed episode going live: its
+    /// clock goes on from the time it had used).
+    pub fn rebase(&mut self, started: Instant) {
+        self.started = started;
+    }
+
+    /// Makes every line written so far durable (a step boundary: at most
+    /// the step in flight is lost with the machine).
+    pub fn sync(&mut self) -> std::io::Result<()> {
+        self.out.flush()?;
+        self.out.get_ref().sync_data()
     }
 
     /// Milliseconds since the episode started.
@@ -168,6 +202,10 @@ impl Trace {
             )));
         }
         self.seq = seq;
+        if seq <= self.present {
+            self.head = line_hash(line.as_bytes());
+            return Ok(());
+        }
         self.append(line.as_bytes().to_vec())
     }
 

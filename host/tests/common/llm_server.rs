@@ -4,7 +4,7 @@
 //! — and answers from a script, faults included. It records every request
 //! it receives.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,6 +34,8 @@ pub enum Reply {
     Raw(String),
     /// The model declines (content filter / refusal stop reason).
     Refuse,
+    /// This reply, after sleeping (only the first time, when keyed).
+    Delayed(Duration, Box<Reply>),
     /// Answers with `text` after sleeping `delay`.
     Slow(Duration, String),
     /// A call of the tool `name` with `arguments` (JSON text, sent as given,
@@ -141,6 +143,51 @@ impl Received {
     }
 }
 
+/// The answers to come: in the order requests arrive, or keyed by what
+/// they ask (the n-th different conversation gets the n-th answer, and the
+/// same conversation asked again gets the same answer, at once), as a
+/// deterministic model would answer an agent run twice.
+enum Script {
+    Ordered(VecDeque<Reply>),
+    Keyed {
+        replies: Vec<Reply>,
+        seen: HashMap<String, usize>,
+    },
+}
+
+impl Script {
+    fn next(&mut self, body: &Value) -> Reply {
+        let end = || Reply::Text("(end of script)".into());
+        match self {
+            Script::Ordered(replies) => replies.pop_front().unwrap_or_else(end),
+            Script::Keyed { replies, seen } => {
+                let key = body["messages"].to_string();
+                let known = seen.len();
+                let (index, again) = match seen.get(&key) {
+                    Some(index) => (*index, true),
+                    None => {
+                        seen.insert(key, known);
+                        (known, false)
+                    }
+                };
+                match replies.get(index).cloned() {
+                    Some(Reply::Slow(_, text)) if again => Reply::Text(text),
+                    Some(Reply::Delayed(_, reply)) if again => *reply,
+                    Some(reply) => reply,
+                    None => end(),
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, more: impl IntoIterator<Item = Reply>) {
+        match self {
+            Script::Ordered(replies) => replies.extend(more),
+            Script::Keyed { replies, .. } => replies.extend(more),
+        }
+    }
+}
+
 /// Requests being answered now, and the most ever at once.
 #[derive(Default)]
 struct Load {
@@ -150,7 +197,7 @@ struct Load {
 
 pub struct LlmServer {
     pub addr: SocketAddr,
-    script: Arc<Mutex<VecDeque<Reply>>>,
+    script: Arc<Mutex<Script>>,
     received: Arc<Mutex<Vec<Received>>>,
     load: Arc<Load>,
     _runtime: tokio::runtime::Runtime,
@@ -165,12 +212,26 @@ impl LlmServer {
     /// Starts the server with `script`; once it is used up every request
     /// gets the text "(end of script)".
     pub fn start(script: Vec<Reply>) -> LlmServer {
+        Self::serving(Script::Ordered(VecDeque::from(script)))
+    }
+
+    /// Starts the server answering by conversation: the n-th different one
+    /// gets `script[n]`, and one asked again (an agent run again from its
+    /// records) gets the same answer.
+    pub fn start_keyed(script: Vec<Reply>) -> LlmServer {
+        Self::serving(Script::Keyed {
+            replies: script,
+            seen: HashMap::new(),
+        })
+    }
+
+    fn serving(script: Script) -> LlmServer {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
-        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let script = Arc::new(Mutex::new(script));
         let received = Arc::new(Mutex::new(Vec::new()));
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -210,7 +271,7 @@ impl LlmServer {
 
     /// Appends answers to the script.
     pub fn push(&self, replies: impl IntoIterator<Item = Reply>) {
-        self.script.lock().unwrap().extend(replies);
+        self.script.lock().unwrap().push(replies);
     }
 
     /// The most requests it was ever answering at once.
@@ -237,7 +298,7 @@ impl LlmServer {
 
 async fn answer(
     request: Request<Incoming>,
-    script: Arc<Mutex<VecDeque<Reply>>>,
+    script: Arc<Mutex<Script>>,
     received: Arc<Mutex<Vec<Received>>>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let path = request.uri().path().to_string();
@@ -259,12 +320,15 @@ async fn answer(
         .map(|m| m.iter().map(|m| words(m["content"].as_str().unwrap_or(""))).sum())
         .unwrap_or(0)
         + words(body["system"].as_str().unwrap_or(""));
+    let reply = script.lock().unwrap().next(&body);
     received.lock().unwrap().push(Received { path, headers, body });
-    let reply = script
-        .lock()
-        .unwrap()
-        .pop_front()
-        .unwrap_or(Reply::Text("(end of script)".into()));
+    let reply = match reply {
+        Reply::Delayed(delay, reply) => {
+            tokio::time::sleep(delay).await;
+            *reply
+        }
+        other => other,
+    };
     let json_response = |code: u16, value: Value| {
         Response::builder()
             .status(code)
@@ -333,5 +397,6 @@ async fn answer(
             tokio::time::sleep(Duration::from_secs(3600)).await;
             json_response(500, json!({}))
         }
+        Reply::Delayed(..) => json_response(500, json!({"error": "a delayed reply inside another"})),
     })
 }

@@ -32,6 +32,6 @@ mod tree;
 pub use links::resolve_link;
 pub use manifest::{Manifest, ManifestEntry, Refused, SnapshotStats};
 pub use materialize::{materialize_contained, materialize_writable};
-pub use read::{is_hash, latest_manifest, list_manifests, read_manifest};
+pub use read::{is_hash, latest_manifest, list_manifests, read_manifest, read_manifest_header};
 pub use store::SnapshotStore;
 pub use tree::SHARD_ENTRIES;

@@ -88,6 +88,11 @@ fn load(dir: &Path, path: &Path) -> Result<Manifest> {
     Ok(manifest)
 }
 
+/// The header of manifest `id` (totals, root), without its entries.
+pub fn read_manifest_header(dir: &Path, id: u64) -> Result<Manifest> {
+    read_header(&dir.join("manifests").join(format!("{id:06}.json")))
+}
+
 /// The manifest `id` of an episode's snapshot directory, with its entries.
 pub fn read_manifest(dir: &Path, id: u64) -> Result<Manifest> {
     load(dir, &dir.join("manifests").join(format!("{id:06}.json")))

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use crate::limits::Limits;
 use crate::record::snapshot::manifest::{Manifest, ManifestEntry};
 use crate::record::snapshot::objects::{Objects, link_all, write_new};
-use crate::record::snapshot::read::read_manifest;
+use crate::record::snapshot::read::{read_manifest, read_manifest_header};
 use crate::record::snapshot::scan::{Restart, Walk, Walked};
 use crate::record::snapshot::tracking::{Plan, StatKey, Tracking};
 use crate::record::snapshot::tree::{flat_entry, join};
@@ -208,9 +208,44 @@ impl SnapshotStore {
             ..manifest.clone()
         })?;
         write_new(&path, &[&header, b"\n"]).with_context(|| format!("writing {}", path.display()))?;
+        // On disk (objects, trees, manifest) before any event names it, so
+        // that a resume after a crash finds every snapshot the trace does.
+        self.sync().with_context(|| format!("syncing {}", self.dir.display()))?;
         self.next_id += 1;
         self.last = Some(manifest);
         Ok(self.last.as_ref())
+    }
+
+    /// Flushes the filesystem the store is on: one call, where syncing each
+    /// new object would be one per file.
+    fn sync(&self) -> std::io::Result<()> {
+        let dir = std::fs::File::open(&self.dir)?;
+        rustix::fs::syncfs(&dir)?;
+        Ok(())
+    }
+
+    /// A store that goes on in `dir` after its snapshot `upto` (an episode
+    /// resumed after its host died): later manifests, taken for a step that
+    /// was never recorded, are removed; their objects stay, unreferenced.
+    pub fn resumed(dir: &Path, upto: u64, limits: &Limits) -> Result<Self> {
+        let mut store = Self::create(dir, limits)?;
+        for entry in fs::read_dir(&store.manifests)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let id = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse::<u64>().ok());
+            match id {
+                Some(id) if id <= upto => {
+                    store.written += read_manifest_header(dir, id).map_or(0, |m| m.stats.written_bytes);
+                }
+                _ => fs::remove_file(entry.path())?,
+            }
+        }
+        store.last = Some(read_manifest_header(dir, upto)?);
+        store.next_id = upto + 1;
+        Ok(store)
     }
 
     /// A walk of the workspace into this store; `plan`: what to look at again.

@@ -3,7 +3,10 @@
 //! gets a 4xx with its reason and changes nothing. An upload is size-capped
 //! while it streams, hash-checked against what the worker states, unpacked
 //! beneath a staging folder, and moved into the run only once the queue has
-//! recorded it.
+//! recorded it. A stopped worker's episode is kept suspended (`partial`)
+//! for the next lease to go on with.
+
+mod partial;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -140,6 +143,8 @@ impl Server {
                 Err(refusal) => return refusal,
             },
             (&Method::POST, "/v1/report") => self.report(request).await,
+            (&Method::POST, "/v1/suspend") => self.suspend(request).await,
+            (&Method::GET, "/v1/partial") => self.partial(&request).await,
             _ => Ok(refuse(StatusCode::NOT_FOUND, &format!("no such endpoint: {path}"))),
         };
         answer.unwrap_or_else(|error| {
@@ -201,7 +206,11 @@ impl Server {
                 Some(_) => None,
                 None => Some(self.queue.counts(now)?),
             };
-            return Ok(json(StatusCode::OK, &LeaseAnswer { lease, counts }));
+            let partial = match &lease {
+                Some(lease) => self.resumed_by(lease, now)?,
+                None => None,
+            };
+            return Ok(json(StatusCode::OK, &LeaseAnswer { lease, counts, partial }));
         }
     }
 
@@ -233,6 +242,21 @@ impl Server {
     }
 
     async fn report(&self, request: Request<Incoming>) -> Result<Answer> {
+        let upload = match self.checked_upload(request).await? {
+            Ok(upload) => upload,
+            Err(refusal) => return Ok(refusal),
+        };
+        let staging = self.dir.join("cluster/staging").join(super::new_secret()?);
+        let answer = self.finish(upload, &staging).await;
+        if staging.exists() {
+            let _ = crate::record::walk::remove_tree(&staging);
+        }
+        answer
+    }
+
+    /// An upload's headers, its lease (given for its episode) and its body,
+    /// read under the cap and checked against the hash the worker stated.
+    async fn checked_upload(&self, request: Request<Incoming>) -> Result<Result<Upload, Answer>> {
         let header = |name: &str| {
             request
                 .headers()
@@ -244,56 +268,60 @@ impl Server {
         let (Some(episode), Some(token), Some(claimed)) =
             (header(EPISODE_HEADER), header(LEASE_HEADER), header(HASH_HEADER))
         else {
-            return Ok(refuse(
+            return Ok(Err(refuse(
                 StatusCode::BAD_REQUEST,
                 &format!("an upload needs the headers {EPISODE_HEADER}, {LEASE_HEADER} and {HASH_HEADER}"),
-            ));
+            )));
         };
-        match self.queue.lease_of(&episode, &token)? {
-            None => {
-                return Ok(refuse(
-                    StatusCode::NOT_FOUND,
-                    &format!("{episode}: no such episode in this run"),
-                ));
-            }
-            Some((false, _)) => {
-                return Ok(refuse(
-                    StatusCode::FORBIDDEN,
-                    &format!("{episode}: this lease token was never given for this episode"),
-                ));
-            }
-            Some((true, _)) => {}
+        if let Some(refusal) = self.lease_refusal(&episode, &token)? {
+            return Ok(Err(refusal));
         }
         let spool = match self.spool(request.into_body()).await? {
             Ok(spool) => spool,
-            Err(refusal) => return Ok(refusal),
+            Err(refusal) => return Ok(Err(refusal)),
         };
         let actual = spool.hasher.finalize().to_hex().to_string();
         if !claimed.eq_ignore_ascii_case(&actual) {
-            return Ok(refuse(
+            return Ok(Err(refuse(
                 StatusCode::BAD_REQUEST,
                 &format!(
                     "the upload's blake3 is {actual}, not the {claimed} stated: it was damaged on the way; send it again"
                 ),
-            ));
+            )));
         }
-        let staging = self.dir.join("cluster/staging").join(super::new_secret()?);
-        let answer = self.finish(&episode, &token, spool, &staging, staged).await;
-        if staging.exists() {
-            let _ = crate::record::walk::remove_tree(&staging);
-        }
-        answer
+        Ok(Ok(Upload {
+            episode,
+            token,
+            spool,
+            staged,
+        }))
+    }
+
+    /// Why `token` may not act for `episode` (no such episode, or a token
+    /// never given for it); None when it may.
+    fn lease_refusal(&self, episode: &str, token: &str) -> Result<Option<Answer>> {
+        Ok(match self.queue.lease_of(episode, token)? {
+            None => Some(refuse(
+                StatusCode::NOT_FOUND,
+                &format!("{episode}: no such episode in this run"),
+            )),
+            Some((false, _)) => Some(refuse(
+                StatusCode::FORBIDDEN,
+                &format!("{episode}: this lease token was never given for this episode"),
+            )),
+            Some((true, _)) => None,
+        })
     }
 
     /// Unpacks a checked upload, moves it into the run and records it.
-    async fn finish(
-        &self,
-        episode: &str,
-        token: &str,
-        spool: Spool,
-        staging: &Path,
-        staged: Option<String>,
-    ) -> Result<Answer> {
+    async fn finish(&self, upload: Upload, staging: &Path) -> Result<Answer> {
+        let Upload {
+            episode,
+            token,
+            spool,
+            staged,
+        } = upload;
+        let (episode, token) = (episode.as_str(), token.as_str());
         let unpacked = match spool.unpack(staging) {
             Ok(unpacked) => unpacked,
             Err(error) => return Ok(refuse(StatusCode::BAD_REQUEST, &format!("{error:#}"))),
@@ -311,7 +339,9 @@ impl Server {
             },
             (None, folder) => folder,
         };
-        let result = unpacked.result;
+        let Some(result) = unpacked.result else {
+            return Ok(refuse(StatusCode::BAD_REQUEST, "the upload has no result.json"));
+        };
         if result.id != episode || result.dir != episode {
             return Ok(refuse(
                 StatusCode::BAD_REQUEST,
@@ -344,6 +374,7 @@ impl Server {
             std::fs::rename(folder, &target).with_context(|| format!("moving the upload to {}", target.display()))?;
         }
         let reported = self.record(episode, token, result)?;
+        self.drop_partial(episode);
         Ok(json(StatusCode::OK, &ReportAnswer { reported }))
     }
 
@@ -403,6 +434,14 @@ impl Server {
         }
         Ok(Ok(spool))
     }
+}
+
+/// An upload whose lease and hash were checked.
+struct Upload {
+    episode: String,
+    token: String,
+    spool: Spool,
+    staged: Option<String>,
 }
 
 /// An upload's body, as read so far: in memory, or in a file once it is

@@ -1,0 +1,159 @@
+//! Resuming a killed episode: a 101-step episode (99 small writes, a
+//! five-second script, a write) has its host SIGKILLed while the script
+//! (step 100) runs, and `mlrb bench --resume` goes on after step 99. Prints the time from the
+//! resume command's start to the episode going live again (process start,
+//! agent load from the cache, workspace restored from the snapshot after
+//! step 99, the 99 recorded calls replayed), and to the whole resumed
+//! bench's end. Also what a step's durability costs on this disk: the
+//! trace's fdatasync after each step and the filesystem sync after each
+//! snapshot, against the same step without them.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn mlrb(cache: &Path) -> Command {
+    let mut command = Command::new(common::target_dir().join("debug/mlrb"));
+    command
+        .env("MLRB_TASKS_DIR", common::root().join("tasks"))
+        .env("MLRB_CACHE_DIR", cache)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+fn events(episode: &Path) -> String {
+    std::fs::read_to_string(episode.join("events.jsonl")).unwrap_or_default()
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < Duration::from_secs(300), "never {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn episode_of(run: &Path) -> Option<PathBuf> {
+    walkdir::WalkDir::new(run)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name() == "episode.json")
+        .map(|e| e.path().parent().unwrap().to_path_buf())
+}
+
+fn resume_to_live() {
+    let agent = common::probes().join("hundred_steps.wasm");
+    assert!(
+        agent.is_file(),
+        "{}: build the probe agents first (scripts/bench.sh does)",
+        agent.display()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let (cache, out) = (tmp.path().join("cache"), tmp.path().join("runs"));
+    let mut killed = mlrb(&cache)
+        .args([
+            "bench",
+            "--quiet",
+            "--task",
+            "digits",
+            "--seeds",
+            "1",
+            "--run-name",
+            "r",
+            "--agent",
+        ])
+        .arg(&agent)
+        .arg("--out")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    let run = out.join("r");
+    wait_for("step 100 running", || {
+        episode_of(&run).is_some_and(|e| events(&e).contains("\"step\":99,"))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let episode = episode_of(&run).unwrap();
+
+    let started = Instant::now();
+    let mut resumed = mlrb(&cache)
+        .args(["bench", "--quiet", "--resume"])
+        .arg(&run)
+        .spawn()
+        .unwrap();
+    wait_for("the resume going live", || {
+        events(&episode).contains("\"function\":\"resume\"")
+    });
+    let live = started.elapsed();
+    let status = resumed.wait().unwrap();
+    let whole = started.elapsed();
+    assert!(status.success(), "the resumed bench failed");
+    let text = events(&episode);
+    let mark: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["function"] == "resume")
+        .unwrap();
+    println!(
+        "resume of an episode killed during its step 100: live again after {:.0} ms (after step {}), the resumed bench done in {:.1} s (its 5 s script run again)",
+        live.as_secs_f64() * 1000.0,
+        mark["args"]["after_step"],
+        whole.as_secs_f64()
+    );
+}
+
+fn durability() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut session = common::small_session(tmp.path());
+    let mut synced = Vec::new();
+    for _ in 0..500 {
+        let started = Instant::now();
+        common::list_files_call(&mut session);
+        synced.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    let mut trace_sync = Vec::new();
+    for _ in 0..500 {
+        let started = Instant::now();
+        session.recorder.trace.sync().unwrap();
+        trace_sync.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    let mut snapshot = Vec::new();
+    for n in 0..200 {
+        std::fs::write(session.files.root().join("file0.py"), format!("print({n})\n")).unwrap();
+        let started = Instant::now();
+        session
+            .recorder
+            .snapshot_now(session.files.handle(), "step")
+            .unwrap()
+            .expect("a change");
+        snapshot.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    let dir = std::fs::File::open(session.recorder.snapshots.dir()).unwrap();
+    let mut syncfs = Vec::new();
+    for _ in 0..200 {
+        let started = Instant::now();
+        rustix::fs::syncfs(&dir).unwrap();
+        syncfs.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    println!(
+        "durability per step: a step's trace line with its fdatasync {:.0} µs (the fdatasync alone {:.0} µs); a one-file snapshot with its syncfs {:.2} ms (the syncfs alone {:.2} ms); medians",
+        common::median(&mut synced),
+        common::median(&mut trace_sync),
+        common::median(&mut snapshot),
+        common::median(&mut syncfs)
+    );
+}
+
+fn main() {
+    let which = std::env::args().nth(1).unwrap_or_default();
+    if which.is_empty() || which == "durability" {
+        durability();
+    }
+    if which.is_empty() || which == "resume" {
+        resume_to_live();
+    }
+}
