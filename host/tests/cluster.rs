@@ -144,7 +144,7 @@ fn workers_stopped_and_killed_mid_episode_lose_nothing_and_duplicate_nothing() {
 
 fn archive(result: &mlrb::bench::result_line::ResultLine, folder: Option<&Path>) -> Vec<u8> {
     let mut body = Vec::new();
-    mlrb::cluster::upload::pack(result, folder, &mut body).unwrap();
+    mlrb::cluster::upload::pack(Some(result), folder, &mut body).unwrap();
     body
 }
 

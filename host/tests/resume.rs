@@ -212,6 +212,9 @@ fn has_step(episode: &Path, function: &str) -> bool {
         .any(|e| e["function"] == function && e["step"].is_u64())
 }
 
+/// Whether the killed bench is where a kill point wants it.
+type Ready = dyn Fn(&Bench, &Path) -> bool;
+
 fn kill(mut child: Child) {
     child.kill().unwrap();
     child.wait().unwrap();
@@ -230,7 +233,7 @@ fn an_episode_killed_mid_script_mid_model_call_or_between_steps_resumes_to_the_u
     assert!(record.contains("\"reason\": \"completed\""), "{record}");
     assert_eq!(asked, 6, "the reference did not follow the script: {expected:#?}");
 
-    let points: [(&str, &dyn Fn(&Bench, &Path) -> bool); 3] = [
+    let points: [(&str, &Ready); 3] = [
         ("during a script", &|_, episode| script_running(episode, 1)),
         ("during a model call", &|bench, _| bench.server.received().len() >= 5),
         ("between steps", &|_, episode| has_step(episode, "inspect-lines")),

@@ -14,6 +14,7 @@ pub mod records;
 mod replay;
 mod request;
 pub mod resume;
+mod resumed;
 mod run;
 pub mod scan;
 mod score;

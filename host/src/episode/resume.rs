@@ -84,8 +84,9 @@ pub fn remove_records(dir: &Path) -> std::io::Result<()> {
 pub enum Resumable {
     /// Nothing recorded there: run it fresh.
     Nothing,
-    /// It ended (its records are whole): nothing to resume.
-    Ended,
+    /// Its agent's part ended and its records are whole (the host died
+    /// before or while scoring it): nothing to resume, only to score.
+    Ended(Box<EpisodeRecord>),
     /// It goes on from here.
     Resume(Box<ResumePoint>),
     /// Its records cannot be resumed from; it starts again, for this reason.
@@ -117,7 +118,7 @@ impl Resumable {
         let why = match &record.end {
             None => "host killed",
             Some(end) if end.reason == EndReason::Interrupted => "interrupted",
-            Some(_) => return Resumable::Ended,
+            Some(_) => return Resumable::Ended(Box::new(record)),
         };
         match ResumePoint::read(dir, record, why) {
             Ok(point) => Resumable::Resume(Box::new(point)),
@@ -144,7 +145,7 @@ impl ResumePoint {
             anyhow::bail!("no call of the agent's was recorded: nothing to resume from");
         };
         let (lines, events) = (lines[..=last_call].to_vec(), events[..=last_call].to_vec());
-        let snapshot = events.iter().filter_map(snapshot_of).last().unwrap_or(0);
+        let snapshot = events.iter().rev().find_map(snapshot_of).unwrap_or(0);
         snapshot::read_manifest_header(&dir.join("snapshots"), snapshot)
             .with_context(|| format!("the snapshot {snapshot} the trace names"))?;
         let after_step = events.iter().filter_map(|e| e["step"].as_u64()).max().unwrap_or(0) as u32;

@@ -5,18 +5,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use wasmtime::{Store, UpdateDeadline};
 
 use super::end::{EndReason, classify_trap};
 use super::records::{EpisodeEnd, keep_answer};
-use super::resume::{Resumable, ResumePoint, ResumeRecord, remove_records};
+use super::resume::{ResumePoint, ResumeRecord, remove_records};
 use super::{EpisodeRecord, EpisodeRequest, LoadedAgent, Runner, ScoreRecord};
 use crate::capability::agent_log::AgentLog;
 use crate::capability::episode::TaskInfoRecord;
 use crate::capability::exec::{ScriptRunner, episode_setup};
 use crate::capability::files::WorkspaceFiles;
-use crate::capability::recorder::{Recorder, Resumption, Stop, end};
+use crate::capability::recorder::{Recorder, Stop, end};
 use crate::capability::replay::Replay;
 use crate::capability::{AgentState, Parts, mlrb::agent::types::TaskInfo};
 use crate::limits::Limits;
@@ -42,17 +42,31 @@ pub(super) struct Ended {
     pub(super) answer: Option<String>,
 }
 
+/// The episode's network: the tally and resolver its scripts and agent share.
+pub(super) type Network = (Arc<Tally>, Result<Resolver, String>);
+
+/// What every episode's state is built around, fresh or resumed.
+pub(super) struct Pieces {
+    pub(super) recorder: Recorder,
+    pub(super) files: WorkspaceFiles,
+    pub(super) scripts: ScriptRunner,
+    pub(super) network: Network,
+}
+
 /// How an episode starts: fresh (with the resumes of an earlier start that
 /// could not go on, if any), or where a dead host left it.
-enum Start {
+pub(super) enum Start {
     Fresh(Vec<ResumeRecord>),
     Resume(Box<ResumePoint>),
+    /// The agent's part ended and was recorded; the host died before
+    /// scoring it.
+    Ended(Box<EpisodeRecord>),
 }
 
 /// What one attempt at an episode came to.
 enum Attempt {
     /// It ran to its end: its record, and whether it was interrupted.
-    Ran(EpisodeRecord, bool),
+    Ran(Box<EpisodeRecord>, bool),
     /// Its resume's replay diverged: it starts again from scratch, with
     /// these resumes recorded.
     Diverged(Vec<ResumeRecord>),
@@ -67,7 +81,7 @@ impl Runner {
         interrupt: impl std::future::Future<Output = ()>,
     ) -> Result<(EpisodeRecord, ScoreRecord)> {
         let (dir, task) = (&request.dir, &request.task);
-        let mut start = start_of(request)?;
+        let mut start = self.start_of(request)?;
         requirements::ensure(task, &self.offer()).await?;
         let lease = self.lease_gpus(task)?;
         let devices = lease.as_ref().map(|l| l.devices().to_vec()).unwrap_or_default();
@@ -78,7 +92,7 @@ impl Runner {
                 .attempt(request, start, &prepared, &devices, interrupt.as_mut())
                 .await?
             {
-                Attempt::Ran(record, interrupted) => break (record, interrupted),
+                Attempt::Ran(record, interrupted) => break (*record, interrupted),
                 Attempt::Diverged(resumes) => {
                     remove_records(dir).with_context(|| format!("clearing {} to start again", dir.display()))?;
                     start = Start::Fresh(resumes);
@@ -106,22 +120,25 @@ impl Runner {
     ) -> Result<Attempt> {
         let dir = &request.dir;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let log = AgentLog::create(&dir.join("agent.log"), request.limits.agent_log_bytes)?;
+        // A resumed agent's replay prints its log again, from the start.
+        let new_log = || AgentLog::create(&dir.join("agent.log"), request.limits.agent_log_bytes);
         let resumed = matches!(start, Start::Resume(_));
-        let (state, mut record) = match start {
+        let (state, mut record, log) = match start {
+            // Nothing to run: it is scored as it was recorded.
+            Start::Ended(record) => return Ok(Attempt::Ran(record, false)),
             Start::Fresh(resumes) => {
+                let log = new_log()?;
                 let state = self.agent_state(request, prepared, devices, &log).await?;
                 let mut record = EpisodeRecord::new(request, prepared, self.sandbox.as_ref())?;
                 record.resumes = resumes;
-                (state, record)
+                (state, record, log)
             }
             Start::Resume(point) => {
                 let record = point.commit(dir)?;
                 tracing::info!(dir = %dir.display(), after_step = point.resume.after_step, "resuming");
-                (
-                    self.resumed_state(request, prepared, devices, &log, *point).await?,
-                    record,
-                )
+                let log = new_log()?;
+                let state = self.resumed_state(request, prepared, devices, &log, *point).await?;
+                (state, record, log)
             }
         };
         record.llm = self.llm.describe();
@@ -157,7 +174,7 @@ impl Runner {
         let interrupted = ended.reason == EndReason::Interrupted;
         record.finish(close(state, ended, &request.limits, &log, instantiated).await?);
         record.write(dir)?;
-        Ok(Attempt::Ran(record, interrupted))
+        Ok(Attempt::Ran(Box::new(record), interrupted))
     }
 
     /// Everything the agent's store holds: the workspace, its sandbox, the
@@ -213,72 +230,24 @@ impl Runner {
             prepared,
             devices,
             log,
-            (recorder, files, scripts, network),
-            task_info,
-        ))
-    }
-
-    /// The store of a resumed episode: its workspace restored from the
-    /// snapshot after its last recorded call, its records going on from
-    /// there, and its agent answered from them until it goes on live.
-    async fn resumed_state(
-        &self,
-        request: &EpisodeRequest,
-        prepared: &Prepared,
-        devices: &[String],
-        log: &AgentLog,
-        point: ResumePoint,
-    ) -> Result<AgentState> {
-        let (dir, task, limits) = (&request.dir, &request.task, &request.limits);
-        let (workspace, snapshots_dir) = (dir.join("workspace"), dir.join("snapshots"));
-        // What the dead host's step in flight left behind goes with it.
-        for partial in [&workspace, &dir.join("history")] {
-            if partial.exists() {
-                remove_records(partial).with_context(|| format!("clearing {}", partial.display()))?;
-            }
-        }
-        let manifest = snapshot::read_manifest(&snapshots_dir, point.snapshot)?;
-        snapshot::materialize_writable(&snapshots_dir, &manifest, &workspace)?;
-        let files = WorkspaceFiles::open(
-            &workspace,
-            &dir.join("history"),
-            &task.spec.files.read_only,
-            limits.clone(),
-        )?;
-        let (scripts, network) = self.scripts(request, &files, devices, true).await?;
-        // The whole budget while it replays; from going live, what is left.
-        let charged = Duration::from_millis(point.resume.charged_ms);
-        let started = Instant::now();
-        let mut snapshots = SnapshotStore::resumed(&snapshots_dir, point.snapshot, limits)?;
-        snapshots.remember_materialized(&workspace, &manifest);
-        let kept = point.recording.lines.len() as u64;
-        let trace = Trace::continuing(&dir.join("events.jsonl"), kept, started, limits.trace_bytes)?
-            .keeping_objects(snapshots.objects_dir());
-        let mut recorder = Recorder::new(trace, snapshots, limits.max_steps, started, started + limits.wall());
-        if let Some(progress) = &request.progress {
-            recorder.report_progress(progress.clone());
-        }
-        let task_info = recorded_task(&point.recording)?;
-        let mark = point.mark();
-        recorder.resuming(Replay::resuming(point.recording), Resumption { charged, mark })?;
-        Ok(self.state(
-            request,
-            prepared,
-            devices,
-            log,
-            (recorder, files, scripts, network),
+            Pieces {
+                recorder,
+                files,
+                scripts,
+                network,
+            },
             task_info,
         ))
     }
 
     /// The episode's sandbox, opened for its scripts, and its network.
-    async fn scripts(
+    pub(super) async fn scripts(
         &self,
         request: &EpisodeRequest,
         files: &WorkspaceFiles,
         devices: &[String],
         resumed: bool,
-    ) -> Result<(ScriptRunner, (Arc<Tally>, Result<Resolver, String>))> {
+    ) -> Result<(ScriptRunner, Network)> {
         let (dir, limits) = (&request.dir, &request.limits);
         let exec_dir = dir.join("exec");
         std::fs::create_dir_all(&exec_dir)?;
@@ -293,20 +262,21 @@ impl Runner {
     }
 
     /// Each interface's state around the episode's recorder, files and scripts.
-    fn state(
+    pub(super) fn state(
         &self,
         request: &EpisodeRequest,
         prepared: &Prepared,
         devices: &[String],
         log: &AgentLog,
-        (recorder, files, scripts, network): (
-            Recorder,
-            WorkspaceFiles,
-            ScriptRunner,
-            (Arc<Tally>, Result<Resolver, String>),
-        ),
+        pieces: Pieces,
         task_info: TaskInfoRecord,
     ) -> AgentState {
+        let Pieces {
+            recorder,
+            files,
+            scripts,
+            network,
+        } = pieces;
         let task = &request.task;
         let validation =
             (task.spec.validation.enabled).then(|| self.validation_policy(task, prepared, devices, &request.dir));
@@ -374,44 +344,6 @@ impl Runner {
 /// fork of the same agent replays the parent's first steps (the task as
 /// the parent was told it); a fork with another agent starts fresh at the
 /// parent's step count.
-/// How `request` starts: fresh in an empty folder, or (when it may resume)
-/// where the dead host left it; records that cannot be resumed from are
-/// cleared, and the episode starts again, saying why.
-fn start_of(request: &EpisodeRequest) -> Result<Start> {
-    let dir = &request.dir;
-    if !request.resume {
-        if dir.join("episode.json").exists() {
-            bail!(
-                "{}: already holds an episode; choose another --run-name or --out",
-                dir.display()
-            );
-        }
-        return Ok(Start::Fresh(Vec::new()));
-    }
-    let restart = match Resumable::read(dir) {
-        Resumable::Resume(point) if point.record.agent.sha256 == request.agent.sha256 => {
-            return Ok(Start::Resume(point));
-        }
-        Resumable::Resume(point) => Some(format!(
-            "the agent changed since it ran (SHA-256 {}, now {}): its records are not this agent's",
-            point.record.agent.sha256, request.agent.sha256
-        )),
-        Resumable::Ended => bail!("{}: this episode ended; there is nothing to resume", dir.display()),
-        Resumable::Nothing => None,
-        Resumable::Restart(why) => Some(why),
-    };
-    let mut resumes = Vec::new();
-    if let Some(why) = restart {
-        tracing::warn!(dir = %dir.display(), %why, "the episode cannot be resumed; starting again");
-        resumes = EpisodeRecord::read(dir).map(|r| r.resumes).unwrap_or_default();
-        resumes.push(ResumeRecord::restarted(why));
-    }
-    if dir.exists() {
-        remove_records(dir).with_context(|| format!("clearing {}", dir.display()))?;
-    }
-    Ok(Start::Fresh(resumes))
-}
-
 /// The episode's network: one tally and one resolver, which its egress proxy
 /// (started when the task grants a network) and its agent's wasi:http share.
 type EpisodeNetwork = (Arc<Tally>, Result<Resolver, String>, Option<Gateway>);

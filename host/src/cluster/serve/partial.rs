@@ -2,7 +2,9 @@
 //! before preemption or requeue) uploads its episode's records, which the
 //! server keeps in `cluster/partial/<episode>/` and hands to the next lease
 //! of that episode, so that it goes on after the last recorded step instead
-//! of from scratch.
+//! of from scratch. On a shared filesystem, an episode whose worker died
+//! without a word (SIGKILL, a lost node or lease) is taken up the same way
+//! from the folder that worker was writing.
 
 use std::path::PathBuf;
 
@@ -28,7 +30,11 @@ impl Server {
     /// The step `lease` goes on after, when its episode was suspended:
     /// journalled and recorded in the queue.
     pub(super) fn resumed_by(&self, lease: &Lease, now: i64) -> Result<Option<u32>> {
-        let Resumable::Resume(point) = Resumable::read(&self.partial_dir(&lease.episode)) else {
+        let kept = self.partial_dir(&lease.episode);
+        if self.shared && lease.attempt > 1 && !kept.exists() {
+            self.take_up_dead_workers(&lease.episode)?;
+        }
+        let Resumable::Resume(point) = Resumable::read(&kept) else {
             return Ok(None);
         };
         let after_step = point.resume.after_step;
@@ -146,6 +152,41 @@ impl Server {
             .header(hyper::header::CONTENT_TYPE, "application/x-tar")
             .body(Full::new(Bytes::from(body)))
             .unwrap_or_default())
+    }
+
+    /// Keeps, as suspended, the most recent records of `episode` that a
+    /// worker left under the run's `cluster/work/` (copied: that worker
+    /// may still be running, cut off). Copied through the upload's archive,
+    /// which follows no link and refuses what is not a file or folder.
+    fn take_up_dead_workers(&self, episode: &str) -> Result<()> {
+        let work = self.dir.join("cluster/work");
+        let Ok(workers) = std::fs::read_dir(&work) else {
+            return Ok(());
+        };
+        let latest = workers
+            .filter_map(|w| w.ok())
+            .map(|w| w.path().join(episode))
+            .filter(|dir| !dir.is_symlink() && dir.join("episode.json").is_file())
+            .filter_map(|dir| Some((dir.join("events.jsonl").metadata().ok()?.modified().ok()?, dir)))
+            .max();
+        let Some((_, dir)) = latest else {
+            return Ok(());
+        };
+        let mut archive = tempfile::tempfile_in(self.dir.join("cluster"))?;
+        upload::pack(None, Some(&dir), &mut archive)?;
+        std::io::Seek::rewind(&mut archive)?;
+        let staging = self.dir.join("cluster/staging").join(crate::cluster::new_secret()?);
+        let taken = upload::unpack(std::io::BufReader::new(archive), &staging).and_then(|unpacked| {
+            let folder = unpacked.episode.ok_or_else(|| anyhow::anyhow!("an empty folder"))?;
+            let target = self.partial_dir(episode);
+            std::fs::create_dir_all(target.parent().unwrap_or(&self.dir))?;
+            Ok(std::fs::rename(folder, target)?)
+        });
+        let _ = crate::record::walk::remove_tree(&staging);
+        if let Err(error) = taken {
+            tracing::warn!(%episode, from = %dir.display(), error = %format!("{error:#}"), "taking up a dead worker's records");
+        }
+        Ok(())
     }
 
     /// Forgets the suspended records of an episode whose result is in.

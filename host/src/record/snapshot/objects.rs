@@ -19,7 +19,13 @@ pub(super) struct Objects {
     pub(super) trees: PathBuf,
     trees_stored: HashSet<String>,
     tmp_counter: u64,
+    /// Files written since the last [`Objects::sync`].
+    unsynced: Vec<PathBuf>,
 }
+
+/// Up to this many new files a snapshot syncs one by one; past it, the
+/// whole filesystem at once (a first snapshot of a large workspace).
+const SYNC_ONE_BY_ONE: usize = 64;
 
 impl Objects {
     /// The objects and trees of the snapshot directory `dir`.
@@ -29,7 +35,27 @@ impl Objects {
             trees: dir.join("trees"),
             trees_stored: HashSet::new(),
             tmp_counter: 0,
+            unsynced: Vec::new(),
         }
+    }
+
+    /// Makes what was written since the last call durable, with the folder
+    /// entries naming it (and `also`, the manifest just written): each file
+    /// and folder synced when there are few, else one `syncfs` (which
+    /// also flushes whatever else the filesystem holds dirty).
+    pub(super) fn sync(&mut self, also: &Path) -> std::io::Result<()> {
+        let files = std::mem::take(&mut self.unsynced);
+        if files.len() > SYNC_ONE_BY_ONE {
+            return rustix::fs::syncfs(fs::File::open(also)?).map_err(Into::into);
+        }
+        for file in files.iter().map(PathBuf::as_path).chain([also]) {
+            fs::File::open(file)?.sync_data()?;
+        }
+        let dirs = [Some(self.objects.as_path()), Some(self.trees.as_path()), also.parent()];
+        for dir in dirs.into_iter().flatten() {
+            fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     }
 
     /// Stores the content read from `file` (at most `limit` bytes) as an
@@ -81,6 +107,7 @@ impl Objects {
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&tmp, fs::Permissions::from_mode(0o444))?;
         fs::rename(&tmp, &object)?;
+        self.unsynced.push(object);
         Ok(Some((hash, size, written)))
     }
 
@@ -96,6 +123,7 @@ impl Objects {
             0
         } else {
             write_new(&path, &[&bytes])?;
+            self.unsynced.push(path);
             bytes.len() as u64
         };
         self.trees_stored.insert(hash.clone());

@@ -210,18 +210,12 @@ impl SnapshotStore {
         write_new(&path, &[&header, b"\n"]).with_context(|| format!("writing {}", path.display()))?;
         // On disk (objects, trees, manifest) before any event names it, so
         // that a resume after a crash finds every snapshot the trace does.
-        self.sync().with_context(|| format!("syncing {}", self.dir.display()))?;
+        self.content
+            .sync(&path)
+            .with_context(|| format!("syncing {}", self.dir.display()))?;
         self.next_id += 1;
         self.last = Some(manifest);
         Ok(self.last.as_ref())
-    }
-
-    /// Flushes the filesystem the store is on: one call, where syncing each
-    /// new object would be one per file.
-    fn sync(&self) -> std::io::Result<()> {
-        let dir = std::fs::File::open(&self.dir)?;
-        rustix::fs::syncfs(&dir)?;
-        Ok(())
     }
 
     /// A store that goes on in `dir` after its snapshot `upto` (an episode
