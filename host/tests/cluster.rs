@@ -142,6 +142,68 @@ fn workers_stopped_and_killed_mid_episode_lose_nothing_and_duplicate_nothing() {
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o600);
 }
 
+/// Suspending an episode and fetching suspended records: refused without
+/// the lease held, with a result in the upload, with no records to go on
+/// from; nothing is kept.
+fn suspensions_refused(
+    url: &str,
+    auth: (&str, &str),
+    (episode, lease): (&str, &str),
+    foreign: &str,
+    with_result: &[u8],
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("notes.txt"), "no records here").unwrap();
+    let mut empty = Vec::new();
+    mlrb::cluster::upload::pack(None, Some(tmp.path()), &mut empty).unwrap();
+    let hash = |bytes: &[u8]| blake3::hash(bytes).to_hex().to_string();
+    let suspend = |lease: &str, body: &[u8]| {
+        let headers = [
+            auth,
+            ("x-mlrb-episode", episode),
+            ("x-mlrb-lease", lease),
+            ("x-mlrb-blake3", &hash(body)),
+        ];
+        request(url, "POST", "/v1/suspend", &headers, body)
+    };
+    let fetch = |lease: &str| {
+        request(
+            url,
+            "GET",
+            "/v1/partial",
+            &[auth, ("x-mlrb-episode", episode), ("x-mlrb-lease", lease)],
+            b"",
+        )
+    };
+    let refusals: Vec<(&str, (u16, String), u16, &str)> = vec![
+        (
+            "suspend under a foreign lease",
+            suspend(foreign, &empty),
+            403,
+            "never given",
+        ),
+        ("suspend with a result", suspend(lease, with_result), 400, "no result"),
+        (
+            "suspend with nothing to go on from",
+            suspend(lease, &empty),
+            422,
+            "no records",
+        ),
+        (
+            "fetch without headers",
+            request(url, "GET", "/v1/partial", &[auth], b""),
+            400,
+            "headers",
+        ),
+        ("fetch under a foreign lease", fetch(foreign), 409, "not the one"),
+        ("fetch with nothing kept", fetch(lease), 404, "no suspended records"),
+    ];
+    for (what, (code, body), expected, reason) in refusals {
+        assert_eq!(code, expected, "{what}: {body}");
+        assert!(body.contains(reason), "{what}: {body}");
+    }
+}
+
 fn archive(result: &mlrb::bench::result_line::ResultLine, folder: Option<&Path>) -> Vec<u8> {
     let mut body = Vec::new();
     mlrb::cluster::upload::pack(Some(result), folder, &mut body).unwrap();
@@ -287,6 +349,14 @@ fn the_queue_refuses_bad_requests_with_a_reason_and_changes_nothing() {
         assert_eq!(code, expected, "{what}: {body}");
         assert!(body.contains(reason), "{what}: {body}");
     }
+    suspensions_refused(
+        &url,
+        auth,
+        (&episode, &lease_token),
+        other["lease"]["token"].as_str().unwrap(),
+        &good_body,
+    );
+    assert!(!run.join("cluster/partial").exists(), "a refused suspension was kept");
     let counts = status(&url, &token);
     assert_eq!(
         (counts["done"].as_u64(), counts["leased"].as_u64()),
