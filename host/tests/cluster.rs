@@ -80,6 +80,7 @@ fn workers_stopped_and_killed_mid_episode_lose_nothing_and_duplicate_nothing() {
     .unwrap();
     let stopped = worker_json(stopped);
     assert_eq!(stopped["released"], 1, "{stopped}");
+    assert_eq!(stopped["suspended"], 1, "its records went up to be resumed: {stopped}");
     assert_eq!(stopped["stopped"], "told to stop");
     let after_stop = status(&url, &token);
     assert_eq!(
@@ -101,6 +102,11 @@ fn workers_stopped_and_killed_mid_episode_lose_nothing_and_duplicate_nothing() {
     assert_eq!(
         a["reported"].as_u64().unwrap() + b["reported"].as_u64().unwrap(),
         4,
+        "{a} {b}"
+    );
+    // The suspended episode (its next holder killed) went on from its records.
+    assert!(
+        a["resumed"].as_u64().unwrap() + b["resumed"].as_u64().unwrap() >= 1,
         "{a} {b}"
     );
     let status = wait_exit(&mut bench, Duration::from_secs(60));
@@ -391,6 +397,65 @@ fn the_queue_refuses_bad_requests_with_a_reason_and_changes_nothing() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(!printed.contains(&token), "the server printed its token");
+}
+
+#[test]
+fn on_a_shared_filesystem_a_killed_workers_episode_goes_on_from_its_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = slow_task(tmp.path(), 3);
+    let extra = "[cluster]\nlisten = \"127.0.0.1:0\"\nshared_filesystem = true\nlease_seconds = 2\n";
+    let plan_path = plan(tmp.path(), &[common::agent("validator")], &task, 1, extra);
+    let reference = outcomes(&local_reference(tmp.path(), &plan_path));
+    let run = tmp.path().join("shared");
+    let mut bench = serve(tmp.path(), &plan_path, "shared");
+    let (url, token) = served(&run, &mut bench);
+
+    // SIGKILL while its script runs, after its first validation was recorded.
+    let mut killed = worker(&url, &run, "killed").spawn().unwrap();
+    wait_for(&url, &token, "leased", |s| s["leased"] == 1);
+    let recorded = || {
+        walkdir::WalkDir::new(run.join("cluster/work"))
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name() == "events.jsonl")
+            .any(|e| {
+                std::fs::read_to_string(e.path())
+                    .unwrap_or_default()
+                    .contains("\"function\":\"validate\"")
+            })
+    };
+    let started = std::time::Instant::now();
+    while !recorded() {
+        assert!(started.elapsed() < Duration::from_secs(60), "no validation recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    wait_for(&url, &token, "the dead worker's lease expired", |s| s["leased"] == 0);
+
+    let next = worker_json(worker(&url, &run, "next").stdout(Stdio::piped()).spawn().unwrap());
+    assert_eq!(
+        (next["reported"].as_u64(), next["resumed"].as_u64()),
+        (Some(1), Some(1)),
+        "{next}"
+    );
+    assert!(wait_exit(&mut bench, Duration::from_secs(60)).success());
+    assert_eq!(outcomes(&run), reference, "the resumed result differs");
+    let db = rusqlite::Connection::open(run.join("cluster/queue.sqlite")).unwrap();
+    let after: i64 = db
+        .query_row("SELECT MAX(after_step) FROM resumes", [], |r| r.get(0))
+        .unwrap();
+    assert!(after >= 1, "resumed after step {after}");
+    let episode = walkdir::WalkDir::new(&run)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name() == "episode.json" && !e.path().to_string_lossy().contains("/cluster/"))
+        .map(|e| e.path().parent().unwrap().to_path_buf())
+        .unwrap();
+    let events = common::read_events(&episode);
+    assert_eq!(events.iter().filter(|e| e["function"] == "resume").count(), 1);
+    let validations = events.iter().filter(|e| e["function"] == "validate").count();
+    assert_eq!(validations, 4, "each validation recorded once");
 }
 
 #[test]

@@ -308,6 +308,14 @@ fn an_episode_killed_mid_script_mid_model_call_or_between_steps_resumes_to_the_u
             "{point}: the episode differs from the uninterrupted one"
         );
         assert_eq!(score(&episode), score(&reference.episode()), "{point}");
+        // The budgets went on from what was spent: steps, calls, tokens, money.
+        let reference_record: Value =
+            serde_json::from_str(&std::fs::read_to_string(reference.episode().join("episode.json")).unwrap()).unwrap();
+        for field in ["steps", "llm"] {
+            let (ours, theirs) = (&record["end"][field], &reference_record["end"][field]);
+            assert_eq!(untimed(ours), untimed(theirs), "{point}: {field}");
+        }
+        assert!(record["end"]["llm"]["cost_usd"].as_f64().unwrap() > 0.0, "{point}");
 
         // One episode: it verifies, and replays from its records.
         let verify = common::mlrb().arg("verify").arg(&bench.run).output().unwrap();

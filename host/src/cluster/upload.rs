@@ -30,10 +30,26 @@ pub fn pack(result: Option<&ResultLine>, episode_dir: Option<&Path>, out: impl W
         tar.append_data(&mut header, "result.json", line.as_slice())?;
     }
     if let Some(dir) = episode_dir.filter(|d| d.is_dir()) {
-        tar.append_dir_all("episode", dir)
-            .with_context(|| format!("packing {}", dir.display()))?;
+        append_folder(&mut tar, dir).with_context(|| format!("packing {}", dir.display()))?;
     }
     tar.into_inner()?.flush()?;
+    Ok(())
+}
+
+/// Appends `dir` as `episode/`: its folders, files and symbolic links (as
+/// links); what is none of these (the socket of a host that died with its
+/// sandbox open) is left out.
+fn append_folder<W: Write>(tar: &mut tar::Builder<W>, dir: &Path) -> Result<()> {
+    for entry in walkdir::WalkDir::new(dir).follow_links(false) {
+        let entry = entry?;
+        let kind = entry.file_type();
+        if !(kind.is_dir() || kind.is_file() || kind.is_symlink()) {
+            continue;
+        }
+        let rel = entry.path().strip_prefix(dir)?;
+        let name = Path::new("episode").join(rel);
+        tar.append_path_with_name(entry.path(), &name)?;
+    }
     Ok(())
 }
 

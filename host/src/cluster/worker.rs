@@ -416,6 +416,7 @@ impl Slot {
             Err(Refused(status, why)) => bail!("{url}: {status}: {why}"),
         };
         let staging = local.with_extension(format!("partial-{}", super::new_secret()?));
+        std::fs::create_dir_all(local.parent().context("an episode folder has a parent")?)?;
         let local = local.to_path_buf();
         tokio::task::spawn_blocking(move || -> Result<()> {
             let unpacked = upload::unpack(body.as_ref(), &staging);
@@ -424,7 +425,6 @@ impl Slot {
                 if local.exists() {
                     crate::record::walk::remove_tree(&local)?;
                 }
-                std::fs::create_dir_all(local.parent().context("an episode folder has a parent")?)?;
                 Ok(std::fs::rename(&folder, &local)?)
             });
             let _ = crate::record::walk::remove_tree(&staging);
