@@ -72,7 +72,8 @@ fn workers_stopped_and_killed_mid_episode_lose_nothing_and_duplicate_nothing() {
     // SIGTERM mid-episode: the worker ends it and gives the lease back.
     let stopped = worker(&url, &run, "stopped").stdout(Stdio::piped()).spawn().unwrap();
     wait_for(&url, &token, "leased", |s| s["leased"] == 1);
-    std::thread::sleep(Duration::from_secs(1));
+    // Into its 3 s script, past its first recorded call.
+    std::thread::sleep(Duration::from_secs(2));
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(stopped.id() as i32).unwrap(),
         rustix::process::Signal::TERM,

@@ -162,7 +162,9 @@ fn a_bench_on_slurm_loses_and_duplicates_nothing_through_scancel_requeue_and_a_k
     let (url, token) = served(&run, &mut child);
     let job = job_of(&run);
     wait_for(&url, &token, "leased by both workers", |s| s["leased"] == 2);
-    std::thread::sleep(Duration::from_secs(1));
+    // Into their 4 s scripts, past their first recorded call: what a stop
+    // suspends and the next worker resumes from.
+    std::thread::sleep(Duration::from_secs(2));
     let cancel = cluster.command("scancel").arg(format!("{job}_0")).status().unwrap();
     assert!(cancel.success());
     let requeue = cluster
