@@ -7,12 +7,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::resume::{Resumable, ResumePoint, ResumeRecord, remove_records};
-use super::run::{Pieces, Start, recorded_task};
+use super::run::{Pieces, Start, new_recorder, recorded_task};
 use super::{EpisodeRecord, EpisodeRequest, Runner};
 use crate::capability::AgentState;
 use crate::capability::agent_log::AgentLog;
-use crate::capability::files::WorkspaceFiles;
-use crate::capability::recorder::{Recorder, Resumption};
+use crate::capability::recorder::Resumption;
 use crate::capability::replay::Replay;
 use crate::record::snapshot::{self, SnapshotStore};
 use crate::record::trace::Trace;
@@ -30,7 +29,7 @@ impl Runner {
         log: &AgentLog,
         point: ResumePoint,
     ) -> Result<AgentState> {
-        let (dir, task, limits) = (&request.dir, &request.task, &request.limits);
+        let (dir, limits) = (&request.dir, &request.limits);
         let (workspace, snapshots_dir) = (dir.join("workspace"), dir.join("snapshots"));
         // What the dead host's step in flight left behind goes with it.
         for partial in [&workspace, &dir.join("history")] {
@@ -40,25 +39,15 @@ impl Runner {
         }
         let manifest = snapshot::read_manifest(&snapshots_dir, point.snapshot)?;
         snapshot::materialize_writable(&snapshots_dir, &manifest, &workspace)?;
-        let files = WorkspaceFiles::open(
-            &workspace,
-            &dir.join("history"),
-            &task.spec.files.read_only,
-            limits.clone(),
-        )?;
-        let (scripts, network) = self.scripts(request, &files, devices, true).await?;
+        let (files, scripts, network) = self.files_and_scripts(request, devices, true).await?;
         // The whole budget while it replays; from going live, what is left.
         let charged = Duration::from_millis(point.resume.charged_ms);
         let started = Instant::now();
         let mut snapshots = SnapshotStore::resumed(&snapshots_dir, point.snapshot, limits)?;
         snapshots.remember_materialized(&workspace, &manifest);
         let kept = point.recording.lines.len() as u64;
-        let trace = Trace::continuing(&dir.join("events.jsonl"), kept, started, limits.trace_bytes)?
-            .keeping_objects(snapshots.objects_dir());
-        let mut recorder = Recorder::new(trace, snapshots, limits.max_steps, started, started + limits.wall());
-        if let Some(progress) = &request.progress {
-            recorder.report_progress(progress.clone());
-        }
+        let trace = Trace::continuing(&dir.join("events.jsonl"), kept, started, limits.trace_bytes)?;
+        let mut recorder = new_recorder(request, trace, snapshots, started);
         let task_info = recorded_task(&point.recording)?;
         let mark = point.mark();
         recorder.resuming(Replay::resuming(point.recording), Resumption { charged, mark })?;

@@ -123,7 +123,7 @@ impl Runner {
         // A resumed agent's replay prints its log again, from the start.
         let new_log = || AgentLog::create(&dir.join("agent.log"), request.limits.agent_log_bytes);
         let resumed = matches!(start, Start::Resume(_));
-        let (state, mut record, log) = match start {
+        let (mut state, mut record, log) = match start {
             // Nothing to run: it is scored as it was recorded.
             Start::Ended(record) => return Ok(Attempt::Ran(record, false)),
             Start::Fresh(resumes) => {
@@ -144,7 +144,6 @@ impl Runner {
         record.llm = self.llm.describe();
         record.gpus = devices.to_vec();
         record.write(dir)?;
-        let mut state = state;
         state.recorder.halted_by(request.halt.clone());
 
         let instantiated = Instant::now();
@@ -201,13 +200,7 @@ impl Runner {
                 Some(manifest)
             }
         };
-        let files = WorkspaceFiles::open(
-            &workspace,
-            &dir.join("history"),
-            &task.spec.files.read_only,
-            limits.clone(),
-        )?;
-        let (scripts, network) = self.scripts(request, &files, devices, false).await?;
+        let (files, scripts, network) = self.files_and_scripts(request, devices, false).await?;
         let started = Instant::now();
         let snapshots = match (&request.fork, &forked_from) {
             (Some(fork), Some(manifest)) => {
@@ -218,12 +211,8 @@ impl Runner {
             }
             _ => SnapshotStore::create(&dir.join("snapshots"), limits)?,
         };
-        let trace = Trace::create(&dir.join("events.jsonl"), started, limits.trace_bytes)?
-            .keeping_objects(snapshots.objects_dir());
-        let mut recorder = Recorder::new(trace, snapshots, limits.max_steps, started, started + limits.wall());
-        if let Some(progress) = &request.progress {
-            recorder.report_progress(progress.clone());
-        }
+        let trace = Trace::create(&dir.join("events.jsonl"), started, limits.trace_bytes)?;
+        let mut recorder = new_recorder(request, trace, snapshots, started);
         let task_info = begin_record(&mut recorder, request, files.handle())?;
         Ok(self.state(
             request,
@@ -240,25 +229,31 @@ impl Runner {
         ))
     }
 
-    /// The episode's sandbox, opened for its scripts, and its network.
-    pub(super) async fn scripts(
+    /// The episode's files (its workspace, made), the sandbox opened for
+    /// its scripts, and its network.
+    pub(super) async fn files_and_scripts(
         &self,
         request: &EpisodeRequest,
-        files: &WorkspaceFiles,
         devices: &[String],
         resumed: bool,
-    ) -> Result<(ScriptRunner, Network)> {
+    ) -> Result<(WorkspaceFiles, ScriptRunner, Network)> {
         let (dir, limits) = (&request.dir, &request.limits);
+        let files = WorkspaceFiles::open(
+            &dir.join("workspace"),
+            &dir.join("history"),
+            &request.task.spec.files.read_only,
+            limits.clone(),
+        )?;
         let exec_dir = dir.join("exec");
         std::fs::create_dir_all(&exec_dir)?;
         let (tally, resolver, gateway) = episode_network(limits)?;
         let reach = gateway.as_ref().map_or(Reach::Nothing, |g| Reach::Proxy(g.socket()));
-        let setup = episode_setup(&dir.display().to_string(), files, limits, devices.to_vec(), reach);
+        let setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec(), reach);
         let mut scripts = ScriptRunner::new(self.sandbox.open_episode(setup).await?, limits.clone(), exec_dir);
         if resumed {
             scripts = scripts.numbered_after_existing_logs();
         }
-        Ok((scripts.with_gateway(gateway), (tally, resolver)))
+        Ok((files, scripts.with_gateway(gateway), (tally, resolver)))
     }
 
     /// Each interface's state around the episode's recorder, files and scripts.
@@ -344,6 +339,23 @@ impl Runner {
 /// fork of the same agent replays the parent's first steps (the task as
 /// the parent was told it); a fork with another agent starts fresh at the
 /// parent's step count.
+/// The recorder of an episode's trace and snapshots (long strings kept
+/// among the snapshots' objects), publishing its step count.
+pub(super) fn new_recorder(
+    request: &EpisodeRequest,
+    trace: Trace,
+    snapshots: SnapshotStore,
+    started: Instant,
+) -> Recorder {
+    let limits = &request.limits;
+    let trace = trace.keeping_objects(snapshots.objects_dir());
+    let mut recorder = Recorder::new(trace, snapshots, limits.max_steps, started, started + limits.wall());
+    if let Some(progress) = &request.progress {
+        recorder.report_progress(progress.clone());
+    }
+    recorder
+}
+
 /// The episode's network: one tally and one resolver, which its egress proxy
 /// (started when the task grants a network) and its agent's wasi:http share.
 type EpisodeNetwork = (Arc<Tally>, Result<Resolver, String>, Option<Gateway>);
