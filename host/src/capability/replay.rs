@@ -28,6 +28,11 @@ pub struct Replay {
     /// Calls run live once every recorded one was answered (a resume).
     live_at_end: bool,
     live: bool,
+    /// The recording's calls, counted once (asking what is left is then
+    /// no walk over the rest of the recording at every call).
+    calls: usize,
+    /// Recorded calls answered so far.
+    answered: usize,
     /// How the recorded episode ended, for an agent that calls on where
     /// the recording stopped (a step budget, a full trace, the deadline).
     pub ending: Option<(super::ending::Stop, String)>,
@@ -39,7 +44,10 @@ pub struct Divergence(pub String);
 impl Replay {
     /// A replay of `recording`, going live after step `live_after` if given.
     pub fn new(recording: Recording, live_after: Option<u32>) -> Self {
+        let calls = (0..recording.events.len()).filter(|i| recording.is_call(*i)).count();
         Self {
+            calls,
+            answered: 0,
             recording,
             next: 0,
             live_after,
@@ -125,6 +133,7 @@ impl Replay {
         if let (Some(after), Some(step)) = (self.live_after, matched.event["step"].as_u64()) {
             self.live = step >= u64::from(after);
         }
+        self.answered += 1;
         if self.live_at_end && self.calls_left() == 0 {
             self.live = true;
         }
@@ -133,14 +142,12 @@ impl Replay {
 
     /// Recorded calls answered so far.
     pub fn calls_answered(&self) -> usize {
-        (0..self.next).filter(|i| self.recording.is_call(*i)).count()
+        self.answered
     }
 
     /// Recorded calls the agent has not made (a replay that ends early).
     pub fn calls_left(&self) -> usize {
-        (self.next..self.recording.events.len())
-            .filter(|i| self.recording.is_call(*i))
-            .count()
+        self.calls - self.answered
     }
 }
 

@@ -334,51 +334,43 @@ impl Slot {
                 if let Err(error) = other {
                     tracing::error!(episode = %lease.episode, error = %format!("{error:#}"), "running the episode");
                 }
-                if self.stop.is_cancelled() && crate::episode::resume::resumable_after(&local).is_some() {
-                    match self.suspend(&lease, &local).await {
-                        Ok(()) => {
-                            self.counters.suspended.fetch_add(1, Ordering::Relaxed);
-                            self.counters.released.fetch_add(1, Ordering::Relaxed);
-                            return self.clear(&local);
-                        }
-                        Err(error) => {
-                            tracing::warn!(episode = %lease.episode, error = %format!("{error:#}"), "suspending the episode; giving its lease back")
-                        }
-                    }
-                }
-                let _ = self
-                    .client
-                    .post::<serde_json::Value>(
-                        "/v1/release",
-                        &TokenRequest {
-                            token: lease.token.clone(),
-                        },
-                    )
-                    .await?;
-                self.counters.released.fetch_add(1, Ordering::Relaxed);
+                self.give_back(&lease, &local).await?;
             }
         }
-        self.clear(&local)
+        if local.exists() {
+            let _ = crate::record::walk::remove_tree(&local);
+        }
+        Ok(())
     }
 
-    fn clear(&self, local: &Path) -> Result<()> {
-        if local.exists() {
-            let _ = crate::record::walk::remove_tree(local);
+    /// Gives an unfinished lease back: its records go up as suspended when
+    /// the worker is stopping and they can be gone on from, else it is
+    /// released for the next worker to start again.
+    async fn give_back(&self, lease: &Lease, local: &Path) -> Result<()> {
+        if self.stop.is_cancelled() && crate::episode::resume::resumable_after(local).is_some() {
+            match self.suspend(lease, local).await {
+                Ok(()) => {
+                    self.counters.suspended.fetch_add(1, Ordering::Relaxed);
+                    self.counters.released.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(error) => {
+                    tracing::warn!(episode = %lease.episode, error = %format!("{error:#}"), "suspending the episode; giving its lease back")
+                }
+            }
         }
+        let release = TokenRequest {
+            token: lease.token.clone(),
+        };
+        let _ = self.client.post::<serde_json::Value>("/v1/release", &release).await?;
+        self.counters.released.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
     /// Uploads a stopped episode's records as suspended (the server gives
     /// its lease back once they are kept).
     async fn suspend(&self, lease: &Lease, local: &Path) -> Result<()> {
-        let folder = local.to_path_buf();
-        let body = tokio::task::spawn_blocking(move || {
-            let mut body = Vec::new();
-            upload::pack(None, Some(&folder), &mut body).map(|()| body)
-        })
-        .await??;
-        let hash = blake3::hash(&body).to_hex().to_string();
-        let body = bytes::Bytes::from(body);
+        let (body, hash) = packed(None, Some(local.to_path_buf())).await?;
         let url = format!("{}/v1/suspend", self.client.base);
         let answer = self
             .client
@@ -444,16 +436,10 @@ impl Slot {
             .and_then(|run| local.strip_prefix(run).ok())
             .map(|rel| rel.display().to_string());
         let folder = staged.is_none().then(|| local.to_path_buf());
-        let body = tokio::task::spawn_blocking(move || {
-            let mut body = Vec::new();
-            upload::pack(Some(&result), folder.as_deref(), &mut body).map(|()| body)
-        })
-        .await??;
-        let hash = blake3::hash(&body).to_hex().to_string();
+        let (body, hash) = packed(Some(result), folder).await?;
         self.counters
             .uploaded_bytes
             .fetch_add(body.len() as u64, Ordering::Relaxed);
-        let body = bytes::Bytes::from(body);
         let url = format!("{}/v1/report", self.client.base);
         let answer = self
             .client
@@ -492,6 +478,18 @@ impl Slot {
         }
         Ok(())
     }
+}
+
+/// The archive of a result and/or an episode's folder, packed off the
+/// async threads, with its blake3 (hex) for the server to check.
+async fn packed(result: Option<ResultLine>, folder: Option<PathBuf>) -> Result<(bytes::Bytes, String)> {
+    let body = tokio::task::spawn_blocking(move || {
+        let mut body = Vec::new();
+        upload::pack(result.as_ref(), folder.as_deref(), &mut body).map(|()| body)
+    })
+    .await??;
+    let hash = blake3::hash(&body).to_hex().to_string();
+    Ok((bytes::Bytes::from(body), hash))
 }
 
 /// Renews a lease every `every`; when the server says it is no longer

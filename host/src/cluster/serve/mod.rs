@@ -246,24 +246,20 @@ impl Server {
             Ok(upload) => upload,
             Err(refusal) => return Ok(refusal),
         };
-        let staging = self.dir.join("cluster/staging").join(super::new_secret()?);
-        let answer = self.finish(upload, &staging).await;
-        if staging.exists() {
-            let _ = crate::record::walk::remove_tree(&staging);
-        }
-        answer
+        let staging = self.staging()?;
+        self.finish(upload, &staging.0).await
+    }
+
+    /// A new folder beneath `cluster/staging/` for an upload to unpack in,
+    /// removed with whatever is left in it once dropped.
+    fn staging(&self) -> Result<Staging> {
+        Ok(Staging(self.dir.join("cluster/staging").join(super::new_secret()?)))
     }
 
     /// An upload's headers, its lease (given for its episode) and its body,
     /// read under the cap and checked against the hash the worker stated.
     async fn checked_upload(&self, request: Request<Incoming>) -> Result<Result<Upload, Answer>> {
-        let header = |name: &str| {
-            request
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
+        let header = |name: &str| header(&request, name);
         let staged = header(STAGED_HEADER);
         let (Some(episode), Some(token), Some(claimed)) =
             (header(EPISODE_HEADER), header(LEASE_HEADER), header(HASH_HEADER))
@@ -434,6 +430,27 @@ impl Server {
         }
         Ok(Ok(spool))
     }
+}
+
+/// A staging folder, removed when dropped (the upload in it kept, moved
+/// out, or refused).
+struct Staging(PathBuf);
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            let _ = crate::record::walk::remove_tree(&self.0);
+        }
+    }
+}
+
+/// The text of a request's header `name`, if it has one.
+fn header(request: &Request<Incoming>, name: &str) -> Option<String> {
+    request
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
 }
 
 /// An upload whose lease and hash were checked.

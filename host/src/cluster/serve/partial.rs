@@ -14,7 +14,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 
-use super::{Answer, Server, Upload, json, refuse};
+use super::{Answer, Server, Upload, header, json, refuse};
 use crate::bench::journal::Entry;
 use crate::bench::queue::Lease;
 use crate::cluster::protocol::{EPISODE_HEADER, LEASE_HEADER};
@@ -59,12 +59,8 @@ impl Server {
             Ok(upload) => upload,
             Err(refusal) => return Ok(refusal),
         };
-        let staging = self.dir.join("cluster/staging").join(crate::cluster::new_secret()?);
-        let answer = self.keep_suspended(upload, &staging).await;
-        if staging.exists() {
-            let _ = crate::record::walk::remove_tree(&staging);
-        }
-        answer
+        let staging = self.staging()?;
+        self.keep_suspended(upload, &staging.0).await
     }
 
     async fn keep_suspended(&self, upload: Upload, staging: &std::path::Path) -> Result<Answer> {
@@ -117,13 +113,7 @@ impl Server {
     /// `GET /v1/partial`: the suspended records of the episode the caller
     /// holds the lease of, as a tar of its folder.
     pub(super) async fn partial(&self, request: &Request<Incoming>) -> Result<Answer> {
-        let header = |name: &str| {
-            request
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
+        let header = |name: &str| header(request, name);
         let (Some(episode), Some(token)) = (header(EPISODE_HEADER), header(LEASE_HEADER)) else {
             return Ok(refuse(
                 StatusCode::BAD_REQUEST,
@@ -175,14 +165,13 @@ impl Server {
         let mut archive = tempfile::tempfile_in(self.dir.join("cluster"))?;
         upload::pack(None, Some(&dir), &mut archive)?;
         std::io::Seek::rewind(&mut archive)?;
-        let staging = self.dir.join("cluster/staging").join(crate::cluster::new_secret()?);
-        let taken = upload::unpack(std::io::BufReader::new(archive), &staging).and_then(|unpacked| {
+        let staging = self.staging()?;
+        let taken = upload::unpack(std::io::BufReader::new(archive), &staging.0).and_then(|unpacked| {
             let folder = unpacked.episode.ok_or_else(|| anyhow::anyhow!("an empty folder"))?;
             let target = self.partial_dir(episode);
             std::fs::create_dir_all(target.parent().unwrap_or(&self.dir))?;
             Ok(std::fs::rename(folder, target)?)
         });
-        let _ = crate::record::walk::remove_tree(&staging);
         if let Err(error) = taken {
             tracing::warn!(%episode, from = %dir.display(), error = %format!("{error:#}"), "taking up a dead worker's records");
         }
