@@ -58,6 +58,7 @@ struct Bench {
     config: PathBuf,
     task: PathBuf,
     run: PathBuf,
+    agent: PathBuf,
 }
 
 impl Bench {
@@ -70,6 +71,7 @@ impl Bench {
             config,
             task: task.to_path_buf(),
             run: tmp.join("runs").join(name),
+            agent: common::agent("research-agent"),
         }
     }
 
@@ -86,7 +88,7 @@ impl Bench {
     }
 
     fn start(&self) -> Child {
-        let agent = common::agent("research-agent");
+        let agent = &self.agent;
         let out = self.run.parent().unwrap();
         std::fs::create_dir_all(out).unwrap();
         self.command(&[
@@ -393,4 +395,38 @@ fn records_whose_replay_diverges_start_the_episode_again_saying_so() {
     assert_eq!(steps(&episode), steps(&reference.episode()), "the restart differs");
     let verify = common::mlrb().arg("verify").arg(&bench.run).output().unwrap();
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stderr));
+}
+
+#[test]
+fn records_of_another_agent_component_are_never_resumed_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = slow_digits(tmp.path());
+    let mut bench = Bench::new(tmp.path(), &task, "swapped");
+    // The plan names this file; it is replaced between the kill and the resume.
+    let agent = tmp.path().join("agent.wasm");
+    std::fs::copy(common::agent("research-agent"), &agent).unwrap();
+    bench.agent = agent.clone();
+    let child = bench.start();
+    wait_for("a script recorded", &bench.run, || {
+        bench.run.exists()
+            && walkdir::WalkDir::new(&bench.run)
+                .into_iter()
+                .filter_map(|e| e.ok())
+                .any(|e| e.file_name() == "episode.json" && has_step(e.path().parent().unwrap(), "execute-script"))
+    });
+    kill(child);
+    std::fs::copy(common::agent("baseline"), &agent).unwrap();
+    bench.resume();
+
+    let episode = bench.episode();
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(episode.join("episode.json")).unwrap()).unwrap();
+    let restarted = record["resumes"][0]["restarted"].as_str().unwrap_or_default();
+    assert!(restarted.contains("the agent changed"), "{record}");
+    assert_eq!(record["end"]["reason"], "completed", "{record}");
+    let events = events_in(&episode);
+    assert!(events.iter().all(|e| e["function"] != "resume"), "a mixed trace");
+    assert!(
+        events.iter().all(|e| e["interface"] != "llm"),
+        "the research agent's calls survived under the baseline"
+    );
 }
