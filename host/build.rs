@@ -67,8 +67,8 @@ fn standalone_sdk_manifest(root: &std::path::Path) {
     std::fs::write(out, manifest).unwrap();
 }
 
-/// `MLRB_WIT_PACKAGE`, `MLRB_WASMTIME_VERSION` and `MLRB_WIT_BINDGEN_VERSION`
-/// for `env!`, and the SDK's standalone manifest.
+/// `MLRB_WIT_PACKAGE` and `MLRB_WASMTIME_VERSION` for `env!`, and the SDK's
+/// standalone manifest.
 fn versions() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -86,13 +86,8 @@ fn versions() {
         .expect("the WIT file names its package");
     println!("cargo:rustc-env=MLRB_WIT_PACKAGE={package}");
     let lock_text = std::fs::read_to_string(&lock).unwrap();
-    for (crate_name, variable) in [
-        ("wasmtime", "MLRB_WASMTIME_VERSION"),
-        ("wit-bindgen", "MLRB_WIT_BINDGEN_VERSION"),
-    ] {
-        let version = locked_version(&lock_text, crate_name).unwrap_or_else(|| panic!("{crate_name} in Cargo.lock"));
-        println!("cargo:rustc-env={variable}={version}");
-    }
+    let version = locked_version(&lock_text, "wasmtime").expect("wasmtime in Cargo.lock");
+    println!("cargo:rustc-env=MLRB_WASMTIME_VERSION={version}");
     standalone_sdk_manifest(&root);
 }
 

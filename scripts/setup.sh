@@ -3,7 +3,7 @@
 # Always: bubblewrap for the sandbox, Debian's Python with the scientific
 # stack the built-in tasks use, and the Rust target agents are compiled for
 # (all the demo needs). Optional parts, with --with a,b,... or --all:
-#   c        C agents: clang-14, lld-14, wasi-libc, wit-bindgen, wasm-tools
+#   c        C agents: clang-14, lld-14, wasi-libc (mlrb makes the bindings and the component)
 #   python   Python agents: componentize-py (with mlrb-sdk) in a venv under mlrb's cache
 #   llm      the offline default model: llama-cpp-python's server with SmolLM2-135M-Instruct
 #   slurm    Slurm with munge, for benches on a cluster (the tests start a one-node one)
@@ -62,17 +62,6 @@ with slurm && install_missing --no-install-recommends slurm-wlm slurmctld slurmd
 if ! rustup target list --installed | grep -q '^wasm32-wasip2$'; then
     echo "mlrb setup: adding the wasm32-wasip2 Rust target"
     rustup target add wasm32-wasip2
-fi
-
-# C agents: bindings and component wrapping, the versions matching mlrb's WIT tooling.
-cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
-if with c && ! "$cargo_bin/wit-bindgen" --version 2>/dev/null | grep -q ' 0\.46\.0'; then
-    echo "mlrb setup: installing wit-bindgen-cli 0.46.0"
-    cargo install --quiet --locked wit-bindgen-cli@0.46.0 --no-default-features --features c
-fi
-if with c && ! "$cargo_bin/wasm-tools" --version 2>/dev/null | grep -q ' 1\.239\.0'; then
-    echo "mlrb setup: installing wasm-tools 1.239.0"
-    cargo install --quiet --locked wasm-tools@1.239.0 --no-default-features --features component
 fi
 
 # Python agents: componentize-py (with the mlrb-sdk package) in mlrb's tools venv.

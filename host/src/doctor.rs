@@ -170,8 +170,9 @@ fn toolchains() -> Vec<Part> {
         });
     let c = [
         tool(&["clang-14", "clang"], "MLRB_CLANG"),
-        tool(&["wit-bindgen"], "MLRB_WIT_BINDGEN"),
-        tool(&["wasm-tools"], "MLRB_WASM_TOOLS"),
+        toolchain::wasi_sysroot()
+            .map(|dir| dir.map_or("wasi-libc".to_string(), |d| format!("wasi-libc in {}", d.display())))
+            .map_err(|e| format!("{e:#}")),
     ]
     .into_iter()
     .collect::<Result<Vec<String>, String>>()

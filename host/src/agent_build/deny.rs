@@ -18,6 +18,10 @@
 use std::fmt::Write as _;
 
 use anyhow::{Context, Result, bail};
+use wasm_encoder::{
+    BlockType, CodeSection, ConstExpr, DataSection, EntityType, ExportKind, ExportSection, FunctionSection,
+    GlobalSection, GlobalType, ImportSection, Instruction, MemorySection, MemoryType, Module, TypeSection, ValType,
+};
 use wit_component::{ComponentEncoder, DecodedWasm, StringEncoding};
 use wit_parser::abi::WasmType;
 use wit_parser::{
@@ -77,8 +81,7 @@ pub fn deny_component(component: &[u8]) -> Result<Option<Vec<u8>>> {
         .context("describing the deny world")?;
     let world = resolve.select_world(&[package], Some("deny"))?;
 
-    let wat = deny_module_wat(&resolve, world);
-    let mut module = wat::parse_str(&wat).context("assembling the deny module")?;
+    let mut module = deny_module(&resolve, world);
     wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)?;
     let encoded = ComponentEncoder::default()
         .module(&module)?
@@ -88,11 +91,11 @@ pub fn deny_component(component: &[u8]) -> Result<Option<Vec<u8>>> {
     Ok(Some(encoded))
 }
 
-/// The core module behind the deny world, as WebAssembly text.
-fn deny_module_wat(resolve: &Resolve, world: wit_parser::WorldId) -> String {
+/// The core module behind the deny world.
+fn deny_module(resolve: &Resolve, world: wit_parser::WorldId) -> Vec<u8> {
     let mut sizes = SizeAlign::default();
     sizes.fill(resolve);
-    let mut parts = WatParts::default();
+    let mut parts = ModuleParts::default();
     for (key, item) in &resolve.worlds[world].exports {
         let WorldItem::Interface { id, .. } = item else {
             continue;
@@ -104,43 +107,58 @@ fn deny_module_wat(resolve: &Resolve, world: wit_parser::WorldId) -> String {
                 func,
                 kind: WasmExportKind::Normal,
             };
-            let name = resolve.wasm_export_name(MANGLING, export);
-            let body = parts.body(resolve, answer(resolve, &sizes, func));
-            write!(parts.funcs, "(func (export {name:?})").unwrap();
-            push_types(&mut parts.funcs, "param", &sig.params);
-            push_types(&mut parts.funcs, "result", &sig.results);
             // Arguments copied in for this call are garbage once it returns.
-            writeln!(parts.funcs, " i32.const {HEAP_START} global.set $bump {body})").unwrap();
+            let mut body = vec![Instruction::I32Const(HEAP_START as i32), Instruction::GlobalSet(BUMP)];
+            body.extend(parts.body(resolve, answer(resolve, &sizes, func)));
+            parts.funcs.push(Func {
+                name: resolve.wasm_export_name(MANGLING, export),
+                params: val_types(&sig.params),
+                results: val_types(&sig.results),
+                locals: 0,
+                body,
+            });
         }
     }
     parts.module(resolve)
 }
 
-/// The pieces of the deny module's text, gathered function by function.
-#[derive(Default)]
-struct WatParts {
-    imports: String,
-    funcs: String,
-    data: String,
-    denied_written: std::collections::HashSet<(u32, u8)>,
+/// An exported function of the deny module.
+struct Func {
+    name: String,
+    params: Vec<ValType>,
+    results: Vec<ValType>,
+    /// i32 locals after the parameters.
+    locals: u32,
+    body: Vec<Instruction<'static>>,
 }
 
-impl WatParts {
+/// The pieces of the deny module, gathered function by function.
+#[derive(Default)]
+struct ModuleParts {
+    /// Imported resource constructors, `(module, name)`; function index = position.
+    imports: Vec<(String, String)>,
+    funcs: Vec<Func>,
+    data: Vec<(u32, Vec<u8>)>,
+}
+
+/// The bump allocator's global.
+const BUMP: u32 = 0;
+
+impl ModuleParts {
     /// The instructions that give `answer`, adding the data or imports it needs.
-    fn body(&mut self, resolve: &Resolve, answer: Answer<'_>) -> String {
+    fn body(&mut self, resolve: &Resolve, answer: Answer<'_>) -> Vec<Instruction<'static>> {
         match answer {
-            Answer::EmptyList => format!("i32.const {EMPTY_LIST_AT}"),
+            Answer::EmptyList => vec![Instruction::I32Const(EMPTY_LIST_AT as i32)],
             Answer::Denied { tag_at, code } => {
                 // One canned `err(code)` per payload offset.
                 let at = DENIED_AT + 16 * tag_at;
-                if self.denied_written.insert((tag_at, code)) {
+                if !self.data.iter().any(|(written, _)| *written == at) {
                     let mut bytes = vec![0u8; tag_at as usize + 1];
                     bytes[0] = 1; // the `err` case
                     bytes[tag_at as usize] = code;
-                    let escaped: String = bytes.iter().map(|b| format!("\\{b:02x}")).collect();
-                    writeln!(self.data, "(data (i32.const {at}) \"{escaped}\")").unwrap();
+                    self.data.push((at, bytes));
                 }
-                format!("i32.const {at}")
+                vec![Instruction::I32Const(at as i32)]
             }
             Answer::NewHandle { resource, owner } => {
                 let intrinsic = WasmImport::ResourceIntrinsic {
@@ -148,44 +166,102 @@ impl WatParts {
                     resource,
                     intrinsic: ResourceIntrinsic::ExportedNew,
                 };
-                let (module, intrinsic) = resolve.wasm_import_name(MANGLING, intrinsic);
-                let local = format!("$new_{}", resource.index());
-                if !self.imports.contains(&local) {
-                    let import = format!("(import {module:?} {intrinsic:?} (func {local} (param i32) (result i32)))");
-                    writeln!(self.imports, "{import}").unwrap();
-                }
-                format!("i32.const 1 call {local}")
+                let import = resolve.wasm_import_name(MANGLING, intrinsic);
+                let index = match self.imports.iter().position(|i| *i == import) {
+                    Some(index) => index,
+                    None => {
+                        self.imports.push(import);
+                        self.imports.len() - 1
+                    }
+                };
+                vec![Instruction::I32Const(1), Instruction::Call(index as u32)]
             }
-            Answer::Trap => "unreachable".to_string(),
+            Answer::Trap => vec![Instruction::Unreachable],
         }
     }
 
     /// The whole module: memory, a bump allocator, the functions, the data.
-    fn module(self, resolve: &Resolve) -> String {
-        let Self {
-            imports, funcs, data, ..
-        } = self;
-        let realloc = resolve.wasm_export_name(MANGLING, WasmExport::Realloc);
-        let memory = resolve.wasm_export_name(MANGLING, WasmExport::Memory);
-        format!(
-            r#"(module
-{imports}
-(memory (export {memory:?}) 1)
-(global $bump (mut i32) (i32.const {HEAP_START}))
-;; A bump allocator for the arguments the host copies in (names to look up).
-(func (export {realloc:?}) (param i32 i32 i32 i32) (result i32) (local $at i32) (local $end i32)
-  (local.set $at (i32.and (i32.add (global.get $bump) (i32.sub (local.get 2) (i32.const 1)))
-                          (i32.xor (i32.sub (local.get 2) (i32.const 1)) (i32.const -1))))
-  (local.set $end (i32.add (local.get $at) (local.get 3)))
-  (if (i32.gt_u (local.get $end) (i32.shl (memory.size) (i32.const 16)))
-    (then (if (i32.eq (memory.grow (i32.sub (i32.shr_u (i32.add (local.get $end) (i32.const 65535)) (i32.const 16)) (memory.size))) (i32.const -1))
-      (then unreachable))))
-  (global.set $bump (local.get $end))
-  (local.get $at))
-{funcs}
-{data}
-)"#
-        )
+    fn module(self, resolve: &Resolve) -> Vec<u8> {
+        let (mut types, mut imports, mut functions) =
+            (TypeSection::new(), ImportSection::new(), FunctionSection::new());
+        let (mut exports, mut code, mut data) = (ExportSection::new(), CodeSection::new(), DataSection::new());
+        // Type 0: a resource constructor, `(rep: i32) -> handle: i32`.
+        types.ty().function([ValType::I32], [ValType::I32]);
+        for (module, name) in &self.imports {
+            imports.import(module, name, EntityType::Function(0));
+        }
+        let first = self.imports.len() as u32;
+        let funcs = std::iter::once(realloc(resolve)).chain(self.funcs);
+        for (i, func) in funcs.enumerate() {
+            functions.function(types.len());
+            types.ty().function(func.params, func.results);
+            exports.export(&func.name, ExportKind::Func, first + i as u32);
+            let mut body = wasm_encoder::Function::new([(func.locals, ValType::I32)]);
+            for instruction in &func.body {
+                body.instruction(instruction);
+            }
+            body.instruction(&Instruction::End);
+            code.function(&body);
+        }
+        let mut memories = MemorySection::new();
+        memories.memory(MemoryType {
+            minimum: 1,
+            maximum: None,
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        });
+        exports.export(
+            &resolve.wasm_export_name(MANGLING, WasmExport::Memory),
+            ExportKind::Memory,
+            0,
+        );
+        let mut globals = GlobalSection::new();
+        let bump = GlobalType {
+            val_type: ValType::I32,
+            mutable: true,
+            shared: false,
+        };
+        globals.global(bump, &ConstExpr::i32_const(HEAP_START as i32));
+        for (at, bytes) in self.data {
+            data.active(0, &ConstExpr::i32_const(at as i32), bytes);
+        }
+        let mut module = Module::new();
+        module
+            .section(&types)
+            .section(&imports)
+            .section(&functions)
+            .section(&memories);
+        module.section(&globals).section(&exports).section(&code).section(&data);
+        module.finish()
+    }
+}
+
+/// `cabi_realloc`: a bump allocator for the arguments the host copies in
+/// (names to look up); memory grows as needed.
+fn realloc(resolve: &Resolve) -> Func {
+    use Instruction::*;
+    let (align, size, at, end) = (2, 3, 4, 5);
+    #[rustfmt::skip]
+    let body = vec![
+        // at = (bump + align - 1) & !(align - 1)
+        GlobalGet(BUMP), LocalGet(align), I32Const(1), I32Sub, I32Add,
+        LocalGet(align), I32Const(1), I32Sub, I32Const(-1), I32Xor, I32And, LocalSet(at),
+        LocalGet(at), LocalGet(size), I32Add, LocalSet(end),
+        // Past the memory's end: grow it to cover `end`, or trap.
+        LocalGet(end), MemorySize(0), I32Const(16), I32Shl, I32GtU, If(BlockType::Empty),
+        LocalGet(end), I32Const(65535), I32Add, I32Const(16), I32ShrU, MemorySize(0), I32Sub,
+        MemoryGrow(0), I32Const(-1), I32Eq, If(BlockType::Empty), Unreachable, End,
+        End,
+        LocalGet(end), GlobalSet(BUMP),
+        LocalGet(at),
+    ];
+    Func {
+        name: resolve.wasm_export_name(MANGLING, WasmExport::Realloc),
+        params: vec![ValType::I32; 4],
+        results: vec![ValType::I32],
+        locals: 2,
+        body,
     }
 }
 
@@ -252,20 +328,16 @@ fn dealias(resolve: &Resolve, ty: Type) -> Option<TypeId> {
     Some(id)
 }
 
-fn push_types(out: &mut String, what: &str, types: &[WasmType]) {
-    if types.is_empty() {
-        return;
-    }
-    write!(out, " ({what}").unwrap();
-    for ty in types {
-        out.push_str(match ty {
-            WasmType::I32 | WasmType::Pointer | WasmType::Length => " i32",
-            WasmType::I64 | WasmType::PointerOrI64 => " i64",
-            WasmType::F32 => " f32",
-            WasmType::F64 => " f64",
-        });
-    }
-    out.push(')');
+fn val_types(types: &[WasmType]) -> Vec<ValType> {
+    types
+        .iter()
+        .map(|ty| match ty {
+            WasmType::I32 | WasmType::Pointer | WasmType::Length => ValType::I32,
+            WasmType::I64 | WasmType::PointerOrI64 => ValType::I64,
+            WasmType::F32 => ValType::F32,
+            WasmType::F64 => ValType::F64,
+        })
+        .collect()
 }
 
 /// `agent` with its closed imports filled by a generated deny component.

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 
 use super::Project;
 use super::sdk::Sdk;
-use super::toolchain::{find, run};
+use super::toolchain::{find, run, wasi_sysroot};
 
 /// `cargo build --release --target wasm32-wasip2`; the `.wasm` cargo reports.
 pub fn build_rust(project: &Project) -> Result<PathBuf> {
@@ -89,65 +89,19 @@ pub fn build_python(project: &Project, sdk: &Sdk, work: &Path) -> Result<PathBuf
     Ok(output)
 }
 
-/// The `--sysroot` for wasi-libc: `WASI_SYSROOT`, a wasi-sdk style
-/// sysroot, or none where Debian's `wasi-libc` installs it multiarch
-/// (`/usr/include/wasm32-wasi`), which Debian's clang finds by itself.
-fn wasi_sysroot() -> Result<Option<PathBuf>> {
-    if let Some(dir) = std::env::var_os("WASI_SYSROOT") {
-        return Ok(Some(PathBuf::from(dir)));
-    }
-    for dir in ["/usr/share/wasi-sysroot", "/opt/wasi-sdk/share/wasi-sysroot"] {
-        if Path::new(dir).is_dir() {
-            return Ok(Some(PathBuf::from(dir)));
-        }
-    }
-    if Path::new("/usr/include/wasm32-wasi").is_dir() {
-        return Ok(None);
-    }
-    bail!("no wasi-libc found (run scripts/setup.sh --with c, install Debian's wasi-libc, or set WASI_SYSROOT)")
-}
-
-/// `wit-bindgen c`, clang for wasm32-wasi (a reactor: no `main`), then
-/// `wasm-tools component new` with the WASI preview1 reactor adapter.
+/// The C bindings (wit-bindgen's C generator, in process), clang for
+/// wasm32-wasi (a reactor: no `main`), then the core module made a component
+/// with the WASI preview1 reactor adapter (wit-component, in process). Only
+/// clang and wasi-libc come from the system.
 pub fn build_c(project: &Project, sdk: &Sdk, work: &Path) -> Result<PathBuf> {
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(&project.dir)
-        .with_context(|| format!("{}: cannot list", project.dir.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
-        .collect();
-    sources.sort();
-    if sources.is_empty() {
-        bail!("{}: no .c file to build", project.dir.display());
-    }
-    let wit_bindgen = find(
-        &["wit-bindgen"],
-        "MLRB_WIT_BINDGEN",
-        concat!(
-            "run scripts/setup.sh --with c, or `cargo install wit-bindgen-cli@",
-            env!("MLRB_WIT_BINDGEN_VERSION"),
-            "`"
-        ),
-    )?;
-    let wasm_tools = find(
-        &["wasm-tools"],
-        "MLRB_WASM_TOOLS",
-        "run scripts/setup.sh --with c, or `cargo install wasm-tools@1.239.0`",
-    )?;
+    let sources = c_sources(&project.dir)?;
     let clang = find(
         &["clang-14", "clang"],
         "MLRB_CLANG",
         "run scripts/setup.sh --with c, or install Debian's clang-14, lld-14, wasi-libc and libclang-rt-14-dev-wasm32",
     )?;
     let bindings = work.join("bindings");
-    run(
-        Command::new(wit_bindgen)
-            .arg("c")
-            .arg(sdk.wit())
-            .args(["--world", "agent", "--out-dir"])
-            .arg(&bindings),
-        "wit-bindgen c",
-    )?;
+    c_bindings(&sdk.wit(), &bindings)?;
     let core = work.join("core.wasm");
     let mut compile = Command::new(clang);
     compile.args(["--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-Wall"]);
@@ -167,21 +121,60 @@ pub fn build_c(project: &Project, sdk: &Sdk, work: &Path) -> Result<PathBuf> {
             .arg(&core),
         "clang",
     )?;
-    let adapter = work.join("wasi_snapshot_preview1.reactor.wasm");
-    std::fs::write(
-        &adapter,
-        wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
-    )?;
     let component = work.join("component.wasm");
-    run(
-        Command::new(wasm_tools)
-            .args(["component", "new"])
-            .arg(&core)
-            .arg("--adapt")
-            .arg(format!("wasi_snapshot_preview1={}", adapter.display()))
-            .arg("-o")
-            .arg(&component),
-        "wasm-tools component new",
-    )?;
+    std::fs::write(&component, componentize_core(&core)?)
+        .with_context(|| format!("{}: cannot write", component.display()))?;
     Ok(component)
+}
+
+/// The project's `.c` files, sorted.
+fn c_sources(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("{}: cannot list", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    sources.sort();
+    if sources.is_empty() {
+        bail!("{}: no .c file to build", dir.display());
+    }
+    Ok(sources)
+}
+
+/// What `wit-bindgen c <wit> --world agent --out-dir <out>` writes.
+fn c_bindings(wit: &Path, out: &Path) -> Result<()> {
+    let mut resolve = wit_parser::Resolve::default();
+    let (package, _) = resolve
+        .push_path(wit)
+        .with_context(|| format!("{}: reading mlrb's WIT", wit.display()))?;
+    let world = resolve.select_world(&[package], Some("agent"))?;
+    let mut files = wit_bindgen_core::Files::default();
+    wit_bindgen_c::Opts::default()
+        .build()
+        .generate(&resolve, world, &mut files)
+        .context("generating the C bindings")?;
+    std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
+    for (name, contents) in files.iter() {
+        let path = out.join(name);
+        std::fs::write(&path, contents).with_context(|| format!("{}: cannot write", path.display()))?;
+    }
+    Ok(())
+}
+
+/// What `wasm-tools component new <core> --adapt wasi_snapshot_preview1=...`
+/// makes of a core module.
+fn componentize_core(core: &Path) -> Result<Vec<u8>> {
+    let module = std::fs::read(core).with_context(|| format!("{}: cannot read", core.display()))?;
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .context("reading the compiled module's component type")?
+        .adapter(
+            "wasi_snapshot_preview1",
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+        )
+        .context("the WASI preview1 adapter")?
+        .validate(true)
+        .encode()
+        .context("making the compiled module a component")
 }

@@ -1,6 +1,6 @@
 //! Finding and running the external tools an agent build needs (cargo,
-//! componentize-py, clang, wit-bindgen, wasm-tools), with errors that say
-//! how to get a missing one.
+//! componentize-py, clang and wasi-libc), with errors that say how to get a
+//! missing one.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,4 +47,22 @@ pub fn run(command: &mut Command, what: &str) -> Result<String> {
         bail!("{what} failed ({}):\n{}", output.status, tail.join("\n"));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The `--sysroot` for wasi-libc: `WASI_SYSROOT`, a wasi-sdk style
+/// sysroot, or none where Debian's `wasi-libc` installs it multiarch
+/// (`/usr/include/wasm32-wasi`), which Debian's clang finds by itself.
+pub fn wasi_sysroot() -> Result<Option<PathBuf>> {
+    if let Some(dir) = std::env::var_os("WASI_SYSROOT") {
+        return Ok(Some(PathBuf::from(dir)));
+    }
+    for dir in ["/usr/share/wasi-sysroot", "/opt/wasi-sdk/share/wasi-sysroot"] {
+        if Path::new(dir).is_dir() {
+            return Ok(Some(PathBuf::from(dir)));
+        }
+    }
+    if Path::new("/usr/include/wasm32-wasi").is_dir() {
+        return Ok(None);
+    }
+    bail!("no wasi-libc found (run scripts/setup.sh --with c, install Debian's wasi-libc, or set WASI_SYSROOT)")
 }

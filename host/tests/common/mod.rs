@@ -119,12 +119,22 @@ pub fn built_agent(project: &str, entry: Option<&str>) -> PathBuf {
         .filter_map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
         .max()
         .unwrap();
-    let built_at = std::fs::metadata(&output).and_then(|m| m.modified()).ok();
-    if built_at.is_some_and(|t| t > newest_source) {
+    let is_fresh = || {
+        let built_at = std::fs::metadata(&output).and_then(|m| m.modified()).ok();
+        built_at.is_some_and(|t| t > newest_source)
+    };
+    if is_fresh() {
         return output;
     }
     std::fs::create_dir_all(output.parent().unwrap()).unwrap();
-    // Built under a temporary name and renamed: concurrent tests may build it too.
+    // One build per agent: a test that wants it while another test process
+    // builds it waits for that build (a Python build is a minute of CPU).
+    let lock = std::fs::File::create(output.with_extension("lock")).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    if is_fresh() {
+        return output;
+    }
+    // Built under a temporary name and renamed: no test reads a half-written file.
     let staging = output.with_extension(format!("{}.wasm", std::process::id()));
     let mut command = mlrb();
     command.args(["agent", "build"]).arg(&dir).arg("-o").arg(&staging);
