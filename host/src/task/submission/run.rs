@@ -136,14 +136,24 @@ async fn run_and_read(
     let read = read_channel(receiver, request.timed, request.result_max_bytes);
     tokio::pin!(read);
     let (outcome, channel) = tokio::select! {
-        outcome = &mut run => (outcome?, None),
+        biased;
         channel = &mut read => {
             stop.stop("the run's result is in");
             (run.await?, Some(channel))
         }
+        outcome = &mut run => {
+            // A run that wrote its whole result and exited may be seen to end
+            // before its channel is read: what it wrote is still in the pipe.
+            let drained = tokio::time::timeout(DRAIN, &mut read).await.ok();
+            (outcome?, drained)
+        }
     };
     Ok((outcome, channel))
 }
+
+/// How long the channel of a run that has ended is read for what it left
+/// there; a complete result is read at once, this bounds an incomplete one.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Reads `ready` (when timed) and then a result framed as its length (8
 /// bytes, little-endian) and its bytes; resolves once it is complete.
