@@ -434,3 +434,42 @@ fn a_measured_baseline_is_what_success_is_judged_against() {
     );
     assert_eq!(score["success"], false, "{score}");
 }
+
+/// A copy of vectorize whose evaluator runs submitted code that sends its
+/// whole result and exits at once, twenty times, then code that promises
+/// more than it sends and exits: its score is how many of the twenty
+/// results were kept, and invalid if the partial one was taken.
+const EVAL_RESULT_THEN_EXIT: &str = r#"import mlrb_eval
+from mlrb_eval import Invalid
+OPEN = "import os\nc = os.open(os.environ['MLRB_CHANNEL'], os.O_WRONLY)\n"
+WHOLE = OPEN + "os.write(c, (5).to_bytes(8, 'little') + b'hello')\nos._exit(0)\n"
+PARTIAL = OPEN + "os.write(c, (100).to_bytes(8, 'little') + b'hello')\nos._exit(0)\n"
+def run(code):
+    return mlrb_eval.run_submission(["python3", "-I", "/mlrb/in/h.py"], inputs={"h.py": code}, timeout=30)
+def score(workspace, hidden):
+    kept = sum(run(WHOLE).result == b"hello" for _ in range(20))
+    partial = run(PARTIAL)
+    if partial.result is not None:
+        raise Invalid(f"a partial result was taken: {partial.result!r}", "wrong-result")
+    return kept
+if __name__ == "__main__":
+    mlrb_eval.main(score)
+"#;
+
+/// Submitted code that sends its whole result and exits at once keeps it,
+/// however the host sees the exit and the result race; a result cut short
+/// by the exit is never taken. The race shows on a loaded machine: with four
+/// busy loops beside it, a runner that dropped the channel when it saw the
+/// exit kept 15 of the 20.
+#[test]
+fn a_result_sent_just_before_exit_is_kept_and_a_partial_one_is_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("vectorize");
+    common::copy_dir(&common::workspace_root().join("tasks/vectorize"), &task);
+    std::fs::write(task.join("scripts/eval.py"), EVAL_RESULT_THEN_EXIT).unwrap();
+    let (output, json) = run(&common::agent("baseline"), &task, tmp.path(), &[]);
+    let json = json.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    let score = &json["score"];
+    assert_eq!(score["valid"], true, "{score}");
+    assert_eq!(score["score"], 20.0, "every whole result kept: {score}");
+}
