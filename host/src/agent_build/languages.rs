@@ -152,7 +152,7 @@ fn c_bindings(wit: &Path, out: &Path) -> Result<()> {
     let mut files = wit_bindgen_core::Files::default();
     wit_bindgen_c::Opts::default()
         .build()
-        .generate(&resolve, world, &mut files)
+        .generate(&mut resolve, world, &mut files)
         .context("generating the C bindings")?;
     std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create", out.display()))?;
     for (name, contents) in files.iter() {
