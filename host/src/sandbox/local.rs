@@ -42,13 +42,17 @@ const SYSTEM_FILES: &[&str] = &[
 /// libraries, never secrets.
 const PASSED_ENV: &[&str] = &["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"];
 
+/// The number of this process's next control group: one count for every
+/// sandbox of the process, so that two of them (tasks tested at once) never
+/// share a group, and with it their limits.
+static NEXT_GROUP: AtomicU64 = AtomicU64::new(0);
+
 /// Runs commands under bubblewrap on this machine.
 #[derive(Clone)]
 pub struct LocalSandbox {
     bwrap: PathBuf,
     version: String,
     cgroups: Option<cgroup::Version>,
-    counter: Arc<AtomicU64>,
     /// This host process's token, which names its control groups.
     host: String,
     /// The seccomp programs every command runs under (see `seccomp`).
@@ -233,7 +237,6 @@ impl LocalSandbox {
             bwrap,
             version,
             cgroups,
-            counter: Arc::new(AtomicU64::new(0)),
             host: crate::process::current_token(),
             seccomp: Arc::new(super::seccomp::bwrap_programs()?),
             gpu: Arc::new(GpuHost::from_env()),
@@ -545,7 +548,7 @@ impl Sandbox for LocalSandbox {
 impl LocalSandbox {
     /// A fresh name for a control group of this host.
     fn next_name(&self) -> String {
-        format!("{}-{}", self.host, self.counter.fetch_add(1, Ordering::Relaxed))
+        format!("{}-{}", self.host, NEXT_GROUP.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Starts bubblewrap for `command`: in `group` (or under rlimits
@@ -594,5 +597,25 @@ impl LocalSandbox {
         // SAFETY: the closure only makes async-signal-safe system calls.
         unsafe { child.pre_exec(child_setup(&join, &inherit, limits.max_file_bytes, fallback)) };
         child.spawn().context("starting bubblewrap")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two sandboxes of one process (two tasks tested at once) name their
+    /// control groups apart: a shared group would share its limits.
+    #[test]
+    fn two_sandboxes_of_one_process_never_name_a_group_alike() {
+        let Ok(first) = LocalSandbox::detect() else {
+            assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "bubblewrap is missing");
+            eprintln!("skipped: no bubblewrap");
+            return;
+        };
+        let second = LocalSandbox::detect().unwrap();
+        let names: std::collections::HashSet<String> =
+            (0..3).flat_map(|_| [first.next_name(), second.next_name()]).collect();
+        assert_eq!(names.len(), 6, "{names:?}");
     }
 }

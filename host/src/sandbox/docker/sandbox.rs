@@ -1,7 +1,6 @@
 //! The Docker sandbox: the engine and image scripts run in, and the
 //! containers it opens for task steps and episodes.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -31,8 +30,12 @@ pub struct DockerSandbox {
     /// The image's id (`sha256:…`), for provenance.
     digest: String,
     version: String,
-    counter: Arc<AtomicU64>,
 }
+
+/// The number of this process's next container: one count for every
+/// sandbox of the process, so that two of them (tasks tested at once) never
+/// name a container alike.
+static NEXT_CONTAINER: AtomicU64 = AtomicU64::new(0);
 
 impl DockerSandbox {
     /// Connects and checks that `image` exists (built by `mlrb image build`).
@@ -63,7 +66,6 @@ impl DockerSandbox {
             image: image.to_string(),
             digest: inspected.id.unwrap_or_default(),
             version,
-            counter: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -83,7 +85,7 @@ impl DockerSandbox {
         let name = format!(
             "mlrb-{}-{}",
             std::process::id(),
-            self.counter.fetch_add(1, Ordering::Relaxed)
+            NEXT_CONTAINER.fetch_add(1, Ordering::Relaxed)
         );
         let container = Container::create(&self.docker, &name, self.container_body(&setup, role)).await?;
         DockerEpisode::start(container, setup, launch_dir, lifeline, &name, warm).await
