@@ -46,9 +46,12 @@ fn research_benchmark_smoke_suite_passes() {
     if !common::docker_ready() {
         return;
     }
+    // Two tasks at once (more on a larger machine): each runs its scripts
+    // one after another, mostly on one core, and this is the suite's longest test.
+    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
     let output = common::mlrb()
         .args(["tasks", "test", "--smoke", "--sandbox", "docker", "--json"])
-        .args(["--suite", "ml-research-benchmark"])
+        .args(["--suite", "ml-research-benchmark", "-j", &parallel.to_string()])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

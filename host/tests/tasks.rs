@@ -280,6 +280,115 @@ fn tasks_test_fails_a_task_whose_baseline_is_wrong() {
     assert!(report["reference"]["score"].as_f64().unwrap() > 0.95, "{report}");
 }
 
+/// A copy of digits in `dir/folder`, with `baseline` declared, whose
+/// starter waits `seconds` before it trains. Its name stays digits: the
+/// hidden answers' split, and so the starter's score, follows the name.
+fn slow_digits(dir: &Path, folder: &str, baseline: &str, seconds: u32) -> PathBuf {
+    let task = dir.join(folder);
+    common::copy_dir(&common::workspace_root().join("tasks/digits"), &task);
+    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
+    let toml = toml.replacen("baseline = 0.805112", &format!("baseline = {baseline}"), 1);
+    std::fs::write(task.join("task.toml"), toml).unwrap();
+    let train = std::fs::read_to_string(task.join("env/train.py")).unwrap();
+    std::fs::write(
+        task.join("env/train.py"),
+        format!("import time\ntime.sleep({seconds})\n{train}"),
+    )
+    .unwrap();
+    task
+}
+
+/// How many Python processes below `pid` run a `train.py`.
+fn training_below(pid: u32) -> usize {
+    let parent_of = |p: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        // The fields after the command's closing parenthesis: state, ppid.
+        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    };
+    let below = |mut p: u32| {
+        while let Some(parent) = parent_of(p).filter(|&q| q > 1) {
+            if parent == pid {
+                return true;
+            }
+            p = parent;
+        }
+        false
+    };
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            // Python itself, not the sandbox's processes that carry its command line.
+            let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            args[0]
+                .rsplit(|&b| b == b'/')
+                .next()
+                .is_some_and(|a| a.starts_with(b"python"))
+                && args.iter().any(|arg| arg.ends_with(b"train.py"))
+        })
+        .filter(|&p| below(p))
+        .count()
+}
+
+/// `mlrb tasks test -j 2` tests two tasks at once (both starters are seen
+/// training together), reports them in the order given (the first, slower,
+/// ends last), and fails when one of them fails.
+#[test]
+fn tasks_test_tests_tasks_at_once_and_reports_them_in_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wrong = slow_digits(tmp.path(), "wrong", "0.7", 6);
+    let right = slow_digits(tmp.path(), "right", "0.805112", 3);
+    let mut child = common::mlrb()
+        .args(["tasks", "test", "-j", "2", "--json"])
+        .args([&wrong, &right])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap());
+    let mut together = 0;
+    while child.try_wait().unwrap().is_none() {
+        together = together.max(training_below(child.id()));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = child.wait().unwrap();
+    let stdout = reader.join().unwrap();
+    assert_eq!(together, 2, "two starters training at once");
+    assert!(!status.success(), "one task failed: {stdout}");
+    let reports: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let baseline_of = |r: &serde_json::Value| {
+        let findings = r["findings"].as_array().unwrap();
+        let baseline = findings.iter().find(|f| f["check"] == "baseline").unwrap();
+        (
+            baseline["status"].clone(),
+            baseline["detail"].as_str().unwrap().to_string(),
+        )
+    };
+    let (status, detail) = baseline_of(&reports[0]);
+    assert!(
+        status == "fail" && detail.contains("0.7 "),
+        "the first given first: {reports:#}"
+    );
+    assert_eq!(baseline_of(&reports[1]).0, "ok", "{reports:#}");
+    assert_eq!(reports[0]["passed"], false, "{reports:#}");
+    assert_eq!(reports[1]["passed"], true, "{reports:#}");
+
+    let refused = common::mlrb()
+        .args(["tasks", "test", "-j", "0"])
+        .arg(&right)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("--parallel"), "{stderr}");
+    assert_eq!(
+        stderr.trim().lines().next().map(|l| l.starts_with("error:")),
+        Some(true),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn tasks_test_passes_for_every_task_of_the_cpu_suite() {
     let output = common::mlrb()

@@ -89,6 +89,9 @@ pub enum TasksCommand {
         /// synthetic data (its scores measure nothing and never enter a bench).
         #[arg(long)]
         smoke: bool,
+        /// Tasks tested at once (each runs its scripts one after another).
+        #[arg(short = 'j', long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        parallel: u16,
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -126,11 +129,18 @@ impl TasksCommand {
                 suite,
                 keep,
                 smoke,
+                parallel,
                 json,
                 sandbox,
             } => {
                 let tasks = task::suite::chosen(&tasks, suite.as_deref())?;
-                test(&tasks, Options { keep, smoke, json }, &sandbox).await
+                let options = Options {
+                    keep,
+                    smoke,
+                    json,
+                    parallel: parallel.into(),
+                };
+                test(&tasks, options, &sandbox).await
             }
         }
     }
@@ -297,34 +307,49 @@ struct Options {
     keep: bool,
     smoke: bool,
     json: bool,
+    parallel: usize,
 }
 
 async fn test(tasks: &[Task], options: Options, sandbox: &SandboxArgs) -> Result<ExitCode> {
-    let Options { keep, smoke, json } = options;
-    let mut reports = Vec::new();
-    for task in tasks {
-        let runner = sandbox.runner(task).await?;
-        let bar = spinner(&task.spec.name);
-        let name = task.spec.name.clone();
-        let step = |what: &str| bar.set_message(format!("{name}: {what}"));
-        let offer = runner.offer();
-        let report = task::selftest::run(task, &offer, runner.cache_dir(), keep, smoke, &step).await;
-        bar.finish_and_clear();
-        let report = report?;
-        if !json {
-            let verdict = if report.passed { "passed" } else { "FAILED" };
-            let profile = if smoke { " (smoke)" } else { "" };
-            eprintln!("{} {}: {verdict}{profile}", report.task, report.version);
-        }
-        reports.push(report);
-    }
-    if json {
+    use futures_util::{StreamExt, TryStreamExt};
+    let bars = indicatif::MultiProgress::new();
+    // In the order given, whichever ends first.
+    let reports: Vec<Report> = futures_util::stream::iter(tasks)
+        .map(|task| test_one(task, &options, sandbox, &bars))
+        .buffered(options.parallel)
+        .try_collect()
+        .await?;
+    if options.json {
         say!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
         print_reports(&reports)?;
     }
     let passed = reports.iter().all(|r| r.passed);
     Ok(if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// One task's quality test, its progress a line of `bars`.
+async fn test_one(
+    task: &Task,
+    options: &Options,
+    sandbox: &SandboxArgs,
+    bars: &indicatif::MultiProgress,
+) -> Result<Report> {
+    let runner = sandbox.runner(task).await?;
+    let bar = bars.add(spinner(&task.spec.name));
+    let name = task.spec.name.clone();
+    let step = |what: &str| bar.set_message(format!("{name}: {what}"));
+    let offer = runner.offer();
+    let report = task::selftest::run(task, &offer, runner.cache_dir(), options.keep, options.smoke, &step).await;
+    bar.finish_and_clear();
+    bars.remove(&bar);
+    let report = report?;
+    if !options.json {
+        let verdict = if report.passed { "passed" } else { "FAILED" };
+        let profile = if options.smoke { " (smoke)" } else { "" };
+        bars.suspend(|| eprintln!("{} {}: {verdict}{profile}", report.task, report.version));
+    }
+    Ok(report)
 }
 
 fn print_reports(reports: &[Report]) -> Result<()> {

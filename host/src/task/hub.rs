@@ -60,6 +60,9 @@ impl Hub {
         let lib = pylib::install(cache_dir)?;
         let key = lib.file_name().unwrap_or_default().to_string_lossy().into_owned();
         let dir = cache_dir.join("standin").join(&key);
+        // Tasks tested at once wait for one build rather than each making its own.
+        static BUILDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _building = BUILDING.lock().await;
         if !dir.join("complete").is_file() {
             let argv = ["python3", "/mlrb/lib/mlrb_standin.py", "/out"];
             build(task, sandbox, cache_dir, (&argv[..], None), &dir).await?;
