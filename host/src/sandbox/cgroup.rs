@@ -48,7 +48,16 @@ fn write(path: &Path, value: &str) -> std::io::Result<()> {
 impl Cgroup {
     /// Which cgroup version this host lets mlrb use, if any.
     pub fn available() -> Option<Version> {
-        let probe = Self::create(&format!("probe-{}", crate::process::current_token()), 64 << 20, 16, 1.0)?;
+        // Numbered: two probes of one process at once must not collide, or
+        // the second would find no cgroups and run without them.
+        static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let probe = Self::create(
+            &format!("probe-{}-{n}", crate::process::current_token()),
+            64 << 20,
+            16,
+            1.0,
+        )?;
         Some(probe.version)
     }
 
