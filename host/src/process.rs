@@ -61,6 +61,13 @@ pub fn current_token() -> String {
     HostProcess::current().map_or_else(|| std::process::id().to_string(), |p| p.token())
 }
 
+/// A number this process never gives twice: what names the things it makes
+/// (containers, control groups) apart, however many sandboxes it opens.
+pub fn next_serial() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Whether the process a token names still runs; a bare pid (an older
 /// token) is judged by the pid alone.
 pub fn token_alive(token: &str) -> bool {

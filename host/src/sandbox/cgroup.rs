@@ -50,8 +50,7 @@ impl Cgroup {
     pub fn available() -> Option<Version> {
         // Numbered: two probes of one process at once must not collide, or
         // the second would find no cgroups and run without them.
-        static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = crate::process::next_serial();
         let probe = Self::create(
             &format!("probe-{}-{n}", crate::process::current_token()),
             64 << 20,

@@ -11,7 +11,6 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -41,11 +40,6 @@ const SYSTEM_FILES: &[&str] = &[
 /// Host environment variables passed through: CPU workarounds for numerical
 /// libraries, never secrets.
 const PASSED_ENV: &[&str] = &["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"];
-
-/// The number of this process's next control group: one count for every
-/// sandbox of the process, so that two of them (tasks tested at once) never
-/// share a group, and with it their limits.
-static NEXT_GROUP: AtomicU64 = AtomicU64::new(0);
 
 /// Runs commands under bubblewrap on this machine.
 #[derive(Clone)]
@@ -546,9 +540,11 @@ impl Sandbox for LocalSandbox {
 }
 
 impl LocalSandbox {
-    /// A fresh name for a control group of this host.
+    /// A fresh name for a control group of this host: the number is the
+    /// process's, so two sandboxes of it (tasks tested at once) never share
+    /// a group, and with it their limits.
     fn next_name(&self) -> String {
-        format!("{}-{}", self.host, NEXT_GROUP.fetch_add(1, Ordering::Relaxed))
+        format!("{}-{}", self.host, crate::process::next_serial())
     }
 
     /// Starts bubblewrap for `command`: in `group` (or under rlimits

@@ -48,6 +48,7 @@ pub async fn gc(all: bool) -> Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::container::Container;
     use super::*;
     use crate::sandbox::image::ImageRecipe;
     use bollard::models::ContainerCreateBody;
@@ -83,9 +84,7 @@ mod tests {
             ..Default::default()
         };
         let name = format!("mlrb-gc-test-{}", std::process::id());
-        let ours = super::super::container::Container::create(&docker, &name, body)
-            .await
-            .unwrap();
+        let ours = Container::create(&docker, &name, body).await.unwrap();
         let swept = gc(false).await;
         let kept = docker.inspect_container(&ours.id, None).await.is_ok();
         let _ = ours.remove().await;

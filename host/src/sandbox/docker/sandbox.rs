@@ -1,7 +1,6 @@
 //! The Docker sandbox: the engine and image scripts run in, and the
 //! containers it opens for task steps and episodes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
@@ -31,11 +30,6 @@ pub struct DockerSandbox {
     digest: String,
     version: String,
 }
-
-/// The number of this process's next container: one count for every
-/// sandbox of the process, so that two of them (tasks tested at once) never
-/// name a container alike.
-static NEXT_CONTAINER: AtomicU64 = AtomicU64::new(0);
 
 impl DockerSandbox {
     /// Connects and checks that `image` exists (built by `mlrb image build`).
@@ -82,11 +76,7 @@ impl DockerSandbox {
         let (launch_dir, lifeline) = launch_dir()?;
         let mut setup = setup.clone();
         setup.mounts.push(Mount::read_only(launch_dir.path(), LAUNCH_DIR));
-        let name = format!(
-            "mlrb-{}-{}",
-            std::process::id(),
-            NEXT_CONTAINER.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = format!("mlrb-{}-{}", std::process::id(), crate::process::next_serial());
         let container = Container::create(&self.docker, &name, self.container_body(&setup, role)).await?;
         DockerEpisode::start(container, setup, launch_dir, lifeline, &name, warm).await
     }
