@@ -117,30 +117,9 @@ fn every_local_model_answer_to_a_tool_request_is_a_well_formed_call() {
 /// The pids of llama_cpp.server processes (the server itself, not the
 /// wrapper that runs it) descending from `ancestor`.
 fn local_servers_under(ancestor: u32) -> Vec<u32> {
-    let parent = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
-    };
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-            args.iter().any(|a| *a == b"llama_cpp.server") && !args.iter().any(|a| *a == b"-c")
-        })
-        .filter(|&pid| {
-            let mut current = pid;
-            for _ in 0..4 {
-                match parent(current) {
-                    Some(p) if p == ancestor => return true,
-                    Some(p) if p > 1 => current = p,
-                    _ => return false,
-                }
-            }
-            false
-        })
-        .collect()
+    common::processes_under(ancestor, 4, |args| {
+        args.iter().any(|a| *a == b"llama_cpp.server") && !args.iter().any(|a| *a == b"-c")
+    })
 }
 
 /// A local model server that dies (here: killed; in the wild, a request

@@ -256,9 +256,7 @@ fn tasks_test_fails_a_task_whose_baseline_is_wrong() {
     let tmp = tempfile::tempdir().unwrap();
     let task = tmp.path().join("digits");
     common::copy_dir(&common::workspace_root().join("tasks/digits"), &task);
-    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
-    let toml = toml.replacen("baseline = 0.805112", "baseline = 0.7", 1);
-    std::fs::write(task.join("task.toml"), toml).unwrap();
+    common::edit_task_toml(&task, "baseline = 0.805112", "baseline = 0.7");
     let output = common::mlrb()
         .args(["tasks", "test", "--json"])
         .arg(&task)
@@ -286,9 +284,7 @@ fn tasks_test_fails_a_task_whose_baseline_is_wrong() {
 fn slow_digits(dir: &Path, folder: &str, baseline: &str, seconds: u32) -> PathBuf {
     let task = dir.join(folder);
     common::copy_dir(&common::workspace_root().join("tasks/digits"), &task);
-    let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
-    let toml = toml.replacen("baseline = 0.805112", &format!("baseline = {baseline}"), 1);
-    std::fs::write(task.join("task.toml"), toml).unwrap();
+    common::edit_task_toml(&task, "baseline = 0.805112", &format!("baseline = {baseline}"));
     let train = std::fs::read_to_string(task.join("env/train.py")).unwrap();
     std::fs::write(
         task.join("env/train.py"),
@@ -298,38 +294,17 @@ fn slow_digits(dir: &Path, folder: &str, baseline: &str, seconds: u32) -> PathBu
     task
 }
 
-/// How many Python processes below `pid` run a `train.py`.
+/// How many Python processes below `pid` run a `train.py`: Python itself,
+/// not the sandbox's processes that carry its command line.
 fn training_below(pid: u32) -> usize {
-    let parent_of = |p: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-        // The fields after the command's closing parenthesis: state, ppid.
-        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    let python_training = |args: &[&[u8]]| {
+        args[0]
+            .rsplit(|&b| b == b'/')
+            .next()
+            .is_some_and(|a| a.starts_with(b"python"))
+            && args.iter().any(|arg| arg.ends_with(b"train.py"))
     };
-    let below = |mut p: u32| {
-        while let Some(parent) = parent_of(p).filter(|&q| q > 1) {
-            if parent == pid {
-                return true;
-            }
-            p = parent;
-        }
-        false
-    };
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&p| {
-            // Python itself, not the sandbox's processes that carry its command line.
-            let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
-            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-            args[0]
-                .rsplit(|&b| b == b'/')
-                .next()
-                .is_some_and(|a| a.starts_with(b"python"))
-                && args.iter().any(|arg| arg.ends_with(b"train.py"))
-        })
-        .filter(|&p| below(p))
-        .count()
+    common::processes_under(pid, 8, python_training).len()
 }
 
 /// `mlrb tasks test -j 2` tests two tasks at once (both starters are seen

@@ -329,6 +329,36 @@ pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The pids of processes at most `depth` generations below `ancestor` whose
+/// command line (its arguments, split) `matches`.
+pub fn processes_under(ancestor: u32, depth: usize, matches: impl Fn(&[&[u8]]) -> bool) -> Vec<u32> {
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The fields after the command's closing parenthesis: state, ppid.
+        stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+    };
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            matches(&args)
+        })
+        .filter(|&pid| {
+            let mut current = pid;
+            for _ in 0..depth {
+                match parent(current) {
+                    Some(p) if p == ancestor => return true,
+                    Some(p) if p > 1 => current = p,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}
+
 /// Fails if any process whose command line contains `pattern` is running:
 /// what a sandbox left behind.
 pub fn assert_no_process(pattern: &str) {
