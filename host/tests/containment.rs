@@ -201,6 +201,7 @@ fn check_launcher(attack: Attack, sandbox: Sandbox) {
         "ptrace seize launcher: denied",
         "list launcher fds: denied",
         "read launcher environ: denied",
+        "launcher threads: denied",
     ] {
         assert!(answer.contains(attempt), "missing `{attempt}`:\n{answer}");
     }
@@ -249,6 +250,20 @@ fn stderr_logs(dir: &Path) -> Vec<(PathBuf, String)> {
         .collect()
 }
 
+/// The work the forging payloads do at import (forge_payloads.py).
+const SLOW_IMPORT_S: f64 = 0.4;
+
+/// Whether a validation line says a valid score of at least `seconds`.
+fn timed_at_least(line: &str, seconds: f64) -> bool {
+    let score = line.split("score=").nth(1).unwrap_or_default();
+    let number: String = score
+        .trim_start_matches("Some(")
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | '-'))
+        .collect();
+    line.contains("valid=true") && number.parse::<f64>().is_ok_and(|s| s >= seconds)
+}
+
 fn check_forged_score(agent: &Path, sandbox: Sandbox) {
     let tmp = tempfile::tempdir().unwrap();
     let finished = common::run_episode(agent, "vectorize", &tmp.path().join("runs"), sandbox.args());
@@ -262,12 +277,20 @@ fn check_forged_score(agent: &Path, sandbox: Sandbox) {
         leak.ends_with("invalid submission: the submitted code raised an error or crashed when the evaluator ran it"),
         "{answer}"
     );
-    // Scored as what it is: valid and fast, never the forged time.
+    // Code that writes its own `ready` and result after 0.4 s of work is
+    // refused or timed with that work, never faster.
+    let prewrite = answer.lines().find(|l| l.starts_with("prewrite:")).unwrap_or_default();
+    assert!(
+        prewrite.contains("valid=false") || timed_at_least(prewrite, SLOW_IMPORT_S),
+        "{answer}"
+    );
+    // Scored as what it is: valid, and its import's 0.4 s of work timed
+    // (the channel cannot be read, so the clock cannot be started late).
     assert!(answer.contains("forged: valid=true"), "{answer}");
     let score = &finished.json["score"];
     assert_eq!(score["valid"], true, "{score}");
     let seconds = score["score"].as_f64().unwrap();
-    assert!(seconds > 1e-4, "a forged time was recorded: {score}");
+    assert!(seconds >= SLOW_IMPORT_S, "a forged time was recorded: {score}");
     // What the submitted code found, from every run of it: no result to
     // forge, no hidden file, no evaluator, and its daemon gone with it.
     let logs = stderr_logs(&finished.dir);

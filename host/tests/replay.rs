@@ -450,6 +450,67 @@ fn verify_finds_one_changed_byte_in_any_artefact_and_a_signature_holds_only_with
         "{said}"
     );
     assert!(said.contains("verified  run (results.jsonl"), "{said}");
+
+    // A baseline edited with everything that follows from it made
+    // consistent: the task the episode names declares another baseline.
+    let rebased = tmp.path().join("rebased");
+    common::copy_dir(&run, &rebased);
+    let score_path = rebased.join("digits/baseline/1/score.json");
+    let mut score: Value = serde_json::from_slice(&std::fs::read(&score_path).unwrap()).unwrap();
+    let (value, reference) = (score["score"].as_f64().unwrap(), score["reference"].as_f64());
+    let improvement = (value - 0.5) / 0.5;
+    score["baseline"] = 0.5.into();
+    score["improvement"] = improvement.into();
+    score["success"] = (improvement > 0.1).into();
+    score["normalized"] = reference.map(|r| (value - 0.5) / (r - 0.5)).into();
+    std::fs::write(&score_path, serde_json::to_vec(&score).unwrap()).unwrap();
+    let (ok, said) = verify(&rebased, &["--no-eval"]);
+    assert!(!ok && said.contains("score.json: baseline 5.000000000000e-1"), "{said}");
+    assert!(
+        !said.contains("score.json: improvement is"),
+        "consistent, as edited: {said}"
+    );
+    // So is a metric turned round, or named otherwise.
+    for (field, to) in [("higher_is_better", Value::from(false)), ("metric", "loss".into())] {
+        let mut turned =
+            serde_json::from_slice::<Value>(&std::fs::read(run.join("digits/baseline/1/score.json")).unwrap()).unwrap();
+        turned[field] = to;
+        std::fs::write(&score_path, serde_json::to_vec(&turned).unwrap()).unwrap();
+        let (ok, said) = verify(&rebased, &["--no-eval"]);
+        assert!(
+            !ok && said.contains(&format!("score.json: {field} is")),
+            "{field}: {said}"
+        );
+    }
+}
+
+#[test]
+fn an_episode_whose_task_folder_is_gone_does_not_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("digits-gone");
+    common::copy_dir(&common::workspace_root().join("tasks/digits"), &task);
+    common::edit_task_toml(&task, "name = \"digits\"", "name = \"digits-gone\"");
+    let out = mlrb(&[
+        "bench",
+        "--agent",
+        common::agent("baseline").to_str().unwrap(),
+        "--task",
+        task.to_str().unwrap(),
+        "--seeds",
+        "1",
+        "--quiet",
+        "--out",
+        tmp.path().join("runs").to_str().unwrap(),
+        "--run-name",
+        "run",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let run = tmp.path().join("runs/run");
+    let (ok, said) = verify(&run, &["--no-eval"]);
+    assert!(ok, "{said}");
+    std::fs::remove_dir_all(&task).unwrap();
+    let (ok, said) = verify(&run, &["--no-eval"]);
+    assert!(!ok && said.contains("its score cannot be checked"), "{said}");
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! linker, sandbox, caches, GPUs, the model source) and runs any number of
 //! [`EpisodeRequest`]s, one after another or at once.
 
+pub mod basis;
 pub mod end;
 pub mod feedback;
 pub mod fork;

@@ -23,10 +23,10 @@
 # script started could not be killed.
 import json
 import os
+import select
 import signal
 import socket
 import sys
-import threading
 import time
 
 ME = os.getpid()
@@ -162,9 +162,34 @@ def start_as(argv, env, out, err, user):
     return child.pid
 
 
+DEADLINE = [0.0]
+
+
+def wait_readable(fd):
+    """Waits until `fd` is readable; ends the launcher if its lifetime is
+    up first."""
+    left = DEADLINE[0] - time.monotonic()
+    if left <= 0 or not select.select([fd], [], [], left)[0]:
+        os._exit(0)
+
+
+def wait_for(pid):
+    """The wait status of the script `pid`, waited for within the lifetime."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # before Linux 5.3: unbounded
+        return os.waitpid(pid, 0)[1]
+    try:
+        wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+    return os.waitpid(pid, 0)[1]
+
+
 def serve(conn, user):
     conn.send(b'{"ready": true}')
     while True:
+        wait_readable(conn)
         message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
         if not message:
             return
@@ -182,7 +207,7 @@ def serve(conn, user):
         finally:
             os.close(out)
             os.close(err)
-        status = os.waitpid(pid, 0)[1] if pid else None
+        status = wait_for(pid) if pid else None
         reply = {"leftover": not sweep(user)}
         if status is None:
             reply["code"] = 127
@@ -200,10 +225,10 @@ def main():
         sys.exit("mlrb: a launcher that starts scripts as another user must run as root")
     harden()
     # Ends by itself once the episode's time is up, even if its host is
-    # gone (a thread: an init ignores the default action of SIGALRM).
-    timer = threading.Timer(max(lifetime, 1), os._exit, (0,))
-    timer.daemon = True
-    timer.start()
+    # gone: every wait is bounded by the deadline. No timer thread (each
+    # thread is a task of the sandbox's /proc, outside the init's masked
+    # /proc/1) and no SIGALRM handler (which would let a script send it).
+    DEADLINE[0] = time.monotonic() + max(lifetime, 1)
     if how == "fd":
         conn = socket.socket(fileno=int(where))
         # Inherited without close-on-exec: a script must never hold it.

@@ -119,6 +119,8 @@ impl Task {
         // A baseline measured on this host (`mlrb tasks baseline`) is what
         // this host's scores are judged against.
         if let Some(measured) = baseline::load(&task, &crate::paths::cache_dir()) {
+            let metric = &mut task.spec.metric;
+            metric.declared_baseline = Some((metric.baseline, metric.baseline_source()));
             task.spec.metric.baseline = Some(measured.mean);
             task.spec.metric.baseline_from = Some(measured.source());
         }

@@ -288,6 +288,10 @@ pub struct Metric {
     /// judged. Always true for a `task.toml`, which must declare it.
     #[serde(skip, default = "yes")]
     pub direction_known: bool,
+    /// The baseline the task itself declares and its source, where one
+    /// measured on this host replaced it (`mlrb verify` accepts either).
+    #[serde(skip)]
+    pub declared_baseline: Option<(Option<f64>, Option<String>)>,
 }
 
 impl Metric {

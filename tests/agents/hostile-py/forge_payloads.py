@@ -35,6 +35,7 @@ import time
 import numpy as np
 
 FORGED = '{"score": 1e-06}'
+SLOW_IMPORT_S = 0.4
 
 
 def attempts():
@@ -80,8 +81,40 @@ def daemon():
     os._exit(0)
 
 
-sys.stderr.write("forge> " + "; ".join(attempts()) + "\n")
+def steal_channel():
+    """Tries to read the run's result channel, where the harness has just
+    written `ready` (code that could take that line could start the clock
+    itself): opened for reading, for reading and writing, and again through
+    the harness's own descriptor in /proc/self/fd."""
+    path = os.environ.get("MLRB_CHANNEL", "/mlrb/channel/result")
+    found = []
+    for how, flags in (("read", os.O_RDONLY), ("read-write", os.O_RDWR)):
+        try:
+            fd = os.open(path, flags | os.O_NONBLOCK)
+        except OSError as error:
+            found.append(f"open channel {how}: denied ({error.strerror})")
+            continue
+        try:
+            taken = os.read(fd, 64)
+        except OSError:
+            taken = b""
+        found.append(f"open channel {how}: ESCAPED (took {taken!r})")
+        os.close(fd)
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") != path:
+                continue
+            os.close(os.open(f"/proc/self/fd/{name}", os.O_RDONLY | os.O_NONBLOCK))
+            found.append(f"reopen channel through /proc/self/fd/{name}: ESCAPED")
+        except OSError as error:
+            found.append(f"reopen channel through /proc/self/fd/{name}: denied ({error.strerror})")
+    return found
+
+
+sys.stderr.write("forge> " + "; ".join(attempts() + steal_channel()) + "\n")
 daemon()
+# Slow work at import: the clock must count it (import is part of the call).
+time.sleep(SLOW_IMPORT_S)
 
 
 def forward(x, weights, bias):
@@ -93,3 +126,39 @@ def forward(x, weights, bias):
     hp, wp = conv.shape[1] // 2, conv.shape[2] // 2
     return conv[:, :2 * hp, :2 * wp].reshape(n, hp, 2, wp, 2, c_out).max(axis=(2, 4))
 """  # end FORGE
+
+PREWRITE = r"""
+# A train.py for the vectorize task that writes on the result channel
+# itself, at import: a second `ready` line and then a right result framed as
+# the harness frames it, after slow work (code that had stolen the
+# harness's `ready` would have started the clock here). The harness's own
+# `ready` is already in, so the second one can only spoil the frame.
+import os
+import time
+
+import __main__
+import numpy as np
+
+
+def forward(x, weights, bias):
+    n, h, w, c_in = x.shape
+    k, _, _, c_out = weights.shape
+    windows = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(1, 2))
+    conv = np.einsum("nijcpq,pqcf->nijf", windows, weights, optimize=True) + bias
+    conv = np.maximum(conv, 0.0)
+    hp, wp = conv.shape[1] // 2, conv.shape[2] // 2
+    return conv[:, :2 * hp, :2 * wp].reshape(n, hp, 2, wp, 2, c_out).max(axis=(2, 4))
+
+
+time.sleep(0.4)
+try:
+    import io
+    buffer = io.BytesIO()
+    np.save(buffer, forward(__main__.x, __main__.weights, __main__.bias), allow_pickle=False)
+    payload = buffer.getvalue()
+    channel = os.open(os.environ["MLRB_CHANNEL"], os.O_WRONLY)
+    os.write(channel, b"ready\n" + len(payload).to_bytes(8, "little") + payload)
+except Exception as error:
+    import sys
+    sys.stderr.write(f"forge> prewrite failed: {error!r}\n")
+"""  # end PREWRITE

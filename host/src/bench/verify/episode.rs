@@ -1,10 +1,11 @@
-//! One episode verified: its records, its score re-computed from the final
+//! One episode verified: its records, its score's metric and baseline
+//! against the task it names, its score re-computed from the final
 //! snapshot by the same task, and its hermetic replay.
 
 use std::path::Path;
 
 use super::{Options, Tasks};
-use crate::episode::{EpisodeRecord, Runner, ScoreRecord, verify};
+use crate::episode::{EpisodeRecord, Runner, ScoreRecord, basis, verify};
 use crate::task;
 
 /// Every failure of one episode.
@@ -13,12 +14,10 @@ pub(super) async fn failures(options: &Options, dir: &Path, runner: &Runner, tas
     let Ok(record) = EpisodeRecord::read(dir) else {
         return failures;
     };
-    if !options.no_eval && record.end.is_some() {
-        match tasks.get(&record.task.root) {
-            Some(Ok(task)) => failures.extend(rescore(runner, task, dir, &record, options.tolerance).await),
-            Some(Err(why)) => failures.push(why.clone()),
-            None => {}
-        }
+    match tasks.get(&record.task.root) {
+        Some(Ok(task)) => failures.extend(against_task(options, runner, task, dir, &record).await),
+        Some(Err(why)) => failures.push(why.clone()),
+        None => {}
     }
     if options.replay && record.end.is_some() {
         let replayed = async {
@@ -33,18 +32,20 @@ pub(super) async fn failures(options: &Options, dir: &Path, runner: &Runner, tas
     failures
 }
 
-/// The score re-computed from the final snapshot, by the same task.
-async fn rescore(
+/// The episode's score against the task it names: the same folder, the
+/// metric and baseline `score.json` judged by, and (unless told not to)
+/// the score re-computed from the final snapshot.
+async fn against_task(
+    options: &Options,
     runner: &Runner,
     task: &task::Task,
     dir: &Path,
     record: &EpisodeRecord,
-    tolerance: f64,
 ) -> Vec<String> {
     match task.content_hash() {
         Ok(hash) if hash != record.task.content_hash => {
             return vec![format!(
-                "the task folder {} changed since the episode ran (content {}, recorded {}): its score cannot be re-computed",
+                "the task folder {} changed since the episode ran (content {}, recorded {}): its score cannot be checked",
                 task.root.display(),
                 &hash[..16],
                 record.task.content_hash.chars().take(16).collect::<String>()
@@ -56,12 +57,28 @@ async fn rescore(
     let Ok(recorded) = ScoreRecord::read(dir) else {
         return Vec::new();
     };
+    let mut failures = basis::differences(task, &recorded);
+    if !options.no_eval && record.end.is_some() {
+        failures.extend(rescore(runner, task, dir, record, &recorded, options.tolerance).await);
+    }
+    failures
+}
+
+/// The score re-computed from the final snapshot, by the same task.
+async fn rescore(
+    runner: &Runner,
+    task: &task::Task,
+    dir: &Path,
+    record: &EpisodeRecord,
+    recorded: &ScoreRecord,
+    tolerance: f64,
+) -> Vec<String> {
     let work = match tempfile::Builder::new().prefix("mlrb-verify-").tempdir() {
         Ok(work) => work,
         Err(error) => return vec![format!("a scratch folder: {error}")],
     };
     match runner.rescore(task, dir, record, work.path()).await {
-        Ok(again) => verify::compare_scores(&recorded, &again, (tolerance, metric_tolerance(task)))
+        Ok(again) => verify::compare_scores(recorded, &again, (tolerance, metric_tolerance(task)))
             .into_iter()
             .collect(),
         Err(error) => vec![format!("re-scoring: {error:#}")],

@@ -55,7 +55,7 @@ pub async fn verify(options: &Options, progress: &(dyn Fn(Progress) + Sync)) -> 
         bail!("{}: no episode here (no episode.json at or under it)", dir.display());
     }
     let mut findings = vec![signature::finding(dir, options.key.as_deref())];
-    let tasks = tasks(options, &episodes);
+    let tasks = tasks(&episodes);
     let runner = runner(options, &tasks).await?;
     progress(Progress::Episodes(episodes.len()));
     for episode in &episodes {
@@ -89,17 +89,16 @@ pub enum Progress {
 type Tasks = BTreeMap<String, Result<task::Task, String>>;
 
 /// Each task an episode ran, loaded from where it was (by root).
-fn tasks(options: &Options, episodes: &[PathBuf]) -> Tasks {
+/// Loaded under --no-eval too: a score's metric and baseline are checked
+/// against its task, which must still be there.
+fn tasks(episodes: &[PathBuf]) -> Tasks {
     let mut tasks = BTreeMap::new();
-    if options.no_eval {
-        return tasks;
-    }
     for dir in episodes {
         let Ok(record) = EpisodeRecord::read(dir) else { continue };
         tasks.entry(record.task.root.clone()).or_insert_with(|| {
             record
                 .load_task()
-                .map_err(|e| format!("cannot be loaded to re-score: {e:#}"))
+                .map_err(|e| format!("its score cannot be checked: {e:#}"))
         });
     }
     tasks

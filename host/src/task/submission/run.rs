@@ -1,6 +1,12 @@
 //! One run of submitted code: a fresh sandbox with the workspace and the
 //! run's inputs read-only, a scratch output folder, and a result channel
 //! (a FIFO) that this host reads and times.
+//!
+//! The channel is write-only from the run's side: this host opens its read
+//! end while only it may, then leaves the FIFO writable and unreadable to
+//! everyone (its folder is mounted read-only, so no run can change that).
+//! No process of the run can take the harness's `ready` line, reorder it or
+//! read it back: the clock starts when this host reads it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -28,11 +34,10 @@ pub async fn run(request: &Request, number: u32, context: &Runs<'_>, paths: &Pat
     }
     super::open_to_all(&own)?;
     super::open_to_all(&channel_dir)?;
-    let fifo = channel_dir.join("result");
-    make_fifo(&fifo)?;
+    let receiver = open_channel(&channel_dir.join("result"))?;
     let stop = Stopper::default();
     let command = command(request, number, context, &inputs, &out, &channel_dir, stop.clone())?;
-    let (outcome, channel) = run_and_read(context, command, &fifo, request, stop).await?;
+    let (outcome, channel) = run_and_read(context, command, receiver, request, stop).await?;
     let result = channel.as_ref().and_then(|c| c.result.as_deref());
     if let Some(bytes) = result {
         std::fs::write(inputs.join("result"), bytes).context("saving the run's result")?;
@@ -58,13 +63,27 @@ fn inputs_folder(exchange: &Path, name: &str) -> Result<PathBuf> {
     }
 }
 
-/// A FIFO the run's user may write.
-fn make_fifo(path: &Path) -> Result<()> {
+/// Makes the run's channel at `path` and opens its read end: a FIFO that
+/// the run's user may only write.
+fn open_channel(path: &Path) -> Result<tokio::net::unix::pipe::Receiver> {
     rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, 0o600.into(), 0)
         .with_context(|| format!("making the run's channel {}", path.display()))?;
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
-    Ok(())
+    // Read and write: the reader never sees an end of file, whoever opens
+    // and closes the write end inside. Opened before the mode allows
+    // anyone else to open it at all.
+    let receiver = tokio::net::unix::pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(path)
+        .context("opening the run's channel")?;
+    // Write-only for everyone, the owner included: a run whose user maps to
+    // this host's (bubblewrap without root) is the owner.
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(WRITE_ONLY))
+        .with_context(|| format!("making {} write-only", path.display()))?;
+    Ok(receiver)
 }
+
+/// The channel's mode: anyone may write, nobody may read.
+const WRITE_ONLY: u32 = 0o222;
 
 /// The run's sandboxed command.
 fn command(
@@ -121,16 +140,10 @@ struct Channel {
 async fn run_and_read(
     context: &Runs<'_>,
     command: sandbox::Command,
-    fifo: &Path,
+    receiver: tokio::net::unix::pipe::Receiver,
     request: &Request,
     stop: Stopper,
 ) -> Result<(Outcome, Option<Channel>)> {
-    // Read and write: the reader never sees an end of file, whoever opens
-    // and closes the write end inside.
-    let receiver = tokio::net::unix::pipe::OpenOptions::new()
-        .read_write(true)
-        .open_receiver(fifo)
-        .context("opening the run's channel")?;
     let run = context.sandbox.run(command);
     tokio::pin!(run);
     let read = read_channel(receiver, request.timed, request.result_max_bytes);
