@@ -81,11 +81,11 @@ def daemon():
     os._exit(0)
 
 
+# Tries to read the run's result channel, where the harness has just
+# written `ready` (code that could take that line could start the clock
+# itself): opened for reading, for reading and writing, and again through
+# the harness's own descriptor in /proc/self/fd.
 def steal_channel():
-    """Tries to read the run's result channel, where the harness has just
-    written `ready` (code that could take that line could start the clock
-    itself): opened for reading, for reading and writing, and again through
-    the harness's own descriptor in /proc/self/fd."""
     path = os.environ.get("MLRB_CHANNEL", "/mlrb/channel/result")
     found = []
     for how, flags in (("read", os.O_RDONLY), ("read-write", os.O_RDWR)):
