@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What runs of submitted code leave on disk: (1) a run that writes a sparse
-file of 1 GiB and 200 MiB of data into its output folder, as the evaluator
-finds the copy (apparent size and size on disk); (2) the records of a
+file of 1 GiB into its output folder, and one that writes 200 MiB of data,
+as the evaluator finds the copies (apparent size and size on disk); (2) the records of a
 vectorize episode whose train.py prints 16 MiB on each stream when it is
 imported (every run of the final scoring does), as `du` counts them.
 
@@ -23,27 +23,30 @@ AGENT = os.path.join(TARGET, "wasm32-wasip2", "release", "baseline.wasm")
 # of data, then saying what came back.
 FLOOD_EVAL = r'''import os, sys
 import mlrb_eval
-CODE = """
+SPARSE = """
 with open("/mlrb/output/sparse", "wb") as f:
     try:
         f.truncate(1 << 30)
     except OSError as e:
         print("truncate refused:", e)
+"""
+DATA = """
 chunk = b"x" * (1 << 20)
 with open("/mlrb/output/data", "wb") as f:
     for _ in range(200):
         f.write(chunk)
 """
 def score(workspace, hidden):
-    try:
-        run = mlrb_eval.run_submission(["python3", "-I", "/mlrb/in/h.py"], inputs={"h.py": CODE}, timeout=120)
-    except mlrb_eval.Invalid as refused:
-        print("MEASURED run refused:", refused, file=sys.stderr)
-        return 0.0
-    for name in sorted(os.listdir(run.outputs)):
-        st = os.stat(os.path.join(run.outputs, name))
-        print(f"MEASURED {name}: {st.st_size >> 20} MiB apparent, {st.st_blocks * 512 >> 20} MiB on disk",
-              file=sys.stderr)
+    for code in (SPARSE, DATA):
+        try:
+            run = mlrb_eval.run_submission(["python3", "-I", "/mlrb/in/h.py"], inputs={"h.py": code}, timeout=120)
+        except mlrb_eval.Invalid as refused:
+            print("MEASURED run refused:", refused, file=sys.stderr)
+            continue
+        for name in sorted(os.listdir(run.outputs)):
+            st = os.stat(os.path.join(run.outputs, name))
+            print(f"MEASURED {name}: {st.st_size >> 20} MiB apparent, {st.st_blocks * 512 >> 20} MiB on disk",
+                  file=sys.stderr)
     return 1.0
 if __name__ == "__main__":
     mlrb_eval.main(score)
