@@ -487,8 +487,12 @@ class Run:
     bytes it sent on its channel (``None`` without a complete one);
     ``seconds`` mlrb's own measure of a timed run (from its ``ready`` to the
     result's last byte) or of the whole run; ``outputs`` the folder where
-    what it wrote to ``/mlrb/output`` was copied; ``stderr`` the end of what it
-    printed (for the records: never tell it to the agent)."""
+    what it wrote to ``/mlrb/output`` was copied (regular files and folders
+    only, sparse files sparse) and ``outputs_left_out`` how many entries
+    (links, special files) were not; ``stderr`` the end of what it printed
+    (for the records: never tell it to the agent). A run whose output
+    folder grew past mlrb's bounds never gets here: :func:`run_submission`
+    raises :class:`Invalid` for it."""
 
     def __init__(self, reply, folder):
         self.termination = reply.get("termination")
@@ -496,6 +500,7 @@ class Run:
         self.seconds = reply.get("seconds")
         self.stderr = reply.get("stderr", "")
         self.outputs = os.path.join(folder, "out")
+        self.outputs_left_out = (reply.get("outputs") or {}).get("left_out", 0)
         self.result = None
         if reply.get("result"):
             with open(os.path.join(folder, "result"), "rb") as f:
@@ -570,6 +575,9 @@ def run_submission(argv, inputs=None, timeout=60.0, timed=False, result_max_byte
     run first writes ``b"ready\\n"`` there, once its inputs are loaded and
     before any submitted code runs; mlrb's clock runs from that line to the
     result's last byte, and the run is ended as soon as the result is in.
+    A run whose ``/mlrb/output`` grows past mlrb's bounds (256 MiB, each
+    file counted whole even where sparse, or 4096 entries) is stopped and
+    refused: this raises :class:`Invalid` (kind ``too-large`` or ``rules``).
     """
     _runner["count"] += 1
     name = f"run-{os.getpid()}-{_runner['count']}"
@@ -585,6 +593,10 @@ def run_submission(argv, inputs=None, timeout=60.0, timed=False, result_max_byte
         "argv": list(argv), "folder": name, "timeout_s": float(timeout),
         "timed": bool(timed), "result_max_bytes": int(result_max_bytes),
     })
+    if reply.get("termination") == "outputs-too-large":
+        outputs = reply.get("outputs") or {}
+        kind = "too-large" if outputs.get("over") == "bytes" else "rules"
+        raise Invalid("the submitted code's run was refused: " + str(outputs.get("refused")), kind)
     return Run(reply, folder)
 
 

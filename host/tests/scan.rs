@@ -208,6 +208,9 @@ fn climbing_the_public_score_row_by_row_is_flagged() {
     let probing = only(&flags, Kind::ValidationProbing, Severity::Review, 5);
     let count: usize = probing.detail.split_whitespace().next().unwrap().parse().unwrap();
     assert!(count >= 10, "{}", probing.detail);
+    // Each of those validations differs from the one before by a row.
+    let flips = only(&flags, Kind::RowFlips, Severity::Review, 5);
+    assert!(flips.detail.contains("submission.csv"), "{}", flips.detail);
     let submitted = flags.iter().find(|f| f.kind == Kind::SubmissionWritten).unwrap();
     assert_eq!(submitted.severity, Severity::Review, "{submitted:?}");
 }

@@ -473,3 +473,133 @@ fn a_result_sent_just_before_exit_is_kept_and_a_partial_one_is_not() {
     assert_eq!(score["valid"], true, "{score}");
     assert_eq!(score["score"], 20.0, "every whole result kept: {score}");
 }
+
+/// A copy of vectorize whose evaluator runs submitted code that floods its
+/// output folder every way it can: two files of 150 MiB of data, 5000
+/// empty files, a sparse file of 1 GiB, then a sparse file of 100 MiB
+/// (within the bounds) and twelve runs printing 1 MiB on each stream. It
+/// scores 1 when each flood was refused (or never got its file made) and
+/// the sparse file came back sparse, and says otherwise what was not. What
+/// it measured is on its stderr (the episode's `eval.stderr`).
+const EVAL_OUTPUT_FLOODS: &str = r#"import os, sys
+import mlrb_eval
+from mlrb_eval import Invalid
+DATA = """
+import os
+chunk = b"x" * (1 << 20)
+for name in ("a", "b"):
+    fd = os.open("/mlrb/output/" + name, os.O_WRONLY | os.O_CREAT)
+    for _ in range(150):
+        os.write(fd, chunk)
+    os.close(fd)
+"""
+FILES = "for n in range(5000):\n    open(f'/mlrb/output/{n}', 'w').close()\n"
+SPARSE_1G = """
+for how in ("truncate", "write"):
+    try:
+        with open("/mlrb/output/sparse-" + how, "wb") as f:
+            if how == "truncate":
+                f.truncate(1 << 30)
+            else:
+                f.seek((1 << 30) - 3)
+                f.write(b"end")
+    except OSError as e:
+        print(how, "refused:", e)
+"""
+SPARSE_OK = """
+with open("/mlrb/output/sparse", "wb") as f:
+    f.seek((100 << 20) - 3)
+    f.write(b"end")
+"""
+LOGS = "import sys\nsys.stdout.write('o' * (1 << 20))\nsys.stderr.write('e' * (1 << 20))\n"
+def run(code):
+    try:
+        return mlrb_eval.run_submission(["python3", "-I", "/mlrb/in/h.py"], inputs={"h.py": code}, timeout=120)
+    except Invalid as refused:
+        return refused
+def on_disk(path):
+    st = os.stat(path)
+    return f"{path.split('/')[-1]}: {st.st_size} bytes, {st.st_blocks * 512} on disk"
+def score(workspace, hidden):
+    failures = []
+    for name, code, kind in (("data", DATA, "too-large"), ("files", FILES, "rules")):
+        got = run(code)
+        print(name, "->", got if isinstance(got, Invalid) else got.termination, file=sys.stderr)
+        if not isinstance(got, Invalid) or got.kind != kind:
+            failures.append(f"{name} not refused as {kind}")
+    huge = run(SPARSE_1G)
+    if isinstance(huge, Invalid):
+        print("sparse 1 GiB ->", huge, file=sys.stderr)
+    else:
+        for name in sorted(os.listdir(huge.outputs)):
+            path = os.path.join(huge.outputs, name)
+            print("sparse 1 GiB ->", on_disk(path), file=sys.stderr)
+            if os.path.getsize(path) > (256 << 20):
+                failures.append("a sparse file of 1 GiB was copied back (" + on_disk(path) + ")")
+    ok = run(SPARSE_OK)
+    if isinstance(ok, Invalid):
+        failures.append(f"a sparse file of 100 MiB was refused: {ok}")
+    else:
+        path = os.path.join(ok.outputs, "sparse")
+        print("sparse 100 MiB ->", on_disk(path), file=sys.stderr)
+        st = os.stat(path)
+        if st.st_size != 100 << 20 or st.st_blocks * 512 > 1 << 20:
+            failures.append("a sparse file of 100 MiB came back as " + on_disk(path))
+    for _ in range(12):
+        run(LOGS)
+    if failures:
+        raise Invalid("; ".join(failures))
+    return 1.0
+if __name__ == "__main__":
+    mlrb_eval.main(score)
+"#;
+
+/// A run's output folder is bounded in bytes (a sparse file counted whole)
+/// and entries: a run past either is refused with the fixed vocabulary
+/// (`too-large`, `rules`), a sparse file of 1 GiB never reaches the
+/// evaluator, one within the bounds comes back sparse, and the runs of one
+/// evaluation keep at most the task's log cap of one script in all (8 MiB
+/// here, where each run used to keep 8 MiB per stream). The runner's
+/// record of the runs says which were refused, and `mlrb scan` flags them.
+#[test]
+fn a_runs_outputs_are_bounded_copied_sparse_and_its_logs_bounded_per_evaluation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("vectorize");
+    common::copy_dir(&common::workspace_root().join("tasks/vectorize"), &task);
+    std::fs::write(task.join("scripts/eval.py"), EVAL_OUTPUT_FLOODS).unwrap();
+    let (output, json) = run(&common::agent("baseline"), &task, tmp.path(), &[]);
+    let json = json.unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&output.stderr)));
+    let dir = PathBuf::from(json["dir"].as_str().unwrap_or_else(|| panic!("{json}")));
+    let measured = std::fs::read_to_string(dir.join("eval.stderr")).unwrap_or_default();
+    eprintln!("{measured}");
+    let score = &json["score"];
+    assert_eq!(score["valid"], true, "{score}");
+    let records = std::fs::read_to_string(dir.join("eval-runs.jsonl")).unwrap();
+    let runs: Vec<Value> = records.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(runs.len(), 16, "{records}");
+    let refused: Vec<&str> = runs
+        .iter()
+        .filter(|r| r["termination"] == "outputs-too-large")
+        .map(|r| r["outputs"]["over"].as_str().unwrap())
+        .collect();
+    assert_eq!(refused, ["bytes", "entries"], "{records}");
+    let mut logged = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("eval-run-") && (name.ends_with(".stdout") || name.ends_with(".stderr")) {
+            logged += entry.metadata().unwrap().len();
+        }
+    }
+    // The budget, and a line noting what was not logged per stream.
+    assert!(
+        logged <= (8 << 20) + 16 * 2 * 64,
+        "{logged} bytes of the runs' logs kept"
+    );
+    let flags = mlrb::episode::scan::scan_episode(&dir).unwrap();
+    let flagged = flags
+        .iter()
+        .find(|f| f.kind == mlrb::episode::scan::Kind::RunOutputsPastLimit)
+        .unwrap_or_else(|| panic!("{flags:#?}"));
+    assert!(flagged.detail.starts_with("the final scoring:"), "{}", flagged.detail);
+}

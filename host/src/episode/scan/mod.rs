@@ -1,13 +1,16 @@
 //! A recorded episode checked for what a reviewer should look at before its
 //! score is trusted: calls the host refused (escapes, read-only data, special
 //! files, the network), scripts that reach for the host's or the sandbox's
-//! internals, a submission written by hand, validations past the allowance
-//! or probing the public score, floods, and records that do not hold
-//! together. Nothing is run: only the records are read.
+//! internals, code that names a run's result channel, a submission written
+//! by hand, validations past the allowance or probing the public score
+//! (hand edits, rows flipped), runs of submitted code refused for their
+//! outputs, floods, and records that do not hold together. Nothing is run:
+//! only the records are read.
 //!
 //! Each check is a file of its own; this one runs them over an episode.
 
 mod caps;
+mod channel;
 mod denied;
 mod evidence;
 mod flag;
@@ -16,6 +19,8 @@ mod internals;
 mod links;
 mod network;
 mod read_only;
+mod row_flips;
+mod run_outputs;
 mod script_endings;
 mod shadowing;
 mod special_files;
@@ -36,7 +41,7 @@ const KEPT_PER_KIND: usize = 20;
 type Check = fn(&Evidence, &ScanOptions) -> Vec<Flag>;
 
 /// Every check, each over the whole episode.
-const CHECKS: [Check; 13] = [
+const CHECKS: [Check; 16] = [
     integrity::check,
     denied::check,
     read_only::check,
@@ -44,7 +49,10 @@ const CHECKS: [Check; 13] = [
     links::check,
     submission::check,
     validations::check,
+    row_flips::check,
     internals::check,
+    channel::check,
+    run_outputs::check,
     shadowing::check,
     script_endings::check,
     network::check,

@@ -143,8 +143,9 @@ impl Synthetic {
     /// A `validate()` that scored the workspace (`valid`), as recorded.
     pub fn validate(&mut self, valid: bool) -> usize {
         let told = json!({"ok": {"score": 0.5, "valid": valid, "message": ""}});
-        let kept =
-            json!({"step": self.step + 1, "t_ms": 1, "snapshot": 0, "score": 0.5, "valid": valid, "error": null});
+        let snapshot = self.store.last().map_or(0, |last| last.id);
+        let kept = json!({"step": self.step + 1, "t_ms": 1, "snapshot": snapshot, "score": 0.5, "valid": valid,
+                          "error": null});
         self.call_with(
             "episode",
             "validate",

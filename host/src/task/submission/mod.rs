@@ -7,13 +7,16 @@
 //! a folder of the exchange with the run's inputs, a timeout, whether it
 //! is timed) is one run in a fresh sandbox of its own (`run.rs`): its own
 //! control group or container, killed as a whole, with the workspace
-//! read-only, the inputs read-only, a scratch output folder and a result
-//! channel (a FIFO this host reads). It sees neither the hidden files, nor
+//! read-only, the inputs read-only, a scratch output folder (bounded and
+//! copied back by `outputs.rs`) and a result channel (a FIFO this host
+//! reads). What the records keep of the runs is bounded per evaluation
+//! (`logs.rs`). It sees neither the hidden files, nor
 //! the evaluator's processes, nor the evaluator's result file. The host
 //! times a run itself, from the run's `ready` to the last byte of its
 //! result, and answers with how it ended; the evaluator, apart, judges
 //! what it returned. `mlrb_eval.run_submission` is the evaluator's side.
 
+mod logs;
 mod outputs;
 mod run;
 
@@ -78,6 +81,9 @@ pub struct Reply {
     /// The end of what the run printed on stderr (at most 2 KiB): for the
     /// evaluator's records, never for the agent.
     pub stderr: String,
+    /// What came of its output folder (none where nothing ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<outputs::Outputs>,
 }
 
 impl Reply {
@@ -89,9 +95,26 @@ impl Reply {
             result: false,
             seconds: None,
             stderr: String::new(),
+            outputs: None,
         }
     }
+
+    /// This reply with what came of the run's output folder: a run whose
+    /// folder broke a bound is refused (`outputs-too-large`), whatever it
+    /// sent on its channel.
+    fn with_outputs(mut self, outputs: outputs::Outputs) -> Self {
+        if outputs.is_refused() {
+            self.termination = OUTPUTS_TOO_LARGE.into();
+            self.result = false;
+            self.exit_code = None;
+        }
+        self.outputs = Some(outputs);
+        self
+    }
 }
+
+/// The termination of a run whose output folder broke a bound.
+pub const OUTPUTS_TOO_LARGE: &str = "outputs-too-large";
 
 /// What the runs of one evaluation share.
 pub struct Runs<'a> {
@@ -135,20 +158,25 @@ impl Service {
     /// Answers the evaluator's connections, one request at a time, until
     /// the future is dropped (a run still going ends with its sandbox).
     pub async fn serve(&self, context: &Runs<'_>) {
-        let paths = Paths {
+        let mut paths = Paths {
             exchange: self.dir.path().join("exchange"),
             runs: self.dir.path().join("runs"),
+            log_cap: 0,
         };
+        let budget = context.task.limits().script_log_bytes;
+        let mut logs = logs::Logs::new(context.log_prefix.clone(), budget);
         let mut count = 0u32;
         while let Ok((stream, _)) = self.listener.accept().await {
             let (read, mut write) = stream.into_split();
             let mut lines = tokio::io::BufReader::new(read.take(MAX_REQUEST as u64 * MAX_RUNS as u64)).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 count += 1;
+                paths.log_cap = logs.next_cap();
                 let reply = match count > MAX_RUNS {
                     true => Reply::refused(format!("an evaluation may run submitted code at most {MAX_RUNS} times")),
                     false => answer(&line, count, context, &paths).await,
                 };
+                logs.ran(count, &reply);
                 let mut text = serde_json::to_string(&reply).unwrap_or_default();
                 text.push('\n');
                 if write.write_all(text.as_bytes()).await.is_err() {
@@ -177,6 +205,8 @@ impl Service {
 struct Paths {
     exchange: PathBuf,
     runs: PathBuf,
+    /// What each stream of the next run may log (the evaluation's budget).
+    log_cap: u64,
 }
 
 /// Makes a folder enterable by the sandbox user.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use tokio::io::AsyncReadExt;
 
-use super::{Paths, Reply, Request, Runs, outputs};
+use super::{Paths, Reply, Request, Runs, logs, outputs};
 use crate::sandbox::{self, Mount, Outcome, Stopper};
 
 /// The run's channel inside its sandbox.
@@ -36,14 +36,17 @@ pub async fn run(request: &Request, number: u32, context: &Runs<'_>, paths: &Pat
     super::open_to_all(&channel_dir)?;
     let receiver = open_channel(&channel_dir.join("result"))?;
     let stop = Stopper::default();
-    let command = command(request, number, context, &inputs, &out, &channel_dir, stop.clone())?;
-    let (outcome, channel) = run_and_read(context, command, receiver, request, stop).await?;
+    let mut command = command(request, number, context, &inputs, &out, &channel_dir, stop.clone())?;
+    command.limits.log_cap = paths.log_cap;
+    command.limits.max_file_bytes = command.limits.max_file_bytes.min(outputs::MAX_BYTES);
+    let running = run_and_read(context, command, receiver, request, stop.clone());
+    let (outcome, channel) = outputs::watched(&out, &stop, running).await?;
+    let copied = outputs::copy_back(&out, &inputs.join("out"))?;
     let result = channel.as_ref().and_then(|c| c.result.as_deref());
-    if let Some(bytes) = result {
+    if let Some(bytes) = result.filter(|_| !copied.is_refused()) {
         std::fs::write(inputs.join("result"), bytes).context("saving the run's result")?;
     }
-    outputs::copy_back(&out, &inputs.join("out"))?;
-    Ok(reply(&outcome, channel.as_ref(), request.timed))
+    Ok(reply(&outcome, channel.as_ref(), request.timed).with_outputs(copied))
 }
 
 /// The inputs folder `name` of the exchange: a plain name of a folder.
@@ -117,10 +120,7 @@ fn command(
         network: sandbox::Reach::Nothing,
         limits: context.task.task_script_limits(timeout),
         gpus: context.gpus.clone(),
-        log_prefix: context
-            .log_prefix
-            .as_ref()
-            .map(|p| PathBuf::from(format!("{}-run-{number}", p.display()))),
+        log_prefix: context.log_prefix.as_ref().map(|p| logs::run_prefix(p, number)),
         stop,
     })
 }
@@ -235,5 +235,6 @@ fn reply(outcome: &Outcome, channel: Option<&Channel>, timed: bool) -> Reply {
         result,
         seconds,
         stderr: tail.to_string(),
+        outputs: None,
     }
 }
