@@ -17,6 +17,7 @@ cargo bench --profile dev -p mlrb-host --bench llm
 cargo bench --profile dev -p mlrb-host --bench task_load
 cargo bench --profile dev -p mlrb-host --bench queue
 cargo bench --profile dev -p mlrb-host --bench serve
+cargo bench --profile dev -p mlrb-host --bench service_floods
 cargo bench --profile dev -p mlrb-host --bench slurm
 cargo bench --profile dev -p mlrb-host --bench egress
 cargo build --quiet -p mlrb-host

@@ -61,7 +61,8 @@ impl Viewer {
             let viewer = viewer.clone();
             async move { viewer.respond(&request) }
         };
-        Ok(crate::http_server::serve(listener, "viewer", respond).await?)
+        let settings = crate::http_server::Settings::local();
+        Ok(crate::http_server::serve(listener, "viewer", settings, respond).await?)
     }
 
     /// The page a request asks for.
@@ -611,6 +612,10 @@ fn html_response(status: StatusCode, html: String) -> Response<Full<Bytes>> {
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    response.headers_mut().insert(
+        hyper::header::CONTENT_SECURITY_POLICY,
+        hyper::header::HeaderValue::from_static(crate::http_server::PAGE_POLICY),
     );
     response
 }

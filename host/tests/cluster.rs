@@ -343,7 +343,7 @@ fn the_queue_refuses_bad_requests_with_a_reason_and_changes_nothing() {
             "escaping path",
             upload(&episode, &lease_token, &hash(&escaping), &escaping),
             400,
-            "outside the upload",
+            "outside the archive",
         ),
         (
             "another episode's result",

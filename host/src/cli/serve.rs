@@ -9,9 +9,16 @@ use anyhow::{Result, bail};
 use clap::Args;
 
 use super::{EXIT_INTERRUPTED, ctrl_c, say};
+use crate::http_server::Settings;
+use crate::http_server::connections::Caps;
 use crate::submissions::service::limiter::Rate;
 use crate::submissions::service::serving::{Options, serve};
 use crate::{cluster, report};
+
+/// A whole number of seconds, at least one.
+fn seconds(n: u64) -> std::time::Duration {
+    std::time::Duration::from_secs(n.max(1))
+}
 
 /// Options of `mlrb serve`.
 #[derive(Args, Debug)]
@@ -35,6 +42,22 @@ pub struct ServeArgs {
     /// Requests each client address may make at once (the service).
     #[arg(long, default_value_t = 30.0, requires = "submissions")]
     burst: f64,
+    /// Connections one client address may hold at once (the service); past
+    /// it, the address's oldest idle one is closed for the new one.
+    #[arg(long, default_value_t = 32, value_name = "N", requires = "submissions")]
+    max_connections_per_address: usize,
+    /// Connections the service holds at once, from all addresses.
+    #[arg(long, default_value_t = 1024, value_name = "N", requires = "submissions")]
+    max_connections: usize,
+    /// Seconds a request's head may take to arrive (the service).
+    #[arg(long, default_value_t = 10, value_name = "SECONDS", requires = "submissions")]
+    header_timeout: u64,
+    /// Seconds a connection may stay idle (the service).
+    #[arg(long, default_value_t = 60, value_name = "SECONDS", requires = "submissions")]
+    idle_timeout: u64,
+    /// Seconds an upload's body may take to arrive (the service).
+    #[arg(long, default_value_t = 300, value_name = "SECONDS", requires = "submissions")]
+    upload_timeout: u64,
     /// No progress display.
     #[arg(long, short)]
     quiet: bool,
@@ -76,6 +99,16 @@ impl ServeArgs {
                 per_second: self.rate.max(0.001),
             },
             cache_dir: crate::paths::cache_dir(),
+            connections: Settings {
+                header_timeout: Some(seconds(self.header_timeout)),
+                idle_timeout: Some(seconds(self.idle_timeout)),
+                body_timeout: Some(seconds(self.upload_timeout)),
+                caps: Caps {
+                    per_address: self.max_connections_per_address.max(1),
+                    total: self.max_connections.max(1),
+                },
+                ..Settings::public()
+            },
         };
         let shown = dir.clone();
         let ready = move |at: std::net::SocketAddr| {

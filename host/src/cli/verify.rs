@@ -14,7 +14,9 @@ use crate::bench::verify::{self, Options, Progress};
 /// Options of `mlrb verify`.
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// A run directory (every episode under it) or one episode directory.
+    /// A run directory (every episode under it), one episode directory, or
+    /// a tar archive of either (`mlrb submissions download`, `/records/<id>`),
+    /// unpacked into a temporary folder that nothing in it can leave.
     dir: PathBuf,
     /// The signer's public key (`mlrb keygen`'s `.pub`): the directory must
     /// carry a signature by this key [default: a signature present is
@@ -42,8 +44,14 @@ pub struct VerifyArgs {
 impl VerifyArgs {
     /// Checks everything; exits 1 when anything fails.
     pub async fn run(self) -> Result<ExitCode> {
+        // Kept until the end: the temporary folder goes with it.
+        let unpacked = if self.dir.is_file() {
+            Some(crate::record::archive::unpack_file(&self.dir)?)
+        } else {
+            None
+        };
         let options = Options {
-            dir: self.dir,
+            dir: unpacked.as_ref().map_or(self.dir, |(_, records)| records.clone()),
             key: self.key,
             replay: self.replay,
             no_eval: self.no_eval,

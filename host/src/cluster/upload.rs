@@ -1,23 +1,21 @@
 //! An episode's result as one tar archive: `result.json` (its result
 //! line) and the episode's folder under `episode/`; a suspended episode
-//! (a stopped worker's, to be resumed) is the folder alone. Packing never follows
-//! a symbolic link (an agent's script may have pointed one at the worker's
-//! own files); unpacking writes only beneath its target, refuses links out,
-//! devices and `..`, and makes the symbolic links last, so nothing is ever
-//! written through one.
+//! (a stopped worker's, to be resumed) is the folder alone. Packing and
+//! unpacking are `record::archive`'s: never following a symbolic link (an
+//! agent's script may have pointed one at the worker's own files), never
+//! failing on what an agent left, never writing outside the target.
 
 use std::io::{Read, Write};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
 use crate::bench::result_line::ResultLine;
-
-/// The most entries an upload may hold.
-const MAX_ENTRIES: usize = 500_000;
+use crate::record::archive;
 
 /// Writes the archive of `result` (none for a suspended episode) and,
-/// when it has one, its episode folder.
+/// when it has one, its episode folder (as `record::archive` packs it:
+/// what has no content, a FIFO or a socket, is left out and logged).
 pub fn pack(result: Option<&ResultLine>, episode_dir: Option<&Path>, out: impl Write) -> Result<()> {
     let mut tar = tar::Builder::new(out);
     tar.follow_symlinks(false);
@@ -30,26 +28,13 @@ pub fn pack(result: Option<&ResultLine>, episode_dir: Option<&Path>, out: impl W
         tar.append_data(&mut header, "result.json", line.as_slice())?;
     }
     if let Some(dir) = episode_dir.filter(|d| d.is_dir()) {
-        append_folder(&mut tar, dir).with_context(|| format!("packing {}", dir.display()))?;
+        let left_out = archive::append_tree(&mut tar, dir, Path::new("episode"), |_| true)
+            .with_context(|| format!("packing {}", dir.display()))?;
+        for left in left_out {
+            tracing::info!(path = %left.path.display(), why = %left.why, "left out of the upload");
+        }
     }
     tar.into_inner()?.flush()?;
-    Ok(())
-}
-
-/// Appends `dir` as `episode/`: its folders, files and symbolic links (as
-/// links); what is none of these (the socket of a host that died with its
-/// sandbox open) is left out.
-fn append_folder<W: Write>(tar: &mut tar::Builder<W>, dir: &Path) -> Result<()> {
-    for entry in walkdir::WalkDir::new(dir).follow_links(false) {
-        let entry = entry?;
-        let kind = entry.file_type();
-        if !(kind.is_dir() || kind.is_file() || kind.is_symlink()) {
-            continue;
-        }
-        let rel = entry.path().strip_prefix(dir)?;
-        let name = Path::new("episode").join(rel);
-        tar.append_path_with_name(entry.path(), &name)?;
-    }
     Ok(())
 }
 
@@ -65,85 +50,28 @@ pub struct Unpacked {
 /// its result; must not exist). An error names the entry and why it was
 /// refused; `into` is then left for the caller to remove.
 pub fn unpack(archive: impl Read, into: &Path) -> Result<Unpacked> {
-    let mut created = false;
-    let mut archive = tar::Archive::new(archive);
     let mut result = None;
-    let mut links = Vec::new();
-    for (n, entry) in archive.entries()?.enumerate() {
-        if n >= MAX_ENTRIES {
-            bail!("the upload holds more than {MAX_ENTRIES} entries");
+    let allow = |rel: &Path| -> Result<()> {
+        if rel != Path::new("result.json") && !rel.starts_with("episode") {
+            bail!("{}: the upload holds only result.json and episode/", rel.display());
         }
-        let mut entry = entry.context("reading the upload")?;
-        let path = entry.path()?.into_owned();
-        let rel = checked(&path)?;
-        let kind = entry.header().entry_type();
-        if rel == Path::new("result.json") && kind.is_file() {
-            let mut text = Vec::new();
-            entry.by_ref().take(1 << 20).read_to_end(&mut text)?;
-            result = Some(serde_json::from_slice::<ResultLine>(&text).context("result.json is not a result line")?);
-            continue;
+        Ok(())
+    };
+    let mut take = |rel: &Path, entry: &mut dyn Read| -> Result<bool> {
+        if rel != Path::new("result.json") {
+            return Ok(false);
         }
-        if !rel.starts_with("episode") {
-            bail!("{}: the upload holds only result.json and episode/", path.display());
-        }
-        if !created {
-            std::fs::create_dir(into).with_context(|| format!("creating {}", into.display()))?;
-            created = true;
-        }
-        let target = into.join(&rel);
-        match kind {
-            k if k.is_dir() => std::fs::create_dir_all(&target)?,
-            k if k.is_file() => {
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent)?;
-                }
-                let mut file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&target)
-                    .with_context(|| format!("{}: written twice in the upload", path.display()))?;
-                std::io::copy(&mut entry, &mut file)?;
-                let mode = entry.header().mode().unwrap_or(0o644) & 0o755;
-                std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(mode | 0o600))?;
-            }
-            k if k.is_symlink() => {
-                let to = entry.link_name()?.map(|l| l.into_owned()).unwrap_or_default();
-                links.push((target, to));
-            }
-            other => bail!(
-                "{}: a {other:?} entry; only files, folders and symbolic links are taken",
-                path.display()
-            ),
-        }
-    }
-    // Last: a link made earlier could have had a later entry written through it.
-    for (at, to) in links {
-        if let Some(parent) = at.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::os::unix::fs::symlink(&to, &at).with_context(|| format!("{}: made twice in the upload", at.display()))?;
-    }
+        let mut text = Vec::new();
+        entry.take(1 << 20).read_to_end(&mut text)?;
+        result = Some(serde_json::from_slice::<ResultLine>(&text).context("result.json is not a result line")?);
+        Ok(true)
+    };
+    archive::unpack(archive, into, &allow, &mut take)?;
     let episode = into.join("episode");
     Ok(Unpacked {
         result,
         episode: episode.is_dir().then_some(episode),
     })
-}
-
-/// A relative path of plain names: no root, no `..`, no `.` games.
-fn checked(path: &Path) -> Result<PathBuf> {
-    let mut rel = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::Normal(name) => rel.push(name),
-            Component::CurDir => {}
-            _ => bail!("{}: a path outside the upload", path.display()),
-        }
-    }
-    if rel.as_os_str().is_empty() {
-        bail!("an entry with an empty path");
-    }
-    Ok(rel)
 }
 
 #[cfg(test)]
@@ -208,12 +136,12 @@ mod tests {
             (
                 "dotdot",
                 hostile(|t| raw_entry(t, b"episode/../../escaped", tar::EntryType::Regular, None, b"x")),
-                "outside the upload",
+                "outside the archive",
             ),
             (
                 "absolute",
                 hostile(|t| raw_entry(t, b"/tmp/escaped", tar::EntryType::Regular, None, b"x")),
-                "outside the upload",
+                "outside the archive",
             ),
             (
                 "device",

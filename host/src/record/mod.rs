@@ -2,6 +2,7 @@
 //! and the walk that reads agent-writable trees without leaving them.
 //! Shared by the capabilities that write them and the episode that owns them.
 
+pub mod archive;
 pub mod changes;
 pub mod recording;
 pub mod signature;

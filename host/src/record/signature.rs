@@ -86,8 +86,9 @@ pub fn read_public(path: &Path) -> Result<VerifyingKey> {
     VerifyingKey::from_bytes(&bytes).with_context(|| format!("{}: not a valid ed25519 public key", path.display()))
 }
 
-/// The files a signature lists: every regular file under `dir` but the
-/// signature itself and the content-addressed snapshot objects and trees.
+/// The files a signature lists: every regular file and symbolic link under
+/// `dir` but the signature itself and the content-addressed snapshot
+/// objects and trees.
 fn listed_files(dir: &Path) -> Result<BTreeMap<String, String>> {
     let mut files = BTreeMap::new();
     for entry in walkdir::WalkDir::new(dir).follow_links(false).sort_by_file_name() {
@@ -100,10 +101,15 @@ fn listed_files(dir: &Path) -> Result<BTreeMap<String, String>> {
             continue;
         }
         let rel_text = rel.to_string_lossy().into_owned();
-        if !entry.file_type().is_file() {
+        if entry.file_type().is_symlink() {
             // A link is recorded by its target, never followed.
             let target = std::fs::read_link(entry.path()).unwrap_or_default();
             files.insert(rel_text, format!("link:{}", target.display()));
+            continue;
+        }
+        if !entry.file_type().is_file() {
+            // A FIFO, a socket, a device: no content to sign (and none an
+            // archive of the records holds).
             continue;
         }
         files.insert(rel_text, super::hash_record_file(entry.path())?);

@@ -1,10 +1,15 @@
 //! Submitters and their tokens. A token is shown once, when it is made
-//! (`mlrbs_<id>_<secret>`); the database keeps its id and an argon2 hash
-//! of the secret, so a copy of the database opens no account.
+//! (`mlrbs_<id>_<secret>`, 256 random bits); the database keeps its id and
+//! a keyed BLAKE3 of it under the service's token key (a file beside the
+//! database, `<name>.token-key`), so a copy of the database opens no
+//! account and checking a token, known or not, costs microseconds: a
+//! flood of bogus tokens costs the service no more than it costs whoever
+//! sends it. Tokens made before this (argon2 hashes) keep working and are
+//! re-stored keyed the first time they are used.
 
 use anyhow::{Result, bail};
 use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordVerifier};
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
@@ -71,7 +76,7 @@ impl Store {
                 name: name.to_string(),
                 admin,
             };
-            let token = insert_token(tx, submitter.id)?;
+            let token = insert_token(self, tx, submitter.id)?;
             let role = if admin { "admin" } else { "submitter" };
             audit::append(tx, actor, "added-submitter", &format!("submitter:{name}"), role)?;
             audit::append(tx, actor, "issued-token", &format!("token:{}", token.id), name)?;
@@ -90,7 +95,7 @@ impl Store {
             else {
                 bail!("no submitter is named `{name}`");
             };
-            let token = insert_token(tx, id)?;
+            let token = insert_token(self, tx, id)?;
             audit::append(tx, actor, "issued-token", &format!("token:{}", token.id), name)?;
             Ok(token)
         })
@@ -110,66 +115,106 @@ impl Store {
         })
     }
 
-    /// The submitter a presented token belongs to.
+    /// The submitter a presented token belongs to. A token is a random
+    /// secret, so its keyed hash is looked up directly: a check costs the
+    /// same microseconds whether the token, or its id, exists or not. A
+    /// token stored before keyed hashes (an argon2 hash) is checked the old
+    /// way, one at a time, and stored keyed once it matched.
     pub fn authenticate(&self, presented: &str) -> Result<Result<Submitter, Refused>> {
+        let keyed = self.token_hash(presented);
+        let found = self.read(|db| Ok(db.query_row(BY_HASH, [&keyed], holder).optional()?))?;
+        let found = match found {
+            Some((stored, holder)) if constant_time_eq(stored.as_bytes(), keyed.as_bytes()) => Some(holder),
+            _ => self.legacy(presented, &keyed)?,
+        };
+        Ok(match found {
+            Some(Holder { revoked: Some(_), .. }) => Err(Refused::Revoked),
+            Some(Holder { submitter, .. }) => Ok(submitter),
+            None => Err(Refused::Invalid),
+        })
+    }
+
+    /// A token of the id `presented` names whose row still holds an argon2
+    /// hash: checked against it and, if it matches, stored as `keyed`.
+    fn legacy(&self, presented: &str, keyed: &str) -> Result<Option<Holder>> {
         let id = presented
             .strip_prefix(PREFIX)
             .and_then(|rest| rest.split_once('_'))
             .map(|(id, _)| id.to_string())
             .unwrap_or_default();
-        let found = self.read(|db| {
-            Ok(db
-                .query_row(
-                    "SELECT t.hash, t.revoked_ms, s.id, s.name, s.admin FROM tokens t
-                     JOIN submitters s ON s.id = t.submitter WHERE t.id = ?1",
-                    [&id],
-                    |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, Option<i64>>(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                        ))
-                    },
-                )
-                .optional()?)
+        let query = format!("{HOLDER} WHERE t.id = ?1 AND t.hash LIKE '$argon2%'");
+        let Some((stored, holder)) = self.read(|db| Ok(db.query_row(&query, [&id], holder).optional()?))? else {
+            return Ok(None);
+        };
+        let _one = self.legacy_checks.lock().unwrap_or_else(|e| e.into_inner());
+        if !argon2_matches(presented, &stored) {
+            return Ok(None);
+        }
+        self.change(|tx| {
+            tx.execute("UPDATE tokens SET hash = ?1 WHERE id = ?2", params![keyed, id])?;
+            Ok(())
         })?;
-        // An unknown id costs a verification too: the time taken does not
-        // tell which ids exist.
-        let stored = found.as_ref().map_or(DUMMY_HASH, |f| f.0.as_str());
-        let matches = verify(presented, stored);
-        Ok(match found {
-            Some((_, revoked, id, name, admin)) if matches => match revoked {
-                Some(_) => Err(Refused::Revoked),
-                None => Ok(Submitter { id, name, admin }),
-            },
-            _ => Err(Refused::Invalid),
-        })
+        Ok(Some(holder))
+    }
+
+    /// How a token is stored: its keyed BLAKE3 under the service's token
+    /// key, so a copy of the database alone opens no account.
+    fn token_hash(&self, token: &str) -> String {
+        format!(
+            "{KEYED}{}",
+            blake3::keyed_hash(&self.token_key, token.as_bytes()).to_hex()
+        )
     }
 }
 
-/// The argon2 hash of a secret no token has, verified against for unknown ids.
-const DUMMY_HASH: &str =
-    "$argon2id$v=19$m=19456,t=2,p=1$bWxyYnMtZHVtbXktc2FsdA$0HAyGBIx8JuYzPhJTv7R0z2n1tE3kUUXktsc0Sq3IwQ";
+/// A stored token's marker: a keyed BLAKE3 of the whole token.
+const KEYED: &str = "blake3-keyed:";
 
-fn insert_token(tx: &rusqlite::Transaction<'_>, submitter: i64) -> Result<Token> {
+/// A token's row with its submitter.
+const HOLDER: &str = "SELECT t.hash, t.revoked_ms, s.id, s.name, s.admin FROM tokens t
+     JOIN submitters s ON s.id = t.submitter";
+const BY_HASH: &str = "SELECT t.hash, t.revoked_ms, s.id, s.name, s.admin FROM tokens t
+     JOIN submitters s ON s.id = t.submitter WHERE t.hash = ?1";
+
+/// Who holds a token, and whether it was revoked.
+struct Holder {
+    submitter: Submitter,
+    revoked: Option<i64>,
+}
+
+fn holder(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Holder)> {
+    Ok((
+        row.get(0)?,
+        Holder {
+            revoked: row.get(1)?,
+            submitter: Submitter {
+                id: row.get(2)?,
+                name: row.get(3)?,
+                admin: row.get(4)?,
+            },
+        },
+    ))
+}
+
+fn insert_token(store_key: &Store, tx: &rusqlite::Transaction<'_>, submitter: i64) -> Result<Token> {
     let id = hex::encode(random::<6>());
     let secret = format!("{PREFIX}{id}_{}", hex::encode(random::<32>()));
-    let salt = SaltString::encode_b64(&random::<16>()).map_err(|e| anyhow::anyhow!("a salt: {e}"))?;
-    let hash = Argon2::default()
-        .hash_password(secret.as_bytes(), &salt)
-        .map_err(|e| anyhow::anyhow!("hashing a token: {e}"))?
-        .to_string();
     tx.execute(
         "INSERT INTO tokens (id, submitter, hash, created_ms) VALUES (?1, ?2, ?3, ?4)",
-        params![id, submitter, hash, now_ms()],
+        params![id, submitter, store_key.token_hash(&secret), now_ms()],
     )?;
     Ok(Token { id, secret })
 }
 
-fn verify(presented: &str, stored: &str) -> bool {
+/// Whether `presented` matches an argon2 hash of the tokens made before
+/// keyed hashes.
+fn argon2_matches(presented: &str, stored: &str) -> bool {
     PasswordHash::new(stored).is_ok_and(|hash| Argon2::default().verify_password(presented.as_bytes(), &hash).is_ok())
+}
+
+/// Compares in time that depends on the length alone.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn random<const N: usize>() -> [u8; N] {

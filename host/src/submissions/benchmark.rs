@@ -78,9 +78,10 @@ impl Benchmark {
 
     /// Refuses what could not be published.
     pub fn check(&self) -> Result<()> {
-        let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-        if !plain(&self.name) || !plain(&self.version) {
-            bail!("`name` and `version` are letters, digits, `-`, `_` or `.` (they name folders and URLs)");
+        for (field, value) in [("name", &self.name), ("version", &self.version)] {
+            if let Some(why) = super::names::refused(field, value, 64) {
+                bail!("{why} (it names folders and URLs)");
+            }
         }
         if !self.plan.agents.is_empty() {
             bail!("`plan.agents`: a benchmark's plan names no agents; each submission is one");

@@ -10,6 +10,7 @@ pub mod audit;
 pub mod benchmark;
 pub mod client;
 pub mod leaderboard;
+pub mod names;
 pub mod quota;
 pub mod service;
 pub mod store;

@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS tokens (
     created_ms INTEGER NOT NULL,
     revoked_ms INTEGER
 );
+CREATE INDEX IF NOT EXISTS tokens_by_hash ON tokens (hash);
 CREATE TABLE IF NOT EXISTS submissions (
     id INTEGER PRIMARY KEY,
     submitter INTEGER NOT NULL REFERENCES submitters(id),
@@ -69,10 +70,15 @@ CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
 /// The service's database.
 pub struct Store {
     db: Mutex<Connection>,
+    /// The key tokens are hashed with (`accounts`).
+    pub(super) token_key: [u8; 32],
+    /// Tokens still stored as argon2 hashes are checked one at a time.
+    pub(super) legacy_checks: Mutex<()>,
 }
 
 impl Store {
-    /// Opens (or creates) the database at `path`.
+    /// Opens (or creates) the database at `path`, and its token key
+    /// beside it (`<name>.token-key`, made the first time).
     pub fn open(path: &Path) -> Result<Self> {
         let db = Connection::open(path).with_context(|| format!("{}: cannot open the database", path.display()))?;
         // WAL with full sync: a submission the service answered is on disk
@@ -83,7 +89,11 @@ impl Store {
         db.busy_timeout(Duration::from_secs(30))?;
         db.execute_batch(SCHEMA)
             .with_context(|| format!("{}: not an mlrb submissions database", path.display()))?;
-        Ok(Self { db: Mutex::new(db) })
+        Ok(Self {
+            db: Mutex::new(db),
+            token_key: token_key(&path.with_extension("token-key"))?,
+            legacy_checks: Mutex::new(()),
+        })
     }
 
     /// Runs `change` in one immediate transaction, committed only if it
@@ -100,6 +110,35 @@ impl Store {
     pub(super) fn read<T>(&self, read: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
         read(&db)
+    }
+}
+
+/// The token key in `path`, made (32 random bytes, readable by the owner
+/// alone) when there is none yet.
+fn token_key(path: &Path) -> Result<[u8; 32]> {
+    use std::io::Write;
+    let mut key = [0u8; 32];
+    getrandom::getrandom(&mut key).map_err(|e| anyhow::anyhow!("reading the OS's randomness: {e}"))?;
+    // Written whole, then put in place only if none is there (mode 0600).
+    let mut file = tempfile::NamedTempFile::new_in(path.parent().unwrap_or(Path::new(".")))?;
+    file.write_all(hex::encode(key).as_bytes())?;
+    file.as_file().sync_all()?;
+    match file.persist_noclobber(path) {
+        Ok(_) => Ok(key),
+        // Made already (by an earlier start, or a process starting beside this one).
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+            let text = crate::record::read_record_file(path, 4096)?;
+            hex::decode(text.trim())
+                .ok()
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                .with_context(|| {
+                    format!(
+                        "{}: not a token key (64 hex digits); restore it from a backup",
+                        path.display()
+                    )
+                })
+        }
+        Err(e) => Err(e.error).with_context(|| format!("{}: cannot make the token key", path.display())),
     }
 }
 

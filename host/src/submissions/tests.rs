@@ -61,6 +61,51 @@ fn a_token_opens_its_account_and_the_database_keeps_no_secret() {
     }
 }
 
+/// A token as the service stored it before keyed hashes: an argon2 hash.
+fn legacy_token(store_path: &std::path::Path, submitter: i64) -> String {
+    use argon2::password_hash::{PasswordHasher, SaltString};
+    let id = "0123456789ab";
+    let secret = format!("mlrbs_{id}_{}", "5".repeat(64));
+    let salt = SaltString::encode_b64(b"sixteen byte slt").unwrap();
+    let hash = argon2::Argon2::default()
+        .hash_password(secret.as_bytes(), &salt)
+        .unwrap()
+        .to_string();
+    let db = rusqlite::Connection::open(store_path).unwrap();
+    db.execute(
+        "INSERT INTO tokens (id, submitter, hash, created_ms) VALUES (?1, ?2, ?3, 0)",
+        rusqlite::params![id, submitter, hash],
+    )
+    .unwrap();
+    secret
+}
+
+#[test]
+fn tokens_are_keyed_hashes_and_an_old_argon2_one_still_opens_once_rekeyed() {
+    let (dir, store) = store();
+    let (alice, token) = store.add_submitter("alice", false, "admin:root").unwrap();
+    let stored: String = store
+        .read(|db| Ok(db.query_row("SELECT hash FROM tokens WHERE id = ?1", [&token.id], |r| r.get(0))?))
+        .unwrap();
+    assert!(stored.starts_with("blake3-keyed:"), "{stored}");
+    // The key is beside the database, not in it: the database alone opens nothing.
+    let key = dir.path().join("submissions.token-key");
+    assert!(key.is_file());
+    let old = legacy_token(&dir.path().join("submissions.db"), alice.id);
+    assert_eq!(store.authenticate(&old).unwrap(), Ok(alice.clone()));
+    let rekeyed: String = store
+        .read(|db| Ok(db.query_row("SELECT hash FROM tokens WHERE id = '0123456789ab'", [], |r| r.get(0))?))
+        .unwrap();
+    assert!(rekeyed.starts_with("blake3-keyed:"), "not re-stored: {rekeyed}");
+    assert_eq!(store.authenticate(&old).unwrap(), Ok(alice.clone()));
+    let wrong = old.replace("5555", "4444");
+    assert_eq!(store.authenticate(&wrong).unwrap(), Err(Refused::Invalid));
+    // Reopened, the same key: the tokens still open.
+    drop(store);
+    let store = Store::open(&dir.path().join("submissions.db")).unwrap();
+    assert_eq!(store.authenticate(&token.secret).unwrap(), Ok(alice));
+}
+
 #[test]
 fn the_audit_log_refuses_to_change_and_names_every_change() {
     let (dir, store) = store();

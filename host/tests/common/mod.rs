@@ -10,8 +10,10 @@ use serde_json::Value;
 
 pub mod chromium;
 pub mod cluster;
+pub mod floods;
 pub mod gpu;
 pub mod llm_server;
+pub mod service;
 pub mod slurm;
 pub mod viewer;
 

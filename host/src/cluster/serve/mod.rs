@@ -111,7 +111,8 @@ impl Server {
             let server = self.clone();
             async move { server.respond(request).await }
         };
-        Ok(crate::http_server::serve(listener, "queue", respond).await?)
+        let settings = crate::http_server::Settings::queue();
+        Ok(crate::http_server::serve(listener, "queue", settings, respond).await?)
     }
 
     async fn respond(&self, request: Request<Incoming>) -> Answer {

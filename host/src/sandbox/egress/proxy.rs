@@ -159,7 +159,11 @@ impl Proxy {
     /// Serves clients on `listener` (TCP, or the Unix socket that is a
     /// sandbox's only way out) until the task is dropped.
     pub async fn serve(self: Arc<Self>, listener: impl Listener) -> std::io::Result<()> {
-        crate::http_server::serve(listener, "egress client", move |request| self.clone().handle(request)).await
+        let settings = crate::http_server::Settings::unbounded();
+        crate::http_server::serve(listener, "egress client", settings, move |request| {
+            self.clone().handle(request)
+        })
+        .await
     }
 
     async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Answer {

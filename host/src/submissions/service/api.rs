@@ -13,7 +13,8 @@
 //! ```
 //!
 //! Every request is counted against its address's rate first; a token is
-//! checked (argon2) only for a request that got past that. A refusal is a
+//! checked (a keyed hash, as cheap for a bogus one as for a real one) only
+//! for a request that got past that. A refusal is a
 //! 4xx whose body says why in one line (`{"error": ...}`) and changes nothing.
 
 use std::net::IpAddr;
@@ -27,7 +28,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::answer::{Answer, json, refuse};
 use super::limiter::Limiter;
 use super::{Service, records, upload};
-use crate::http_server::Peer;
+use crate::http_server::{BodyDeadline, Peer, Settings};
 use crate::submissions::accounts::{Refused, Submitter};
 use crate::submissions::store::now_ms;
 use crate::submissions::submission::{State, Upload, actor};
@@ -38,16 +39,19 @@ pub struct Api {
     pub service: Arc<Service>,
     /// Requests admitted per address.
     pub limiter: Limiter,
+    /// Its connections' caps and timeouts.
+    pub connections: Settings,
 }
 
 impl Api {
     /// Serves on `listener` until the task is dropped.
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
+        let settings = self.connections.clone();
         let respond = move |request| {
             let api = self.clone();
             async move { api.respond(request).await }
         };
-        Ok(crate::http_server::serve(listener, "submissions", respond).await?)
+        Ok(crate::http_server::serve(listener, "submissions", settings, respond).await?)
     }
 
     async fn respond(&self, request: Request<Incoming>) -> Answer {
@@ -137,7 +141,7 @@ impl Api {
         }
     }
 
-    /// The submitter a request's bearer token names (argon2, a few at once).
+    /// The submitter a request's bearer token names (a keyed hash looked up).
     async fn authenticate(&self, request: &Request<Incoming>) -> Result<Submitter, Box<Answer>> {
         let presented = request
             .headers()
@@ -152,12 +156,6 @@ impl Api {
                 "no bearer token: pass yours as `Authorization: Bearer mlrbs_...`",
             )));
         }
-        let Ok(_slot) = self.limiter.checks.acquire().await else {
-            return Err(Box::new(refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the service is stopping",
-            )));
-        };
         let store = &self.service.store;
         match tokio::task::block_in_place(|| store.authenticate(&presented)) {
             Ok(Ok(who)) => Ok(who),
@@ -196,17 +194,13 @@ impl Api {
     /// against the quota either way.
     async fn upload(&self, request: Request<Incoming>, (benchmark_id, cap): (String, u64), who: &Submitter) -> Answer {
         let agent = query(&request, "agent").unwrap_or_else(|| "agent".into());
-        if agent.is_empty()
-            || agent.len() > 40
-            || !agent.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                "`agent`: 1 to 40 letters, digits, `-`, `_` or `.`",
-            );
+        if let Some(why) = crate::submissions::names::refused("agent", &agent, 40) {
+            return refuse(StatusCode::BAD_REQUEST, &why);
         }
         let service = &self.service;
-        let received = match upload::receive(request.into_body(), &service.layout.staging(), cap).await {
+        let deadline = request.extensions().get::<BodyDeadline>().copied();
+        let staging = service.layout.staging();
+        let received = match upload::receive(request.into_body(), &staging, cap, deadline).await {
             Ok(received) => received,
             Err(upload::Rejected(status, why)) => return refuse(status, &why),
         };
@@ -329,11 +323,11 @@ impl Api {
     }
 }
 
-fn tar_answer(tar: Vec<u8>) -> Answer {
+fn tar_answer(tar: Bytes) -> Answer {
     Response::builder()
         .status(StatusCode::OK)
         .header(hyper::header::CONTENT_TYPE, "application/x-tar")
-        .body(Full::new(Bytes::from(tar)))
+        .body(Full::new(tar))
         .unwrap_or_default()
 }
 

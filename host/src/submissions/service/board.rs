@@ -119,6 +119,7 @@ fn html(status: StatusCode, body: String) -> Answer {
     Response::builder()
         .status(status)
         .header(hyper::header::CONTENT_TYPE, "text/html; charset=utf-8")
+        .header(hyper::header::CONTENT_SECURITY_POLICY, crate::http_server::PAGE_POLICY)
         .body(Full::new(Bytes::from(body)))
         .unwrap_or_default()
 }

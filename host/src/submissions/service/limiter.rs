@@ -1,8 +1,6 @@
-//! Requests are counted before anything costly is done for them: each
-//! client address has a bucket of requests that refills at a steady rate,
-//! and at most a few token checks (argon2, deliberately slow) run at once.
-//! A flood gets 429s with `Retry-After` and costs the service next to
-//! nothing.
+//! Requests are counted before anything is done for them: each client
+//! address has a bucket of requests that refills at a steady rate. A flood
+//! gets 429s with `Retry-After` and costs the service next to nothing.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -34,17 +32,14 @@ const MAX_CLIENTS: usize = 100_000;
 pub struct Limiter {
     rate: Rate,
     buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
-    /// Token checks under way at once.
-    pub checks: tokio::sync::Semaphore,
 }
 
 impl Limiter {
-    /// A limiter at `rate`, with `checks` token verifications at once.
-    pub fn new(rate: Rate, checks: usize) -> Self {
+    /// A limiter at `rate`.
+    pub fn new(rate: Rate) -> Self {
         Self {
             rate,
             buckets: Mutex::new(HashMap::new()),
-            checks: tokio::sync::Semaphore::new(checks.max(1)),
         }
     }
 
@@ -79,13 +74,10 @@ mod tests {
 
     #[test]
     fn a_burst_is_taken_then_refused_until_the_bucket_refills() {
-        let limiter = Limiter::new(
-            Rate {
-                burst: 3.0,
-                per_second: 2.0,
-            },
-            1,
-        );
+        let limiter = Limiter::new(Rate {
+            burst: 3.0,
+            per_second: 2.0,
+        });
         let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "::1".parse().unwrap());
         let t0 = Instant::now();
         for _ in 0..3 {

@@ -7,14 +7,15 @@
 //! be guessed back): only what `validate()` already told the agent on the
 //! public part. After it closes (and always for an organiser), all of it.
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::Service;
 use crate::bench::result_line::ResultLine;
+use crate::record::archive as packing;
 use crate::submissions::Submission;
 use crate::submissions::accounts::Submitter;
 use crate::submissions::store::now_ms;
@@ -28,7 +29,6 @@ const PUBLIC_FIELDS: &[&str] = &[
     "metric",
     "higher_is_better",
     "end_reason",
-    "valid",
     "steps",
     "wall_ms",
     "input_tokens",
@@ -81,29 +81,39 @@ pub fn status(service: &Service, submission: &Submission, who: &Submitter) -> Re
     }))
 }
 
-/// `submission`'s records as a tar archive, as `who` may see them; none
-/// before its run has begun.
-pub fn archive(service: &Service, submission: &Submission, who: &Submitter) -> Result<Option<Vec<u8>>> {
+/// `submission`'s records as a tar archive, as `who` may see them (none
+/// before its run has begun): the run's folder as `submission-<id>/`, and
+/// beside it, when something had no content to pack (a FIFO, a socket,
+/// an unreadable folder), `submission-<id>.left-out.txt` naming each, so
+/// the folder itself stays as signed. Written to an unlinked file and
+/// mapped, never held in memory whole.
+pub fn archive(service: &Service, submission: &Submission, who: &Submitter) -> Result<Option<Bytes>> {
     let dir = service.layout.run(submission.id);
     if !dir.is_dir() {
         return Ok(None);
     }
     let private = sees_private(service, submission, who);
-    let mut tar = tar::Builder::new(Vec::new());
+    let file = tempfile::tempfile_in(service.layout.staging()).context("a file for the archive")?;
+    let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
     tar.follow_symlinks(false);
     let root = format!("submission-{}", submission.id);
-    for entry in walkdir::WalkDir::new(&dir).follow_links(false).sort_by_file_name() {
-        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
-        let rel = entry.path().strip_prefix(&dir)?;
-        if rel.as_os_str().is_empty() || !(private || shown_before_close(&dir, rel)) {
-            continue;
-        }
-        tar.append_path_with_name(entry.path(), Path::new(&root).join(rel))
-            .with_context(|| format!("packing {}", entry.path().display()))?;
+    let keep = |rel: &Path| private || shown_before_close(&dir, rel);
+    let left_out = packing::append_tree(&mut tar, &dir, Path::new(&root), keep)
+        .with_context(|| format!("packing {}", dir.display()))?;
+    if !left_out.is_empty() {
+        let note: String = left_out
+            .iter()
+            .map(|l| format!("{}: left out, {}\n", l.path.display(), l.why))
+            .collect();
+        let mut header = tar::Header::new_gnu();
+        header.set_size(note.len() as u64);
+        header.set_mode(0o644);
+        tar.append_data(&mut header, format!("{root}.left-out.txt"), note.as_bytes())?;
     }
-    let mut bytes = tar.into_inner()?;
-    bytes.flush()?;
-    Ok(Some(bytes))
+    let file = tar.into_inner()?.into_inner().map_err(|e| e.into_error())?;
+    // SAFETY: the file is unlinked and this process's alone; nothing changes it.
+    let map = unsafe { memmap2::Mmap::map(&file) }.context("mapping the archive")?;
+    Ok(Some(Bytes::from_owner(map)))
 }
 
 /// What of an episode's folder is shown before the close: what the agent

@@ -91,7 +91,14 @@ async fn advance(service: &Service, submission: &Submission, stop: &Cancellation
             quiet: true,
             rerun_stale: false,
         };
-        let outcome = crate::cluster::bench_anywhere((!resume).then_some(plan), &dir, watch, stop.cancelled()).await?;
+        let interrupt = async {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = withdrawn(service, id) => {}
+            }
+        };
+        let outcome = crate::cluster::bench_anywhere((!resume).then_some(plan), &dir, watch, interrupt).await?;
+        // Stopped (resumed at the next start), or withdrawn: then not charged.
         if outcome.interrupted {
             return Ok(());
         }
@@ -110,6 +117,21 @@ async fn advance(service: &Service, submission: &Submission, stop: &Cancellation
     let (next, why) = placement(&verdict);
     service.store.set_state(id, next, &why, ACTOR)?;
     Ok(())
+}
+
+/// Resolves once submission `id` is withdrawn (through the API or by an
+/// organiser's `mlrb submissions withdraw`, another process: the database
+/// is looked at every second).
+async fn withdrawn(service: &Service, id: i64) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Ok(Some(submission)) = service.store.any_submission(id)
+            && submission.state == State::Withdrawn
+        {
+            tracing::info!(submission = id, "withdrawn while running: stopped, not charged");
+            return;
+        }
+    }
 }
 
 /// The benchmark's plan with the submission as its one agent.

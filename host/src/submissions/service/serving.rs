@@ -20,6 +20,8 @@ pub struct Options {
     pub rate: Rate,
     /// Where the agent engine caches compiled components.
     pub cache_dir: std::path::PathBuf,
+    /// The connections' caps and timeouts.
+    pub connections: crate::http_server::Settings,
 }
 
 /// Serves the service folder `dir` until `interrupt` resolves; `ready`
@@ -37,7 +39,8 @@ pub async fn serve(
     ready(listener.local_addr()?);
     let api = Arc::new(Api {
         service: service.clone(),
-        limiter: Limiter::new(options.rate, 2),
+        limiter: Limiter::new(options.rate),
+        connections: options.connections,
     });
     let serving = tokio::spawn(api.serve(listener));
     let stop = CancellationToken::new();

@@ -6,10 +6,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use http_body_util::BodyExt;
 use hyper::StatusCode;
 use hyper::body::Incoming;
 use sha2::{Digest, Sha256};
+
+use crate::http_server::{BodyDeadline, BodyError};
 
 /// The content type an upload must have.
 pub const CONTENT_TYPE: &str = "application/wasm";
@@ -60,15 +61,28 @@ fn too_large(cap: u64) -> Rejected {
     )
 }
 
-/// Reads `body` into a file under `staging`, at most `cap` bytes.
-pub async fn receive(mut body: Incoming, staging: &Path, cap: u64) -> Result<Received, Rejected> {
+/// Reads `body` into a file under `staging`, at most `cap` bytes, all of
+/// it by `deadline`.
+pub async fn receive(
+    mut body: Incoming,
+    staging: &Path,
+    cap: u64,
+    deadline: Option<BodyDeadline>,
+) -> Result<Received, Rejected> {
     let failed = |e: std::io::Error| Rejected(StatusCode::INTERNAL_SERVER_ERROR, format!("staging the upload: {e}"));
     let (file, path) = tempfile::NamedTempFile::new_in(staging).map_err(failed)?.into_parts();
     let mut file = std::io::BufWriter::new(file);
     let mut hash = Sha256::new();
     let mut bytes = 0u64;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| Rejected(StatusCode::BAD_REQUEST, format!("the upload broke off: {e}")))?;
+    loop {
+        let frame = match crate::http_server::frame(&mut body, deadline).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(late @ BodyError::Late(_)) => {
+                return Err(Rejected(StatusCode::REQUEST_TIMEOUT, format!("the upload: {late}")));
+            }
+            Err(broken) => return Err(Rejected(StatusCode::BAD_REQUEST, format!("the upload: {broken}"))),
+        };
         let Ok(data) = frame.into_data() else { continue };
         bytes += data.len() as u64;
         if bytes > cap {
