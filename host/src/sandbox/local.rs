@@ -18,7 +18,9 @@ use anyhow::{Context, Result, bail};
 use super::cgroup::{self, Cgroup};
 use super::egress::gateway;
 use super::gpu::{GpuHost, Passthrough};
+use super::identity;
 use super::launcher::{self, Failure, Launcher, Warm};
+use super::limits::{Applied, ProcessLimit, Rlimit};
 use super::output::Capture;
 use super::python::{self, PythonEnv};
 use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Reach, Sandbox};
@@ -55,6 +57,8 @@ pub struct LocalSandbox {
     gpu: Arc<GpuHost>,
     /// The environment scripts' `python3` comes from, where one was named.
     python: Option<Arc<PythonEnv>>,
+    /// How a command's process limit is set without a control group.
+    process_limit: ProcessLimit,
 }
 
 /// What this host adds to one command's sandbox beyond its own mounts:
@@ -223,8 +227,9 @@ impl LocalSandbox {
         let cgroups = Cgroup::available();
         if cgroups.is_none() {
             tracing::warn!(
-                "no writable control group: script memory and process limits fall back to rlimits, \
-                 and out-of-memory is recognised from the script's own error"
+                "no writable control group{}: script memory and process limits fall back to rlimits \
+                 (RLIMIT_DATA, RLIMIT_NPROC), and out-of-memory is recognised from the script's own error",
+                if cgroup::disabled() { " (MLRB_CGROUPS=off)" } else { "" }
             );
         }
         Ok(Self {
@@ -235,7 +240,15 @@ impl LocalSandbox {
             seccomp: Arc::new(super::seccomp::bwrap_programs()?),
             gpu: Arc::new(GpuHost::from_env()),
             python: None,
+            process_limit: ProcessLimit::detect(),
         })
+    }
+
+    /// The same sandbox with every command under the limits that stand in
+    /// for a control group, as on a host without one.
+    pub fn without_control_groups(mut self) -> Self {
+        self.cgroups = None;
+        self
     }
 
     /// What `bwrap --version` said.
@@ -263,10 +276,19 @@ impl LocalSandbox {
     }
 }
 
-/// The bubblewrap arguments for `command`, up to and including `--`;
-/// `seccomp_fds` are the descriptors of the filters it loads, `extras`
-/// what the host adds (see [`HostExtras`]).
-pub fn bwrap_args(command: &Command, seccomp_fds: &[i32], extras: &HostExtras) -> Vec<OsString> {
+/// The descriptors bubblewrap reads as it sets the sandbox up.
+#[derive(Debug, Clone, Copy)]
+pub struct SetupFds<'a> {
+    /// The seccomp filters it loads.
+    pub seccomp: &'a [i32],
+    /// The script user's `/etc/passwd` and `/etc/group` (see `identity`).
+    pub identity: [i32; 2],
+}
+
+/// The bubblewrap arguments for `command` and the command's argv under
+/// `applied` (see `limits`); `fds` are what bubblewrap reads (see
+/// [`SetupFds`]), `extras` what the host adds (see [`HostExtras`]).
+pub fn bwrap_args(command: &Command, fds: SetupFds, extras: &HostExtras, applied: &Applied) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |items: &[&str]| args.extend(items.iter().map(OsString::from));
     push(&[
@@ -276,14 +298,19 @@ pub fn bwrap_args(command: &Command, seccomp_fds: &[i32], extras: &HostExtras) -
         "--die-with-parent",
         "--new-session",
     ]);
-    for fd in seccomp_fds {
+    for fd in fds.seccomp {
         push(&["--add-seccomp-fd", &fd.to_string()]);
     }
     if command.network == Reach::Host {
         push(&["--share-net"]);
     }
-    push(&["--uid", "1000", "--gid", "1000", "--hostname", "mlrb-sandbox"]);
+    let (uid, gid) = (identity::UID.to_string(), identity::GID.to_string());
+    push(&["--uid", &uid, "--gid", &gid, "--hostname", "mlrb-sandbox"]);
     args.extend(system_mounts(command.network != Reach::Nothing));
+    let [passwd, group] = fds.identity;
+    for (fd, path) in [(passwd, identity::PASSWD_PATH), (group, identity::GROUP_PATH)] {
+        push_all(&mut args, &["--perms", "0444", "--ro-bind-data", &fd.to_string(), path]);
+    }
     args.extend(extra_mounts(extras));
     if let Reach::Proxy(socket) = &command.network {
         args.push("--bind".into());
@@ -311,8 +338,12 @@ pub fn bwrap_args(command: &Command, seccomp_fds: &[i32], extras: &HostExtras) -
         args.extend([OsString::from("--setenv"), key.into(), value.into()]);
     }
     args.push("--".into());
-    args.extend(command.argv.iter().map(OsString::from));
+    args.extend(applied.wrap(&command.argv));
     args
+}
+
+fn push_all(args: &mut Vec<OsString>, items: &[&str]) {
+    args.extend(items.iter().map(OsString::from));
 }
 
 /// What of the host every command sees: `/usr` and the loader's files
@@ -357,7 +388,8 @@ fn system_mounts(network: bool) -> Vec<OsString> {
 
 /// The mounts of `extras`: the Python environment's folders read-only at
 /// their own paths (and its `python3` link), the GPUs' device nodes in
-/// `/dev` and the driver's library folders read-only.
+/// `/dev`, the driver's library folders and the parts of `/sys` CUDA
+/// reads, read-only.
 fn extra_mounts(extras: &HostExtras) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut bind = |how: &str, host: &Path, guest: &Path| {
@@ -378,6 +410,9 @@ fn extra_mounts(extras: &HostExtras) -> Vec<OsString> {
     for dir in &extras.gpus.libraries {
         bind("--ro-bind", dir, dir);
     }
+    for (host, guest) in &extras.gpus.sysfs {
+        bind("--ro-bind", host, guest);
+    }
     args
 }
 
@@ -397,13 +432,12 @@ fn extra_environment(extras: &HostExtras, base: &[(String, String)]) -> Vec<(Str
 }
 
 /// Applied in the child between fork and exec: join the control group,
-/// hand the seccomp filters to bubblewrap, no core dumps, a cap on file
-/// size, rlimits where there is no control group.
+/// hand the seccomp filters and identity files to bubblewrap, set the
+/// rlimits of `limits` (see `limits`).
 fn child_setup(
     join: &[OwnedFd],
     inherit: &[i32],
-    max_file_bytes: u64,
-    rlimit_fallback: Option<(u64, u32)>,
+    limits: Vec<Rlimit>,
 ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
     let fds: Vec<i32> = join.iter().map(|fd| fd.as_raw_fd()).collect();
     let inherit = inherit.to_vec();
@@ -430,20 +464,7 @@ fn child_setup(
                 return Err(std::io::Error::last_os_error());
             }
         }
-        let set = |resource, value: u64| {
-            let limit = libc::rlimit {
-                rlim_cur: value,
-                rlim_max: value,
-            };
-            // SAFETY: setrlimit(2) is async-signal-safe.
-            unsafe { libc::setrlimit(resource, &limit) };
-        };
-        set(libc::RLIMIT_CORE, 0);
-        set(libc::RLIMIT_FSIZE, max_file_bytes);
-        if let Some((memory, processes)) = rlimit_fallback {
-            set(libc::RLIMIT_AS, memory);
-            set(libc::RLIMIT_NPROC, processes as u64);
-        }
+        super::limits::set_all(&limits);
         Ok(())
     }
 }
@@ -486,7 +507,9 @@ impl Sandbox for LocalSandbox {
     async fn run(&self, command: Command) -> Result<Outcome> {
         let limits = command.limits.clone();
         let name = self.next_name();
-        let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus);
+        let group = self
+            .cgroups
+            .and_then(|_| Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus));
         let started = Instant::now();
         let mut command = command;
         if matches!(command.network, Reach::Proxy(_)) {
@@ -560,40 +583,82 @@ impl LocalSandbox {
         output: fn() -> Stdio,
         as_init: bool,
     ) -> Result<tokio::process::Child> {
-        let limits = &command.limits;
         let join = match group {
             Some(group) => group.join_handles().context("opening the control group")?,
             None => Vec::new(),
         };
-        let fallback = group.is_none().then_some((limits.memory_bytes, limits.max_processes));
+        let applied = Applied::local(&command.limits, group.is_some(), self.process_limit);
         let filters = self
             .seccomp
             .iter()
             .map(|program| super::seccomp::memfd_with(program))
             .collect::<Result<Vec<_>>>()?;
+        let identity_files =
+            [identity::passwd(), identity::group()].map(|text| super::seccomp::memfd_with(text.as_bytes()));
+        let [passwd, group_file] = identity_files;
+        let (passwd, group_file) = (passwd?, group_file?);
         let filter_fds: Vec<i32> = filters.iter().map(|fd| fd.as_raw_fd()).collect();
+        let fds = SetupFds {
+            seccomp: &filter_fds,
+            identity: [passwd.as_raw_fd(), group_file.as_raw_fd()],
+        };
         let inherit: Vec<i32> = filter_fds
             .iter()
             .copied()
+            .chain(fds.identity)
             .chain(pass.iter().map(|fd| fd.as_raw_fd()))
             .collect();
         let extras = self.extras(command)?;
+        let args = bwrap_args(command, fds, &extras, &applied);
+        log_spawn(command, &args, &applied);
         let mut child = tokio::process::Command::new(&self.bwrap);
         if as_init {
             child.arg("--as-pid-1");
         }
         child
-            .args(bwrap_args(command, &filter_fds, &extras))
+            .args(args)
             .env_clear()
             .stdin(Stdio::null())
             .stdout(output())
             .stderr(output())
             .kill_on_drop(true)
             .process_group(0);
+        let on_bubblewrap = applied.on_bubblewrap;
         // SAFETY: the closure only makes async-signal-safe system calls.
-        unsafe { child.pre_exec(child_setup(&join, &inherit, limits.max_file_bytes, fallback)) };
+        unsafe { child.pre_exec(child_setup(&join, &inherit, on_bubblewrap)) };
         child.spawn().context("starting bubblewrap")
     }
+}
+
+/// What a command's sandbox is (for diagnostics, `MLRB_LOG=mlrb::sandbox::local=debug`):
+/// bubblewrap's arguments with the variables' values left out, the limits
+/// applied, the variables' names, and where its logs go.
+fn log_spawn(command: &Command, args: &[OsString], applied: &Applied) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let mut shown: Vec<String> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut args = args.iter().map(|a| a.to_string_lossy().into_owned());
+    while let Some(arg) = args.next() {
+        if arg == "--setenv" {
+            let name = args.next().unwrap_or_default();
+            args.next();
+            shown.push(format!("--setenv {name} …"));
+            names.push(name);
+        } else {
+            shown.push(arg);
+        }
+    }
+    // Quoted (Debug), so that a log can be split into its fields.
+    let log = command.log_prefix.as_deref().map(|p| p.display().to_string());
+    tracing::debug!(
+        log = ?log.unwrap_or_default(),
+        limits = ?applied.describe(),
+        env = ?names.join(","),
+        args = ?shown.join(" "),
+        "bubblewrap"
+    );
 }
 
 #[cfg(test)]

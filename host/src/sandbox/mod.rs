@@ -5,8 +5,10 @@ pub mod cgroup;
 pub mod docker;
 pub mod egress;
 pub mod gpu;
+pub mod identity;
 pub mod image;
 mod launcher;
+pub mod limits;
 pub mod local;
 pub mod output;
 pub mod python;
@@ -58,12 +60,12 @@ pub async fn open(
 pub const HOST_SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
 
 /// The environment every sandboxed command starts with (the same in both
-/// sandboxes): no host variable, thread counts fitted to the CPUs granted.
+/// sandboxes): no host variable, the script user's name and home (see
+/// `identity`), thread counts fitted to the CPUs granted.
 pub fn script_environment(cpus: f64) -> Vec<(String, String)> {
     let threads = (cpus.ceil() as u32).max(1).to_string();
-    [
+    let mut env: Vec<(String, String)> = [
         ("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        ("HOME", "/tmp"),
         ("TMPDIR", "/tmp"),
         ("LANG", "C.UTF-8"),
         ("PYTHONDONTWRITEBYTECODE", "1"),
@@ -75,7 +77,9 @@ pub fn script_environment(cpus: f64) -> Vec<(String, String)> {
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    .collect();
+    env.extend(identity::environment());
+    env
 }
 
 /// How a sandboxed command reaches the network.

@@ -166,7 +166,8 @@ pub fn docker_profile() -> String {
 }
 
 /// A memfd holding `bytes`, read from its start: how bubblewrap takes a
-/// filter. Close-on-exec: the child that needs it clears the flag.
+/// filter (or a file's content, `--ro-bind-data`). Close-on-exec: the
+/// child that needs it clears the flag.
 pub fn memfd_with(bytes: &[u8]) -> Result<std::os::fd::OwnedFd> {
     use std::io::{Seek, Write};
     let fd = rustix::fs::memfd_create("mlrb-seccomp", rustix::fs::MemfdFlags::CLOEXEC)

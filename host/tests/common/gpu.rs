@@ -33,7 +33,21 @@ if lib:
         writable = True
     except OSError:
         writable = False
+# What CUDA's driver reads of sysfs as it initialises: whether the module is
+# loaded, and which PCI devices are NVIDIA's (vendor 0x10de).
+def initstate():
+    try:
+        return open("/sys/module/nvidia/initstate").read().strip()
+    except OSError as error:
+        return "missing: %s" % error
+def nvidia_pci():
+    try:
+        root = "/sys/bus/pci/devices/"
+        return sorted(d for d in os.listdir(root) if open(root + d + "/vendor").read().strip() == "0x10de")
+    except OSError as error:
+        return "missing: %s" % error
 seen = {"nodes": nodes, "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "initstate": initstate(), "nvidia_pci": nvidia_pci(),
         "nvidia": os.environ.get("NVIDIA_VISIBLE_DEVICES"), "lib": lib, "lib_writable": writable,
         "python": sys.executable}
 print("GPUPROBE " + json.dumps(seen), file=sys.stderr if "eval" in sys.argv[0] else sys.stdout)
@@ -64,6 +78,7 @@ impl FakeGpus {
             )
             .unwrap();
         }
+        fake_sysfs(&dir.path().join("sys"));
         std::fs::create_dir_all(dir.path().join("driver")).unwrap();
         std::fs::write(dir.path().join("driver/libcuda.so.1"), "not a library").unwrap();
         let listing = "echo '0, GPU-00000000-fake, 81559, 00000000:17:00.0'\necho '1, GPU-11111111-fake, 81559, 00000000:65:00.0'";
@@ -94,8 +109,26 @@ impl FakeGpus {
         command
             .env("MLRB_GPU_DEV_DIR", self.dir.path().join("dev"))
             .env("MLRB_GPU_PROC_DIR", self.dir.path().join("proc"))
+            .env("MLRB_GPU_SYS_DIR", self.dir.path().join("sys"))
             .env("MLRB_GPU_DRIVER_LIBS", self.driver())
             .env("PATH", path)
+    }
+}
+
+/// A sysfs with what CUDA's driver reads of it: the module's initstate,
+/// and the two GPUs as PCI devices, linked from `bus/pci/devices` as the
+/// kernel links them.
+fn fake_sysfs(sys: &Path) {
+    let module = sys.join("module/nvidia");
+    std::fs::create_dir_all(&module).unwrap();
+    std::fs::write(module.join("initstate"), "live\n").unwrap();
+    std::fs::create_dir_all(sys.join("bus/pci/devices")).unwrap();
+    for bus in ["0000:17:00.0", "0000:65:00.0"] {
+        let device = sys.join("devices/pci0000:00").join(bus);
+        std::fs::create_dir_all(&device).unwrap();
+        std::fs::write(device.join("vendor"), "0x10de\n").unwrap();
+        let link = format!("../../../devices/pci0000:00/{bus}");
+        std::os::unix::fs::symlink(link, sys.join("bus/pci/devices").join(bus)).unwrap();
     }
 }
 

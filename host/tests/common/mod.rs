@@ -177,6 +177,29 @@ pub fn mlrb() -> Command {
     command
 }
 
+/// The venv of the torch image's wheels that `scripts/setup.sh --with
+/// torch` makes (`MLRB_TORCH_PYTHON` names another); `None` (the test says
+/// it is skipped) where there is none outside CI, which needs it.
+pub fn torch_venv() -> Option<PathBuf> {
+    let venv = std::env::var_os("MLRB_TORCH_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| mlrb::paths::tools_dir().join("torch"));
+    if venv.join("bin/python3").is_file() {
+        return Some(venv);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    assert!(
+        !ci,
+        "CI needs the torch venv at {}: scripts/setup.sh --with torch",
+        venv.display()
+    );
+    eprintln!(
+        "SKIPPED: no torch venv at {} (scripts/setup.sh --with torch)",
+        venv.display()
+    );
+    None
+}
+
 pub struct Finished {
     pub output: Output,
     pub json: Value,

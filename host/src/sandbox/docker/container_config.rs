@@ -99,11 +99,16 @@ fn host_config(setup: &EpisodeSetup) -> HostConfig {
             ..Default::default()
         }]
     });
-    let ulimit = |name: &str, value: u64| ResourcesUlimits {
-        name: Some(name.into()),
-        soft: Some(value as i64),
-        hard: Some(value as i64),
-    };
+    // The same as every local command's (`limits::always`); memory and
+    // processes are the container's control group's.
+    let ulimits: Vec<ResourcesUlimits> = crate::sandbox::limits::always(&setup.limits)
+        .into_iter()
+        .map(|limit| ResourcesUlimits {
+            name: Some(limit.name.into()),
+            soft: Some(limit.value as i64),
+            hard: Some(limit.value as i64),
+        })
+        .collect();
     HostConfig {
         mounts: Some(mounts),
         readonly_rootfs: Some(true),
@@ -127,7 +132,7 @@ fn host_config(setup: &EpisodeSetup) -> HostConfig {
             format!("seccomp={}", crate::sandbox::seccomp::docker_profile()),
         ]),
         init: Some(true),
-        ulimits: Some(vec![ulimit("fsize", setup.limits.max_file_bytes), ulimit("core", 0)]),
+        ulimits: Some(ulimits),
         device_requests,
         ..Default::default()
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use bollard::Docker;
 use bollard::models::ContainerCreateBody;
 
@@ -76,10 +76,27 @@ impl DockerSandbox {
         let (launch_dir, lifeline) = launch_dir()?;
         let mut setup = setup.clone();
         setup.mounts.push(Mount::read_only(launch_dir.path(), LAUNCH_DIR));
+        setup.mounts.extend(identity_files(launch_dir.path())?);
         let name = format!("mlrb-{}-{}", std::process::id(), crate::process::next_serial());
         let container = Container::create(&self.docker, &name, self.container_body(&setup, role)).await?;
         DockerEpisode::start(container, setup, launch_dir, lifeline, &name, warm).await
     }
+}
+
+/// The script user's `/etc/passwd` and `/etc/group` (see `identity`),
+/// written beside the launcher's socket and bound over the image's.
+fn identity_files(dir: &std::path::Path) -> Result<Vec<Mount>> {
+    use crate::sandbox::identity;
+    let mut mounts = Vec::new();
+    for (name, text, guest) in [
+        ("passwd", identity::passwd(), identity::PASSWD_PATH),
+        ("group", identity::group(), identity::GROUP_PATH),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        mounts.push(Mount::read_only(path, guest));
+    }
+    Ok(mounts)
 }
 
 #[async_trait::async_trait]

@@ -1,10 +1,11 @@
 //! The users a container's processes run as: scripts, the launcher, the
-//! container's init and the egress relay.
+//! container's init and the egress relay. The script user's entries are
+//! `identity`'s, bound over the image's `/etc/passwd` and `/etc/group`.
 
-/// The uid:gid scripts run as: a plain user, never root.
+/// The uid:gid scripts run as: a plain user, never root (`identity`).
 pub const SANDBOX_USER: &str = "1000:1000";
 /// The same user's uid (and gid).
-pub const SANDBOX_UID: u32 = 1000;
+pub const SANDBOX_UID: u32 = crate::sandbox::identity::UID;
 /// The container's init and main process run as root with only CAP_SETUID
 /// and CAP_SETGID (the engine gives a root exec the container's
 /// capabilities only when its user is root: the launcher needs them), never
@@ -16,3 +17,11 @@ pub const RELAY_USER: &str = "65534";
 /// to start scripts as [`SANDBOX_USER`], who can then neither signal, nor
 /// trace, nor read it.
 pub const LAUNCHER_USER: &str = INIT_USER;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_script_user_is_identitys() {
+        assert_eq!(super::SANDBOX_USER, crate::sandbox::identity::uid_gid());
+    }
+}

@@ -1,6 +1,7 @@
 //! How the local sandbox gives a command the GPUs its episode leased:
 //! their device nodes and the driver's control nodes bound into the
 //! sandbox's otherwise minimal `/dev`, the driver's user-space libraries
+//! read-only, the parts of `/sys` the driver reads as CUDA initialises,
 //! read-only, and the variables CUDA reads. A GPU not leased has no node
 //! inside, so nothing there can open it, whatever the variables say.
 
@@ -16,6 +17,14 @@ use super::inventory::Inventory;
 /// required, the others are bound where the host has them.
 const CONTROL_NODES: &[&str] = &["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"];
 
+/// The driver's kernel modules, whose `/sys/module` entries CUDA reads
+/// (`nvidia/initstate` says the driver is loaded; without it cuInit fails
+/// with CUDA_ERROR_OPERATING_SYSTEM, as it does without `/sys` at all).
+const MODULES: &[&str] = &["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"];
+
+/// Folders of `/sys/devices/system` CUDA reads for CPU and NUMA topology.
+const SYSTEM_TOPOLOGY: &[&str] = &["devices/system/cpu", "devices/system/node"];
+
 /// Libraries whose folders are the driver's user-space side.
 const DRIVER_LIBRARIES: &[&str] = &["libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1"];
 
@@ -27,6 +36,8 @@ pub struct GpuHost {
     pub dev_dir: PathBuf,
     /// The driver's procfs folder (`MLRB_GPU_PROC_DIR`, default `/proc/driver/nvidia`).
     pub proc_dir: PathBuf,
+    /// The host's sysfs (`MLRB_GPU_SYS_DIR`, default `/sys`).
+    pub sys_dir: PathBuf,
     /// Folders of the driver's libraries (`MLRB_GPU_DRIVER_LIBS`, `:`-separated),
     /// else found in the loader's cache and the host's `LD_LIBRARY_PATH`.
     driver_dirs: Option<Vec<PathBuf>>,
@@ -44,6 +55,10 @@ pub struct Passthrough {
     pub libraries: Vec<PathBuf>,
     /// Variables the command starts with.
     pub env: Vec<(String, String)>,
+    /// Parts of the host's sysfs, each bound read-only at its guest path
+    /// (under `/sys`): the driver's modules, the PCI devices (the GPUs'
+    /// among them) and the CPU and NUMA topology.
+    pub sysfs: Vec<(PathBuf, PathBuf)>,
 }
 
 impl GpuHost {
@@ -54,6 +69,7 @@ impl GpuHost {
         Self {
             dev_dir: path("MLRB_GPU_DEV_DIR", "/dev"),
             proc_dir: path("MLRB_GPU_PROC_DIR", "/proc/driver/nvidia"),
+            sys_dir: path("MLRB_GPU_SYS_DIR", "/sys"),
             driver_dirs: std::env::var_os("MLRB_GPU_DRIVER_LIBS").map(|v| std::env::split_paths(&v).collect()),
             ..Self::default()
         }
@@ -92,7 +108,38 @@ impl GpuHost {
             let joined = std::env::join_paths(dirs).map_err(|e| anyhow::anyhow!("driver library folders: {e}"))?;
             env.push(("LD_LIBRARY_PATH".into(), joined.to_string_lossy().into_owned()));
         }
-        Ok(Passthrough { nodes, libraries, env })
+        Ok(Passthrough {
+            nodes,
+            libraries,
+            env,
+            sysfs: self.sysfs(),
+        })
+    }
+
+    /// The parts of sysfs CUDA reads as it initialises, where the host has
+    /// them: (host path, path inside).
+    fn sysfs(&self) -> Vec<(PathBuf, PathBuf)> {
+        let guest = Path::new("/sys");
+        let mut parts: Vec<PathBuf> = MODULES.iter().map(|m| Path::new("module").join(m)).collect();
+        parts.push("bus/pci".into());
+        // The PCI devices themselves, where `bus/pci/devices`' links point.
+        let devices = std::fs::read_dir(self.sys_dir.join("devices"))
+            .into_iter()
+            .flatten()
+            .flatten();
+        let mut roots: Vec<PathBuf> = devices
+            .map(|entry| entry.file_name())
+            .filter(|name| name.to_string_lossy().starts_with("pci"))
+            .map(|name| Path::new("devices").join(name))
+            .collect();
+        roots.sort();
+        parts.extend(roots);
+        parts.extend(SYSTEM_TOPOLOGY.iter().map(PathBuf::from));
+        parts
+            .into_iter()
+            .filter(|part| self.sys_dir.join(part).is_dir())
+            .map(|part| (self.sys_dir.join(&part), guest.join(&part)))
+            .collect()
     }
 
     /// What CUDA_VISIBLE_DEVICES names. CUDA numbers the devices it can
@@ -298,5 +345,45 @@ mod tests {
         std::fs::write(dev.path().join("nvidiactl"), "").unwrap();
         let error = host.passthrough(&["1".into()]).unwrap_err().to_string();
         assert!(error.contains("not a character device"), "{error}");
+    }
+
+    /// What the driver reads of sysfs is bound at its place under `/sys`,
+    /// where the host has it; nothing else of sysfs is.
+    #[test]
+    fn the_driver_s_parts_of_sysfs_are_bound_where_the_host_has_them() {
+        let sys = tempfile::tempdir().unwrap();
+        for dir in [
+            "module/nvidia",
+            "module/nvidia_uvm",
+            "module/ext4",
+            "bus/pci/devices",
+            "devices/pci0000:00/0000:17:00.0",
+            "devices/virtual/net",
+            "devices/system/cpu",
+        ] {
+            std::fs::create_dir_all(sys.path().join(dir)).unwrap();
+        }
+        let host = GpuHost {
+            sys_dir: sys.path().to_path_buf(),
+            ..GpuHost::default()
+        };
+        let guests: Vec<String> = host
+            .sysfs()
+            .iter()
+            .map(|(from, to)| {
+                assert_eq!(from, &sys.path().join(to.strip_prefix("/sys").unwrap()));
+                to.display().to_string()
+            })
+            .collect();
+        assert_eq!(
+            guests,
+            [
+                "/sys/module/nvidia",
+                "/sys/module/nvidia_uvm",
+                "/sys/bus/pci",
+                "/sys/devices/pci0000:00",
+                "/sys/devices/system/cpu"
+            ]
+        );
     }
 }
