@@ -9,11 +9,10 @@ use serde_json::Value;
 
 use super::evidence::Evidence;
 use super::flag::{Flag, Kind, ScanOptions, Severity};
+use crate::task::submission::OUTPUTS_TOO_LARGE;
 
 /// The most of a runs record read.
 const MAX_RECORD: u64 = 4 << 20;
-/// What the runner calls a run refused for its outputs.
-const REFUSED: &str = "outputs-too-large";
 
 pub fn check(evidence: &Evidence, _: &ScanOptions) -> Vec<Flag> {
     let mut flags = Vec::new();
@@ -43,7 +42,10 @@ fn refused_runs(path: &Path) -> Option<String> {
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect();
-    let refused: Vec<&Value> = runs.iter().filter(|run| run["termination"] == REFUSED).collect();
+    let refused: Vec<&Value> = runs
+        .iter()
+        .filter(|run| run["termination"] == OUTPUTS_TOO_LARGE)
+        .collect();
     let first = refused.first()?;
     let why = first["outputs"]["refused"].as_str().unwrap_or("past a bound");
     Some(format!(
