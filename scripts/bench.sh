@@ -2,7 +2,8 @@
 # Builds the probe agents and runs mlrb's benchmarks, printing the figures
 # the performance targets are checked against: the core host costs, Python
 # agents' start and memory, the host's overhead per LLM call, loading a
-# task folder of 2 GiB, replaying and forking a long episode, resuming a
+# task folder of 2 GiB, a legitimate request's time while the submission
+# service is flooded (bogus tokens, idle and slowloris sockets), replaying and forking a long episode, resuming a
 # killed 100-step episode and what a step's durability costs, the Docker
 # sandbox's per-script overhead (which needs `mlrb image build`), and what
 # one step costs (tool call, snapshots of large workspaces, script start in
