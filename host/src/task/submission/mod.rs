@@ -9,7 +9,7 @@
 //! control group or container, killed as a whole, with the workspace
 //! read-only, the inputs read-only, a scratch output folder (bounded and
 //! copied back by `outputs.rs`) and a result channel (a FIFO this host
-//! reads). What the records keep of the runs is bounded per evaluation
+//! reads, which the run may write but never read). What the records keep of the runs is bounded per evaluation
 //! (`logs.rs`). It sees neither the hidden files, nor
 //! the evaluator's processes, nor the evaluator's result file. The host
 //! times a run itself, from the run's `ready` to the last byte of its
