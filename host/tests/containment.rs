@@ -129,8 +129,9 @@ fn check_supervisor(attack: Attack) {
         .parse()
         .unwrap();
     assert!(visible <= 6, "{visible} pids visible");
+    // (USER and LOGNAME are the sandbox's own: its user, `mlrb`.)
     let environment = attack.line("supervisor> environment: ");
-    for secret in ["KEY", "TOKEN", "CARGO", "MLRB", "USER", "SSH"] {
+    for secret in ["KEY", "TOKEN", "CARGO", "MLRB", "SUDO", "SSH"] {
         assert!(!environment.contains(secret), "{environment}");
     }
     assert!(attack.answer().contains("supervisor> threads still work: True"));

@@ -116,9 +116,16 @@ fn a_script_cannot_find_the_hidden_answers_or_host_files() {
         answer.contains("found: nothing"),
         "the script found something: {answer}"
     );
-    // The environment is the sandbox's own: no host variables, no secrets.
+    // The environment is the sandbox's own: no host variables, no secrets
+    // (USER and LOGNAME name the sandbox's user, `mlrb`, not the host's).
     let env_line = answer.split("env: ").nth(1).unwrap_or("");
-    for host_only in ["CARGO", "RUSTUP_HOME", "MLRB_CACHE_DIR", "USER", "SSH_AUTH_SOCK"] {
+    for host_only in [
+        "CARGO",
+        "RUSTUP_HOME",
+        "MLRB_CACHE_DIR",
+        "SSH_AUTH_SOCK",
+        "XDG_RUNTIME_DIR",
+    ] {
         assert!(
             !env_line.contains(&format!("'{host_only}'")),
             "{host_only} leaked: {env_line}"

@@ -76,7 +76,7 @@ impl DockerSandbox {
         let (launch_dir, lifeline) = launch_dir()?;
         let mut setup = setup.clone();
         setup.mounts.push(Mount::read_only(launch_dir.path(), LAUNCH_DIR));
-        setup.mounts.extend(identity_files(launch_dir.path())?);
+        setup.mounts.extend(identity_files()?);
         let name = format!("mlrb-{}-{}", std::process::id(), crate::process::next_serial());
         let container = Container::create(&self.docker, &name, self.container_body(&setup, role)).await?;
         DockerEpisode::start(container, setup, launch_dir, lifeline, &name, warm).await
@@ -84,16 +84,25 @@ impl DockerSandbox {
 }
 
 /// The script user's `/etc/passwd` and `/etc/group` (see `identity`),
-/// written beside the launcher's socket and bound over the image's.
-fn identity_files(dir: &std::path::Path) -> Result<Vec<Mount>> {
+/// bound over the image's: written once into mlrb's cache (they never
+/// change), never into the launcher's folder, which holds only its socket
+/// and the lifeline.
+fn identity_files() -> Result<Vec<Mount>> {
     use crate::sandbox::identity;
+    let dir = crate::paths::cache_dir().join("sandbox-identity");
+    std::fs::create_dir_all(&dir).with_context(|| format!("making {}", dir.display()))?;
     let mut mounts = Vec::new();
     for (name, text, guest) in [
         ("passwd", identity::passwd(), identity::PASSWD_PATH),
         ("group", identity::group(), identity::GROUP_PATH),
     ] {
         let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            // A whole file or none: another host may be reading it.
+            let partial = dir.join(format!(".{name}.{}", std::process::id()));
+            std::fs::write(&partial, &text).with_context(|| format!("writing {}", partial.display()))?;
+            std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
+        }
         mounts.push(Mount::read_only(path, guest));
     }
     Ok(mounts)
