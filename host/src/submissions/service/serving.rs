@@ -38,6 +38,7 @@ pub async fn serve(
     let api = Arc::new(Api {
         service: service.clone(),
         limiter: Limiter::new(options.rate, 2),
+        uploading: Default::default(),
     });
     let serving = tokio::spawn(api.serve(listener));
     let stop = CancellationToken::new();
