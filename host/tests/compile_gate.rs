@@ -174,6 +174,8 @@ impl Served {
         let mut child = common::mlrb()
             .env("MLRB_CACHE_DIR", &cache)
             .env("MLRB_COMPILE_SECONDS", compile_seconds)
+            // The deadline, not the memory limit, is what these tests meet.
+            .env("MLRB_COMPILE_MEMORY_MIB", "8192")
             .args(["serve", "--submissions"])
             .arg(&service)
             .args(["--listen", "127.0.0.1:0"])

@@ -19,8 +19,9 @@ pub struct Held<'a> {
 impl Uploading {
     /// Takes `submitter`'s place, or `None` while another upload of theirs runs.
     pub fn hold(&self, submitter: i64) -> Option<Held<'_>> {
-        let mut set = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        set.insert(submitter).then_some(Held { set: self, submitter })
+        let taken = self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(submitter);
+        // Built only when taken: a `Held` dropped gives the place back.
+        taken.then(|| Held { set: self, submitter })
     }
 }
 
