@@ -184,6 +184,10 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
     raise_open_file_limit();
+    if let Err(error) = enable_compile_gate() {
+        eprintln!("error: {error:#}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -201,6 +205,16 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Every component this process compiles goes through the compile gate:
+/// a child `mlrb` within the limits (see `engine::gate`).
+fn enable_compile_gate() -> anyhow::Result<()> {
+    let limits = crate::engine::gate::Limits::from_env()?;
+    let program = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("finding the mlrb binary for its compile children: {e}"))?;
+    crate::engine::gate::enable(program, limits);
+    Ok(())
 }
 
 /// Raises the soft limit on open files to the hard one: every episode

@@ -136,6 +136,25 @@ pub struct Upload<'a> {
 const COLUMNS: &str = "s.id, u.name, s.benchmark, s.version, s.agent_sha256, s.agent_bytes, s.state, s.reason, s.created_ms, s.agent_name";
 
 impl Store {
+    /// Whether `who` may submit now under `quota`, asked before an upload's
+    /// body is read (and asked again, atomically, when it is recorded).
+    /// A refusal is audited as `submit`'s is.
+    pub fn may_submit(&self, who: &Submitter, quota: &Quota) -> Result<Result<(), Exceeded>> {
+        self.change(|tx| {
+            let verdict = quota.check(tx, who.id, now_ms())?;
+            if let Err(exceeded) = &verdict {
+                audit::append(
+                    tx,
+                    &actor(who),
+                    "refused-quota",
+                    &format!("submitter:{}", who.name),
+                    &exceeded.why,
+                )?;
+            }
+            Ok(verdict)
+        })
+    }
+
     /// Records an upload: refused or queued, counted against `quota` either
     /// way, or not recorded at all when the quota is exceeded (checked and
     /// recorded in one transaction, so two uploads at once cannot both

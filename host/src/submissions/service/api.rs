@@ -27,9 +27,13 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use super::answer::{Answer, json, refuse};
 use super::limiter::Limiter;
+use super::uploading::Uploading;
 use super::{Service, records, upload};
+use crate::engine::gate;
 use crate::http_server::{BodyDeadline, Peer, Settings};
+use crate::submissions::Benchmark;
 use crate::submissions::accounts::{Refused, Submitter};
+use crate::submissions::quota::Exceeded;
 use crate::submissions::store::now_ms;
 use crate::submissions::submission::{State, Upload, actor};
 
@@ -41,6 +45,8 @@ pub struct Api {
     pub limiter: Limiter,
     /// Its connections' caps and timeouts.
     pub connections: Settings,
+    /// Submitters with an upload in progress (one each).
+    pub uploading: Uploading,
 }
 
 impl Api {
@@ -126,6 +132,11 @@ impl Api {
         };
         let id = segments.first().map(|s| s.parse::<i64>());
         if let Some(target) = target {
+            // Quota, cooldown and uploads in flight before a byte of the body.
+            let _held = match self.may_upload(&target.0, &who) {
+                Ok(held) => held,
+                Err(answer) => return *answer,
+            };
             return self.upload(request, target, &who).await;
         }
         match (request.method(), segments.as_slice(), id) {
@@ -189,6 +200,26 @@ impl Api {
         }
     }
 
+    /// Whether `who` may upload to `benchmark_id` now: within the quota and
+    /// cooldown, and with no other upload of theirs in progress (the place
+    /// returned is held until the answer).
+    fn may_upload(&self, benchmark_id: &str, who: &Submitter) -> Result<super::uploading::Held<'_>, Box<Answer>> {
+        let benchmark = self.service.benchmark(benchmark_id).expect("checked above");
+        match self.service.store.may_submit(who, &benchmark.quota) {
+            Ok(Ok(())) => {}
+            Ok(Err(exceeded)) => return Err(Box::new(quota_refusal(&exceeded))),
+            Err(error) => return Err(Box::new(failed(&error))),
+        }
+        self.uploading.hold(who.id).ok_or_else(|| {
+            let mut answer = refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                "another upload of yours is still being received or checked: wait for its answer",
+            );
+            answer.headers_mut().insert(hyper::header::RETRY_AFTER, 10.into());
+            Box::new(answer)
+        })
+    }
+
     /// Takes an upload to `benchmark_id`: read (at most `cap` bytes),
     /// checked as `mlrb agent check` does, then queued or refused, counted
     /// against the quota either way.
@@ -205,9 +236,9 @@ impl Api {
             Err(upload::Rejected(status, why)) => return refuse(status, &why),
         };
         let benchmark = service.benchmark(&benchmark_id).expect("checked above");
-        let refused = match super::runner::check_component(service, benchmark, &received.file).await {
-            Ok(refusals) => (!refusals.is_empty()).then(|| refusals.join("; ")),
-            Err(error) => Some(format!("{error:#}")),
+        let refused = match self.verdict(benchmark, &received).await {
+            Ok(refused) => refused,
+            Err(answer) => return *answer,
         };
         let (sha256, bytes) = (received.sha256.clone(), received.bytes);
         let upload = Upload {
@@ -223,7 +254,13 @@ impl Api {
         {
             return failed(&anyhow::anyhow!("keeping the component: {error}"));
         }
-        match service.store.submit(who, &upload, &benchmark.quota) {
+        let recorded = service.store.submit(who, &upload, &benchmark.quota);
+        let queued = matches!(&recorded, Ok(Ok(s)) if s.state != State::Refused);
+        if !queued {
+            // A component not taken leaves nothing in the compile cache.
+            service.engine.cache().forget(&sha256);
+        }
+        match recorded {
             Ok(Ok(submission)) if submission.state == State::Refused => {
                 let why = submission.reason.clone().unwrap_or_default();
                 json(
@@ -235,14 +272,24 @@ impl Api {
                 service.queued.notify_one();
                 json(StatusCode::CREATED, &submission)
             }
-            Ok(Err(exceeded)) => {
-                let mut answer = refuse(StatusCode::TOO_MANY_REQUESTS, &format!("quota: {}", exceeded.why));
-                answer
-                    .headers_mut()
-                    .insert(hyper::header::RETRY_AFTER, exceeded.retry_after.into());
-                answer
-            }
+            Ok(Err(exceeded)) => quota_refusal(&exceeded),
             Err(error) => failed(&error),
+        }
+    }
+
+    /// Why the host refuses a received component (`None`: it runs it), or
+    /// the answer when the host itself cannot tell now (busy, or failing),
+    /// which is not held against the component.
+    async fn verdict(&self, benchmark: &Benchmark, received: &upload::Received) -> Result<Option<String>, Box<Answer>> {
+        match super::runner::check_component(&self.service, benchmark, &received.file).await {
+            Ok(refusals) => Ok((!refusals.is_empty()).then(|| refusals.join("; "))),
+            Err(error) if error.chain().any(|e| e.is::<gate::Busy>()) => {
+                let mut answer = refuse(StatusCode::SERVICE_UNAVAILABLE, &format!("{error:#}"));
+                answer.headers_mut().insert(hyper::header::RETRY_AFTER, 60.into());
+                Err(Box::new(answer))
+            }
+            Err(error) if error.chain().any(|e| e.is::<gate::HostFault>()) => Err(Box::new(failed(&error))),
+            Err(error) => Ok(Some(format!("{error:#}"))),
         }
     }
 
@@ -321,6 +368,15 @@ impl Api {
             Err(error) => failed(&error),
         }
     }
+}
+
+/// A 429 for a quota or cooldown, with when to come back.
+fn quota_refusal(exceeded: &Exceeded) -> Answer {
+    let mut answer = refuse(StatusCode::TOO_MANY_REQUESTS, &format!("quota: {}", exceeded.why));
+    answer
+        .headers_mut()
+        .insert(hyper::header::RETRY_AFTER, exceeded.retry_after.into());
+    answer
 }
 
 fn tar_answer(tar: Bytes) -> Answer {

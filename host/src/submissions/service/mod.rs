@@ -20,6 +20,7 @@ pub mod records;
 pub mod runner;
 pub mod serving;
 pub mod upload;
+pub mod uploading;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

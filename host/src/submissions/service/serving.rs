@@ -41,6 +41,7 @@ pub async fn serve(
         service: service.clone(),
         limiter: Limiter::new(options.rate),
         connections: options.connections,
+        uploading: Default::default(),
     });
     let serving = tokio::spawn(api.serve(listener));
     let stop = CancellationToken::new();

@@ -1,139 +1,12 @@
-//! The wasmtime engine (one per process), its epoch ticker and the on-disk
-//! cache of compiled components.
+//! The on-disk cache of compiled components: artifacts this host wrote,
+//! each beside a MAC made with the cache's own key.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use wasmtime::Engine;
 use wasmtime::component::Component;
-use wasmtime::{Config, Engine};
-
-/// How often the epoch advances. Each tick lets a running agent yield to the
-/// async runtime, so agents share threads fairly and deadlines are noticed.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// The process-wide engine plus the thread that advances its epoch.
-pub struct AgentEngine {
-    engine: Engine,
-    stop_ticker: Arc<AtomicBool>,
-    cache: CompileCache,
-}
-
-impl AgentEngine {
-    /// Builds the engine with epoch interruption, async support and the
-    /// compile cache at `cache_dir`.
-    pub fn new(cache_dir: &Path) -> Result<Self> {
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        config.wasm_component_model(true);
-        // Guests must not be able to exhaust the host's own stack.
-        config.max_wasm_stack(2 << 20);
-        let engine = Engine::new(&config).map_err(anyhow::Error::from)?;
-        let stop_ticker = Arc::new(AtomicBool::new(false));
-        {
-            let engine = engine.clone();
-            let stop = stop_ticker.clone();
-            std::thread::Builder::new()
-                .name("mlrb-epoch".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(EPOCH_TICK);
-                        engine.increment_epoch();
-                    }
-                })
-                .context("starting the epoch ticker thread")?;
-        }
-        let cache = CompileCache::open(&cache_dir.join("compiled"), &engine)?;
-        Ok(Self {
-            engine,
-            stop_ticker,
-            cache,
-        })
-    }
-
-    /// The wasmtime engine.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
-    /// The cache of compiled components.
-    pub fn cache(&self) -> &CompileCache {
-        &self.cache
-    }
-
-    /// Loads a component: from the compile cache when this host compiled it
-    /// before, otherwise compiles it (off the async threads) and caches it.
-    pub async fn load(&self, wasm: &[u8], sha256: &str) -> Result<LoadedComponent> {
-        if let Some(component) = self.cache.get(&self.engine, sha256)? {
-            return Ok(LoadedComponent {
-                component,
-                from_cache: true,
-            });
-        }
-        let engine = self.engine.clone();
-        let bytes = wasm.to_vec();
-        let compiled = tokio::task::spawn_blocking(move || engine.precompile_component(&bytes))
-            .await
-            .context("compile task panicked")?
-            .map_err(anyhow::Error::from)
-            .map_err(describe_compile_error)?;
-        let component = match self.cache.put(sha256, &compiled) {
-            // Loaded back from the file: memory images map from it.
-            Ok(()) => self.cache.get(&self.engine, sha256)?,
-            Err(error) => {
-                tracing::warn!(%error, "could not write the compile cache");
-                None
-            }
-        };
-        let component = match component {
-            Some(component) => component,
-            // SAFETY: `compiled` was produced by this engine just now.
-            None => unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(anyhow::Error::from)?,
-        };
-        Ok(LoadedComponent {
-            component,
-            from_cache: false,
-        })
-    }
-}
-
-impl Drop for AgentEngine {
-    fn drop(&mut self) {
-        self.stop_ticker.store(true, Ordering::Relaxed);
-    }
-}
-
-/// A compiled agent component, and whether it came from the cache.
-pub struct LoadedComponent {
-    /// The component, ready to instantiate.
-    pub component: Component,
-    /// Whether it was loaded from the compile cache rather than compiled now.
-    pub from_cache: bool,
-}
-
-/// Turns wasmtime's verdict on a file that is not a component into one line.
-fn describe_compile_error(error: anyhow::Error) -> anyhow::Error {
-    let text = format!("{error:#}");
-    if text.contains("magic header") || text.contains("unexpected end") {
-        anyhow::anyhow!("not a WebAssembly component (bad header): build the agent for wasm32-wasip2")
-    } else if text.contains("expected a component")
-        || text.contains("unknown binary version")
-        || text.contains("wasm module with a component parser")
-    {
-        anyhow::anyhow!(
-            "a core WebAssembly module, not a component: build for wasm32-wasip2 or wrap it with `wasm-tools component new`"
-        )
-    } else {
-        anyhow::anyhow!("not a valid WebAssembly component: {}", first_line(&text))
-    }
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or(text)
-}
 
 /// Compiled components on disk, keyed by the agent's sha256 and the engine's
 /// compatibility hash. An artifact (`.cwasm`) is only loaded when its MAC
@@ -241,15 +114,47 @@ impl CompileCache {
     /// artifact whose MAC is missing or stale is simply not used.
     pub fn put(&self, sha256: &str, compiled: &[u8]) -> Result<()> {
         use std::io::Write;
-        let path = self.path_for(sha256);
-        let mut artifact = tempfile::NamedTempFile::new_in(&self.dir)?;
+        let mut artifact = self.stage()?;
         artifact.write_all(compiled)?;
-        artifact.persist(&path).context("writing a compile-cache entry")?;
+        self.keep(sha256, artifact)
+    }
+
+    /// A temp file in the cache's folder for an artifact being written:
+    /// removed when dropped, so a compile that fails leaves nothing.
+    pub fn stage(&self) -> Result<tempfile::NamedTempFile> {
+        tempfile::NamedTempFile::new_in(&self.dir).context("staging a compile-cache entry")
+    }
+
+    /// Makes a staged artifact the entry of `sha256`: the artifact by
+    /// rename, then its MAC (as `put`).
+    pub fn keep(&self, sha256: &str, staged: tempfile::NamedTempFile) -> Result<()> {
+        use std::io::Write;
+        let path = self.path_for(sha256);
+        // SAFETY: a read-only map of the staged file, which only this
+        // process writes and which is complete (the compiler has exited).
+        let map = unsafe { memmap2::Mmap::map(staged.as_file()) }.context("reading a compiled artifact")?;
+        let tag = blake3::keyed_hash(&self.key, &map);
+        drop(map);
+        staged.persist(&path).context("writing a compile-cache entry")?;
         let mut mac = tempfile::NamedTempFile::new_in(&self.dir)?;
-        mac.write_all(blake3::keyed_hash(&self.key, compiled).as_bytes())?;
+        mac.write_all(tag.as_bytes())?;
         mac.persist(path.with_extension("mac"))
             .context("writing a compile-cache entry")?;
         Ok(())
+    }
+
+    /// Removes the entry of `sha256`, if any (a component refused after it
+    /// compiled is not kept).
+    pub fn forget(&self, sha256: &str) {
+        let path = self.path_for(sha256);
+        let _ = std::fs::remove_file(path.with_extension("mac"));
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// Whether an entry (artifact or MAC) of `sha256` exists.
+    pub fn holds(&self, sha256: &str) -> bool {
+        let path = self.path_for(sha256);
+        path.exists() || path.with_extension("mac").exists()
     }
 }
 
@@ -278,18 +183,4 @@ fn load_or_create_key(path: &Path) -> Result<[u8; 32]> {
         Ok(_) => Ok(key),
         Err(_) => load_or_create_key(path),
     }
-}
-
-/// An agent file and its sha256. The file is mapped read-only rather than
-/// read: hashing it is all a cache hit needs, and an 18 MB Python agent
-/// need not be copied for that.
-pub fn map_agent(path: &Path) -> Result<(memmap2::Mmap, String)> {
-    let file =
-        std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))?;
-    // SAFETY: read-only; a file changed while an episode starts gives a
-    // wrong hash or a failed compile, never unsafety in the host.
-    let bytes = unsafe { memmap2::Mmap::map(&file) }
-        .map_err(|e| anyhow::anyhow!("{}: cannot read the agent: {e}", path.display()))?;
-    let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes[..]));
-    Ok((bytes, sha256))
 }
