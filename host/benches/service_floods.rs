@@ -65,7 +65,10 @@ fn start(service: &Path) -> (Child, SocketAddr) {
         .stdout(Stdio::null());
     // MLRB_BENCH_NOFILE: another limit (an earlier build dies at 256 under
     // the token flood alone, whose figure is then wanted apart).
-    let files = std::env::var("MLRB_BENCH_NOFILE").ok().and_then(|n| n.parse().ok()).unwrap_or(256);
+    let files = std::env::var("MLRB_BENCH_NOFILE")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(256);
     let limit = libc::rlimit {
         rlim_cur: files,
         rlim_max: files,
