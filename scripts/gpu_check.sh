@@ -135,7 +135,9 @@ if [ -n "$missing" ]; then
     if [ $dry_run = 1 ]; then would "${install[*]}  # for $missing"; else "${install[@]}"; fi
 fi
 
-gpu_memory() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i "$gpu" -lms 200; }
+# `exec`, so that the sampler's pid is nvidia-smi's own: killing a subshell
+# would leave nvidia-smi running, holding the caller's stderr open.
+gpu_memory() { exec nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i "$gpu" -lms 200 2>/dev/null; }
 [ -n "$out" ] || out="gpu-check-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 say "everything it sees goes to $out"

@@ -150,6 +150,43 @@ fn the_fallback_memory_limit_stops_a_script_that_allocates_too_much() {
     assert!(within.success(), "{}: {}", within.describe(), within.stderr.text);
 }
 
+/// Fills `/tmp`, `/dev/shm` and `/dev` 16 MiB at a time up to 512 MiB each,
+/// says how each ended and removes what it wrote; then takes a POSIX
+/// semaphore (in `/dev/shm`).
+const FILL_MEMORY_FILESYSTEMS: &str = "import errno, os
+def fill(path):
+    try:
+        with open(path, 'wb') as f:
+            for _ in range(32):
+                f.write(bytes(16 << 20))
+                f.flush()
+        return 'filled'
+    except OSError as error:
+        return errno.errorcode[error.errno]
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+print(fill('/tmp/fill'), fill('/dev/shm/fill'), fill('/dev/fill'))
+import multiprocessing
+with multiprocessing.Lock():
+    print('semaphore')
+";
+
+/// A tmpfs is memory, and without a control group nothing charges it to
+/// the script: an unsized `/tmp` or `/dev` took up to half the host's
+/// memory. Each holds no more than the script's memory limit, `/dev` none.
+#[test]
+fn memory_filesystems_hold_no_more_than_the_memory_limit_without_a_control_group() {
+    let sandbox = LocalSandbox::detect().expect("bubblewrap").without_control_groups();
+    let outcome = python(&sandbox, FILL_MEMORY_FILESYSTEMS, limits(256 << 20, 256));
+    assert!(outcome.success(), "{}: {}", outcome.describe(), outcome.stderr.text);
+    assert_eq!(outcome.stdout.text, "ENOSPC ENOSPC EROFS\nsemaphore\n");
+    // Under the limit, both are there to use.
+    let roomy = python(&sandbox, FILL_MEMORY_FILESYSTEMS, limits(2 << 30, 256));
+    assert!(roomy.success(), "{}: {}", roomy.describe(), roomy.stderr.text);
+    assert_eq!(roomy.stdout.text, "filled filled EROFS\nsemaphore\n");
+}
+
 /// The user the thread test runs its host as, and the processes it gives
 /// that user outside the sandbox (another job of the same user).
 const OTHER_USER: &str = "65534";

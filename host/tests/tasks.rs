@@ -278,6 +278,39 @@ fn tasks_test_fails_a_task_whose_baseline_is_wrong() {
     assert!(report["reference"]["score"].as_f64().unwrap() > 0.95, "{report}");
 }
 
+/// `tasks test --keep` keeps a log per step: the starter's training log is
+/// not overwritten by its evaluation's (both once went to `starter.stdout`).
+#[test]
+fn tasks_test_keeps_the_training_log_beside_the_evaluation_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let task = tmp.path().join("digits");
+    common::copy_dir(&common::workspace_root().join("tasks/digits"), &task);
+    let train = std::fs::read_to_string(task.join("env/train.py")).unwrap();
+    let marker = "a line only the training prints";
+    std::fs::write(task.join("env/train.py"), format!("print({marker:?})\n{train}")).unwrap();
+    let output = common::mlrb()
+        .args(["tasks", "test", "--json", "--keep"])
+        .arg(&task)
+        .output()
+        .unwrap();
+    let reports: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let work_dir = PathBuf::from(reports[0]["work_dir"].as_str().expect("--keep names its folder"));
+    let logs: Vec<_> = std::fs::read_dir(&work_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "stdout" || e == "stderr"))
+        .collect();
+    let names: Vec<_> = logs
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let training = std::fs::read_to_string(work_dir.join("starter-train.stdout")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&work_dir);
+    assert!(training.contains(marker), "the training's log is gone: {names:?}");
+    let step = |name: &str| names.iter().any(|n| n.starts_with(name));
+    assert!(step("starter-train.") && step("starter-eval."), "{names:?}");
+}
+
 /// A copy of digits in `dir/folder`, with `baseline` declared, whose
 /// starter waits `seconds` before it trains. Its name stays digits: the
 /// hidden answers' split, and so the starter's score, follows the name.

@@ -207,7 +207,8 @@ impl LocalSandbox {
                 "--new-session",
             ])
             .args(["--uid", "1000", "--gid", "1000"])
-            .args(system_mounts(false))
+            .args(system_mounts(false, 16 << 20))
+            .args(shared_memory(16 << 20))
             .args(["--", "true"])
             .stdin(Stdio::null())
             .output()
@@ -306,12 +307,16 @@ pub fn bwrap_args(command: &Command, fds: SetupFds, extras: &HostExtras, applied
     }
     let (uid, gid) = (identity::UID.to_string(), identity::GID.to_string());
     push(&["--uid", &uid, "--gid", &gid, "--hostname", "mlrb-sandbox"]);
-    args.extend(system_mounts(command.network != Reach::Nothing));
+    args.extend(system_mounts(
+        command.network != Reach::Nothing,
+        command.limits.memory_bytes,
+    ));
     let [passwd, group] = fds.identity;
     for (fd, path) in [(passwd, identity::PASSWD_PATH), (group, identity::GROUP_PATH)] {
         push_all(&mut args, &["--perms", "0444", "--ro-bind-data", &fd.to_string(), path]);
     }
     args.extend(extra_mounts(extras));
+    args.extend(shared_memory(command.limits.memory_bytes));
     if let Reach::Proxy(socket) = &command.network {
         args.push("--bind".into());
         args.push(socket.clone().into());
@@ -348,8 +353,13 @@ fn push_all(args: &mut Vec<OsString>, items: &[&str]) {
 
 /// What of the host every command sees: `/usr` and the loader's files
 /// (and, with a network, its CA certificates) read-only, a fresh `/proc` (with bubblewrap's own init hidden, so no
-/// script can open its file descriptors or read its state), `/dev`, `/tmp`.
-fn system_mounts(network: bool) -> Vec<OsString> {
+/// script can open its file descriptors or read its state), `/dev`, and a
+/// `/tmp` of at most `memory_bytes`.
+///
+/// A tmpfs is memory. A control group charges its pages to the script; on
+/// a host without one nothing else would, and an unsized tmpfs takes up to
+/// half the host's memory, per sandbox.
+fn system_mounts(network: bool, memory_bytes: u64) -> Vec<OsString> {
     let mut args: Vec<OsString> = ["--ro-bind", "/usr", "/usr"].map(OsString::from).to_vec();
     for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64"] {
         match std::fs::read_link(top) {
@@ -379,11 +389,26 @@ fn system_mounts(network: bool) -> Vec<OsString> {
         "/proc/1",
         "--dev",
         "/dev",
-        "--tmpfs",
-        "/tmp",
     ];
     args.extend(special.map(OsString::from));
+    args.extend(sized_tmpfs("/tmp", memory_bytes));
     args
+}
+
+/// `/dev` made read-only once the GPUs' nodes are bound in (a script could
+/// otherwise fill the tmpfs bubblewrap makes for it), and a `/dev/shm` of
+/// at most `memory_bytes` in its place (POSIX shared memory, semaphores,
+/// and PyTorch's tensors between processes live there).
+fn shared_memory(memory_bytes: u64) -> Vec<OsString> {
+    let mut args: Vec<OsString> = ["--remount-ro", "/dev"].map(OsString::from).to_vec();
+    args.extend(sized_tmpfs("/dev/shm", memory_bytes));
+    args
+}
+
+/// A tmpfs at `path` of at most `bytes` (no less than 16 MiB).
+fn sized_tmpfs(path: &str, bytes: u64) -> Vec<OsString> {
+    let size = bytes.max(16 << 20).to_string();
+    ["--size", size.as_str(), "--tmpfs", path].map(OsString::from).to_vec()
 }
 
 /// The mounts of `extras`: the Python environment's folders read-only at

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::item::{Item, Status, item};
 use super::requirements::{self, HostOffer};
-use super::starter::{run_in_workspace, run_starter, scratch, starter_failure};
+use super::starter::{log_prefix, run_in_workspace, run_starter, scratch, starter_failure};
 use super::{EvalRequest, Evaluation, Task, hub, improvement, prepare, pylib, refusals, smoke};
 use crate::sandbox::{Mount, Sandbox};
 
@@ -507,7 +507,7 @@ impl Runner<'_> {
             workspace: dir,
             prepared: self.prepared,
             cache_dir: self.cache_dir,
-            log_prefix: Some(dir.with_extension(label)),
+            log_prefix: Some(log_prefix(dir, label)),
             gpus: self.gpus.to_vec(),
             timeout: None,
             part,

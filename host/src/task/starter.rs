@@ -60,10 +60,19 @@ pub async fn run_in_workspace(
             network: reach,
             limits: task.task_script_limits(Duration::from_secs(resources.script_timeout_seconds)),
             gpus: gpus.to_vec(),
-            log_prefix: Some(dir.with_extension(label)),
+            log_prefix: Some(log_prefix(dir, label)),
             stop: Default::default(),
         }))
         .await
+}
+
+/// Where the logs of step `label` of the work in `dir` go: beside it, as
+/// `<dir>-<label>.stdout` and `.stderr`, so that a workspace's steps (its
+/// training, its evaluation) keep a log each.
+pub fn log_prefix(dir: &Path, label: &str) -> std::path::PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(format!("-{label}"));
+    dir.with_file_name(name)
 }
 
 /// Why the starter code failed, in one line.
