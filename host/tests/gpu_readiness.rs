@@ -150,6 +150,39 @@ fn the_fallback_memory_limit_stops_a_script_that_allocates_too_much() {
     assert!(within.success(), "{}: {}", within.describe(), within.stderr.text);
 }
 
+/// Four workers, each holding 256 MiB (written, so resident) for three
+/// seconds: each is under a per-process limit of 512 MiB, together they
+/// are at twice it.
+const WORKERS: &str = "import os, time
+workers = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        held = b'\\x01' * (256 << 20)
+        time.sleep(3)
+        os._exit(0)
+    workers.append(pid)
+print(all(os.waitpid(w, 0)[1] == 0 for w in workers))
+";
+
+/// `RLIMIT_DATA` holds each process; without a control group the host adds
+/// up the sandbox's processes and stops them together past the limit.
+#[test]
+fn workers_together_stay_under_the_memory_limit_without_a_control_group() {
+    let sandbox = LocalSandbox::detect().expect("bubblewrap").without_control_groups();
+    let outcome = python(&sandbox, WORKERS, limits(512 << 20, 256));
+    assert_eq!(
+        outcome.termination,
+        Termination::OutOfMemory,
+        "{}: {}",
+        outcome.describe(),
+        outcome.stderr.text
+    );
+    let roomy = python(&sandbox, WORKERS, limits(2 << 30, 256));
+    assert!(roomy.success(), "{}: {}", roomy.describe(), roomy.stderr.text);
+    assert_eq!(roomy.stdout.text, "True\n");
+}
+
 /// Fills `/tmp`, `/dev/shm` and `/dev` 16 MiB at a time up to 512 MiB each,
 /// says how each ended and removes what it wrote; then takes a POSIX
 /// semaphore (in `/dev/shm`).

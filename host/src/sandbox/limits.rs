@@ -23,12 +23,14 @@
 //!   of the same user, or this host's own threads, left a script, and the
 //!   threads CUDA and torch start, nothing.
 //!
-//! What a script can still overrun without a control group: shared memory
-//! (files in its `/tmp` or `/dev/shm`, `MAP_SHARED` mappings), which no
-//! rlimit counts; the memory limit is per process, so N processes may each
-//! use it (N bounded by the process limit); GPU memory. And where this host
-//! runs as root, the kernel exempts root's processes from `RLIMIT_NPROC`
-//! altogether, so there is no process limit at all.
+//! Without a control group the host also adds up the memory of the
+//! sandbox's processes together (`memory_watch`: one process's limit is not
+//! N workers' limit), and sizes the memory filesystems (`/tmp`, `/dev/shm`)
+//! to the limit (`local`). What a script can still overrun without one:
+//! memory held for less than the watch's interval by processes each under
+//! the per-process limit; GPU memory; and, where this host runs as root,
+//! processes, since the kernel exempts root's processes from
+//! `RLIMIT_NPROC` altogether.
 
 use std::ffi::OsString;
 

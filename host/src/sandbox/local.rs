@@ -21,6 +21,7 @@ use super::gpu::{GpuHost, Passthrough};
 use super::identity;
 use super::launcher::{self, Failure, Launcher, Warm};
 use super::limits::{Applied, ProcessLimit, Rlimit};
+use super::memory_watch::MemoryWatch;
 use super::output::Capture;
 use super::python::{self, PythonEnv};
 use super::{Command, Ending, EpisodeSandbox, EpisodeSetup, Exec, Outcome, Reach, Sandbox};
@@ -562,6 +563,15 @@ impl Sandbox for LocalSandbox {
                 group.kill_all();
             }
         };
+        // Without a control group, nothing else adds up the memory of the
+        // sandbox's processes together.
+        let watch = match (&group, pid) {
+            (None, Some(pid)) => Some(MemoryWatch::start(pid, limits.memory_bytes, move || {
+                // SAFETY: signals our own child's process group.
+                unsafe { libc::killpg(pid, libc::SIGKILL) };
+            })),
+            _ => None,
+        };
         let ended_by_host = capture.until(child.wait(), limits.timeout, &command.stop).await.err();
         // Whatever outlived the sandbox's init (nothing should) goes too.
         kill_tree();
@@ -574,8 +584,13 @@ impl Sandbox for LocalSandbox {
         use std::os::unix::process::ExitStatusExt;
         let out_of_memory = match &group {
             Some(group) => group.oom_killed(),
-            None => stderr.text.contains("MemoryError") || stderr.text.contains("Cannot allocate memory"),
+            None => {
+                watch.as_ref().is_some_and(MemoryWatch::exceeded)
+                    || stderr.text.contains("MemoryError")
+                    || stderr.text.contains("Cannot allocate memory")
+            }
         };
+        drop(watch);
         let ending = Ending {
             exit_code: status.code(),
             signal: status.signal(),

@@ -10,6 +10,7 @@ pub mod image;
 mod launcher;
 pub mod limits;
 pub mod local;
+pub mod memory_watch;
 pub mod output;
 pub mod python;
 pub mod seccomp;
