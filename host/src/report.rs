@@ -93,8 +93,13 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
     table
 }
 
-/// The table of `mlrb tasks list`.
-pub fn tasks_table(tasks: &[Task]) -> Table {
+/// The table of `mlrb tasks list`: one line per task (name, suite, metric
+/// and its direction, baseline, what it needs), within 100 columns; with
+/// `wide`, also its version, reference, budget and description.
+pub fn tasks_table(tasks: &[Task], wide: bool) -> Table {
+    if !wide {
+        return tasks_list(tasks);
+    }
     let mut table = new_table();
     table.set_header(vec![
         "task",
@@ -120,11 +125,7 @@ pub fn tasks_table(tasks: &[Task]) -> Table {
             spec.name.clone(),
             spec.suite.clone(),
             spec.version.clone(),
-            format!(
-                "{} ({})",
-                spec.metric.name,
-                if spec.metric.higher_is_better { "↑" } else { "↓" }
-            ),
+            metric_cell(task),
             number(spec.metric.baseline),
             number(spec.metric.reference),
             needs,
@@ -134,6 +135,42 @@ pub fn tasks_table(tasks: &[Task]) -> Table {
         ]);
     }
     table
+}
+
+/// The default task list: no borders, one line per task.
+fn tasks_list(tasks: &[Task]) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(comfy_table::presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(vec!["task", "suite", "metric", "baseline", "needs"]);
+    for task in tasks {
+        let spec = &task.spec;
+        let needs = match spec.resources.gpus {
+            0 => "CPU".to_string(),
+            gpus => format!("{gpus} GPU"),
+        };
+        table.add_row(vec![
+            spec.name.clone(),
+            spec.suite.clone(),
+            metric_cell(task),
+            number(spec.metric.baseline),
+            needs,
+        ]);
+    }
+    table
+}
+
+/// A task's metric with its direction: ↑, ↓, or `?` where the task does
+/// not declare it.
+fn metric_cell(task: &Task) -> String {
+    let metric = &task.spec.metric;
+    let arrow = match (metric.direction_known, metric.higher_is_better) {
+        (false, _) => "?",
+        (true, true) => "↑",
+        (true, false) => "↓",
+    };
+    format!("{} ({arrow})", metric.name)
 }
 
 fn status_cell(status: Status) -> &'static str {

@@ -70,3 +70,42 @@ fn user_facing_messages_carry_no_debug_text() {
     let shown = String::from_utf8_lossy(&table.stdout);
     assert!(!shown.contains("Some(") && !shown.contains("Completed"), "{shown}");
 }
+
+/// `mlrb tasks list` leads with what a person asked: one line per task
+/// within 100 columns, whatever the terminal; `--wide` has every column.
+#[test]
+fn tasks_list_is_a_line_per_task_within_100_columns() {
+    let json = common::mlrb().args(["tasks", "list", "--json"]).output().unwrap();
+    let specs: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout).unwrap();
+    let output = common::mlrb()
+        .args(["tasks", "list"])
+        .env("COLUMNS", "400")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    let too_wide: Vec<&str> = text.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(too_wide.is_empty(), "lines over 100 columns: {too_wide:#?}");
+    for spec in &specs {
+        let name = spec["name"].as_str().unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.split_whitespace().next() == Some(name))
+            .collect();
+        assert_eq!(lines.len(), 1, "{name}: {text}");
+        let metric = spec["metric"]["name"].as_str().unwrap();
+        assert!(lines[0].contains(metric), "{name}: {}", lines[0]);
+        let gpu = spec["resources"]["gpus"].as_u64().unwrap() > 0;
+        assert_eq!(lines[0].trim_end().ends_with("GPU"), gpu, "{}", lines[0]);
+    }
+    // One line per task, a header and two lines of pointers: nothing else.
+    assert_eq!(
+        text.lines().filter(|l| !l.trim().is_empty()).count(),
+        specs.len() + 3,
+        "{text}"
+    );
+    let wide = common::mlrb().args(["tasks", "list", "--wide"]).output().unwrap();
+    let wide = String::from_utf8(wide.stdout).unwrap();
+    let description = specs[0]["description"].as_str().unwrap();
+    assert!(wide.contains(&description[..20]), "{wide}");
+}

@@ -14,10 +14,13 @@ use crate::task::{self, Task};
 /// `mlrb tasks` commands.
 #[derive(Subcommand, Debug)]
 pub enum TasksCommand {
-    /// The built-in tasks.
+    /// The built-in tasks, one line each.
     List {
         #[arg(long)]
         json: bool,
+        /// Every column: version, reference, budget and description too.
+        #[arg(long)]
+        wide: bool,
     },
     /// One task's definition and research problem.
     Show {
@@ -103,7 +106,7 @@ impl TasksCommand {
     /// Runs the subcommand.
     pub async fn run(self) -> Result<ExitCode> {
         match self {
-            Self::List { json } => list(json),
+            Self::List { json, wide } => list(json, wide),
             Self::Show { task, json } => show(&task, json),
             Self::Check {
                 task,
@@ -146,7 +149,7 @@ impl TasksCommand {
     }
 }
 
-fn list(json: bool) -> Result<ExitCode> {
+fn list(json: bool, wide: bool) -> Result<ExitCode> {
     let dir = task::builtin_tasks_dir();
     let mut tasks = Vec::new();
     for loaded in task::list(&dir) {
@@ -159,8 +162,11 @@ fn list(json: bool) -> Result<ExitCode> {
         let specs: Vec<_> = tasks.iter().map(|t| &t.spec).collect();
         say!("{}", serde_json::to_string_pretty(&specs)?);
     } else {
-        say!("{}", report::tasks_table(&tasks));
-        say!("tasks from {}", dir.display());
+        say!("{}", report::tasks_table(&tasks, wide));
+        say!("{} tasks from {}", tasks.len(), dir.display());
+        if !wide {
+            say!("--wide for every column; `mlrb tasks show TASK` for one task");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
