@@ -21,10 +21,16 @@ pub fn differences(task: &Task, score: &ScoreRecord) -> Vec<String> {
         }
     };
     differ("metric", score.metric.clone(), metric.name.clone());
+    // An unknown direction is unknown whatever an older record wrote
+    // beside it (`true`); a known one must be the task's.
+    let direction = |known: bool, higher: Option<bool>| match (known, higher) {
+        (false, _) => "unknown".to_string(),
+        (true, higher) => format!("{higher:?}"),
+    };
     differ(
         "higher_is_better",
-        score.higher_is_better.to_string(),
-        metric.higher_is_better.to_string(),
+        direction(score.direction_known, score.higher_is_better),
+        direction(metric.direction_known, Some(metric.higher_is_better)),
     );
     differ(
         "direction_known",

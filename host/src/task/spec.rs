@@ -283,6 +283,12 @@ pub struct Metric {
     /// 1e10, a negative accuracy) is an invalid submission, never a score.
     #[serde(default)]
     pub range: Option<[f64; 2]>,
+    /// A magnitude from which an evaluator's value marks a missing
+    /// submission rather than a score (MLAgentBench's 1e10), for a metric
+    /// whose range nobody declared: kept apart from `range`, so that no
+    /// output shows it as one.
+    #[serde(skip)]
+    pub missing_mark: Option<f64>,
     /// Whether the metric's direction is known (declared by the task, an
     /// overlay or the user); when it is not, no improvement or success is
     /// judged. Always true for a `task.toml`, which must declare it.
@@ -330,6 +336,14 @@ impl Metric {
 
     /// Why `score` cannot be a valid submission's, if it cannot.
     pub fn out_of_range(&self, score: f64) -> Option<String> {
+        if let Some(mark) = self.missing_mark
+            && !(score.abs() < mark)
+        {
+            return Some(format!(
+                "the evaluator's {} of {score} is its mark of a missing submission (±{mark:e}, inf or NaN), not a score",
+                self.name
+            ));
+        }
         let [low, high] = self.range?;
         (!(low..=high).contains(&score)).then(|| {
             format!(

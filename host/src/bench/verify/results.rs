@@ -11,6 +11,13 @@ use crate::episode::{EpisodeRecord, ScoreRecord, verify};
 /// Sections of `summary.json` that runs recorded before them lack.
 const LATER_SECTIONS: &[&str] = &["epochs", "across_tasks", "profiles"];
 
+/// What version 2 of the statistics computes otherwise (intervals of
+/// values with no spread, the bootstrap below 20 tasks, a rate's interval,
+/// directions, the best score of an unknown direction, the profiles of
+/// unknown directions): a `summary.json` of version 1 is not held to them,
+/// nor to the keys it did not write.
+const CHANGED_IN_2: &[&str] = &["interval", "bootstrap", "higher_is_better", "best_of_k", "best_score", "profiles"];
+
 /// `results.jsonl` says what the episodes' records say, and `summary.json`
 /// is the summary of those results.
 pub fn check_results(dir: &Path) -> Vec<String> {
@@ -40,6 +47,10 @@ pub fn check_results(dir: &Path) -> Vec<String> {
             expected.cpus = None;
             expected.baseline_source = None;
         }
+        // An earlier mlrb wrote `true` for a direction nobody knew.
+        if expected.higher_is_better.is_none() && line.higher_is_better == Some(true) && !score.direction_known {
+            expected.higher_is_better = line.higher_is_better;
+        }
         let (recorded, expected) = (serde_json::to_value(line), serde_json::to_value(&expected));
         if let (Ok(recorded), Ok(expected)) = (recorded, expected)
             && let Some(why) = verify::json_differs(&recorded, &expected, &format!("results.jsonl {}", line.id))
@@ -47,10 +58,14 @@ pub fn check_results(dir: &Path) -> Vec<String> {
             failures.push(why);
         }
     }
-    let summary = std::fs::read(dir.join("summary.json"))
+    let mut summary = std::fs::read(dir.join("summary.json"))
         .ok()
         .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
     let mut expected = serde_json::to_value(summary::summarize(&results)).unwrap_or_default();
+    let version = summary.as_ref().and_then(|s| s.get("statistics")).and_then(|v| v.as_u64());
+    if let (Some(recorded), None | Some(1)) = (summary.as_mut(), version) {
+        legacy_view(recorded, &mut expected);
+    }
     // The sections an earlier mlrb did not write: required only where present.
     if let (Some(recorded), Some(expected)) = (summary.as_ref().and_then(|s| s.as_object()), expected.as_object_mut()) {
         for section in LATER_SECTIONS {
@@ -64,6 +79,30 @@ pub fn check_results(dir: &Path) -> Vec<String> {
         Some(summary) => failures.extend(verify::json_differs(&summary, &expected, "summary.json")),
     }
     failures
+}
+
+/// Holds a `summary.json` of version 1 of the statistics to what that
+/// version computed alike: drops from `expected` the keys `recorded` lacks,
+/// and from both the keys version 2 computes otherwise.
+fn legacy_view(recorded: &mut serde_json::Value, expected: &mut serde_json::Value) {
+    use serde_json::Value;
+    match (recorded, expected) {
+        (Value::Object(r), Value::Object(e)) => {
+            e.retain(|k, _| r.contains_key(k) && !CHANGED_IN_2.contains(&k.as_str()));
+            r.retain(|k, _| !CHANGED_IN_2.contains(&k.as_str()));
+            for (k, v) in r.iter_mut() {
+                if let Some(w) = e.get_mut(k) {
+                    legacy_view(v, w);
+                }
+            }
+        }
+        (Value::Array(r), Value::Array(e)) => {
+            for (v, w) in r.iter_mut().zip(e.iter_mut()) {
+                legacy_view(v, w);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Every way the run in `dir` fails the checks made without running
