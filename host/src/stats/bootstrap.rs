@@ -19,8 +19,9 @@ pub struct Bootstrap {
 
 /// The fewest resampled units (tasks, or the seeds of a single task) a
 /// percentile bootstrap is shown for: below it the interval covers far
-/// less than 95 % (about 78 % at 3 tasks, 85 % at 5, 92 % at 10, 94 % at
-/// 20 by simulation of clustered normal scores), so it is left out rather
+/// less than 95 % (about 76 % at 3 tasks, 84 % at 5, 91 % at 10, 94 % at
+/// 20 by simulation of clustered normal scores: `host/tests/coverage.rs`
+/// and docs/statistics.md), so it is left out rather
 /// than shown beside the t interval as its equal.
 pub const MIN_UNITS: usize = 20;
 

@@ -121,3 +121,25 @@ pub fn check_run_records(dir: &Path) -> Vec<String> {
     failures.extend(check_results(dir));
     failures
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_summary_of_the_first_statistics_is_held_to_what_it_computed_alike() {
+        let mut recorded = json!({"episodes": 3, "across_tasks": [{"agent": "a", "mean": 0.5,
+            "interval": {"lower": -0.7, "upper": 1.7}, "bootstrap": {"lower": 0.1, "upper": 0.9}}]});
+        let mut expected = json!({"statistics": 2, "episodes": 3, "across_tasks": [{"agent": "a", "mean": 0.5,
+            "interval": null, "bootstrap": null, "rate": {"rate": 0.5}}]});
+        legacy_view(&mut recorded, &mut expected);
+        assert_eq!(verify::json_differs(&recorded, &expected, "summary.json"), None);
+        // What version 1 computed alike is still checked.
+        let mut edited = json!({"episodes": 3, "across_tasks": [{"agent": "a", "mean": 0.9}]});
+        let mut expected = json!({"statistics": 2, "episodes": 3, "across_tasks": [{"agent": "a", "mean": 0.5}]});
+        legacy_view(&mut edited, &mut expected);
+        let why = verify::json_differs(&edited, &expected, "summary.json").unwrap();
+        assert!(why.contains("across_tasks[0].mean"), "{why}");
+    }
+}
