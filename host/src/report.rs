@@ -336,9 +336,17 @@ pub fn comparison_text(c: &crate::bench::compare::Comparison) -> String {
         Verdict::NoDifferenceShown => {
             format!("verdict: no difference beyond the margin {margin} shown (the 95 % t interval reaches within it)")
         }
-        Verdict::Undetermined => match c.cannot_tell {
-            Some(why) => format!("verdict: the design cannot tell ({})", why.describe()),
-            None => "verdict: undetermined (too few pairs for an interval)".to_string(),
+        Verdict::Undetermined => match (c.cannot_tell, c.judged()) {
+            (Some(why), Some(p)) => format!(
+                "verdict: the design cannot tell ({}): B − A is {} with no interval{}",
+                why.describe(),
+                number(Some(p.mean)),
+                match c.fails_gate() {
+                    true => "; B lost every pair beyond the margin, so --fail-if-worse stops",
+                    false => "",
+                }
+            ),
+            _ => "verdict: undetermined (too few pairs for an interval)".to_string(),
         },
     });
     text

@@ -84,7 +84,7 @@ fn mean_intervals_over_tasks_keep_their_coverage_and_the_small_bootstrap_does_no
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
     };
     // Tasks differ (sd 1), seeds within a task less (sd 0.5); the truth is 0.
-    let mut draw = |rng: &mut StdRng, tasks: usize| -> Vec<Vec<f64>> {
+    let draw = |rng: &mut StdRng, tasks: usize| -> Vec<Vec<f64>> {
         (0..tasks)
             .map(|_| {
                 let task = normal(rng);

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::ranked;
 use super::result_line::ResultLine;
 use super::text_table::TextTable;
-use crate::stats::{Bootstrap, Paired, mean, paired, probability_of_improvement};
+use crate::stats::{Bootstrap, CannotTell, Paired, mean, paired, probability_of_improvement};
 
 /// What is compared per episode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -146,7 +146,7 @@ pub struct Comparison {
     pub verdict: Verdict,
     /// Why the pairs the verdict rests on cannot tell a difference, if they cannot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cannot_tell: Option<crate::stats::CannotTell>,
+    pub cannot_tell: Option<CannotTell>,
 }
 
 type Key = (String, u64);
@@ -286,6 +286,26 @@ fn verdict(paired: Option<&Paired>, margin: f64) -> Verdict {
 }
 
 impl Comparison {
+    /// The pairs the verdict rests on: the overall, or the one task's.
+    pub fn judged(&self) -> Option<&Paired> {
+        match self.tasks.as_slice() {
+            [one] if self.overall.is_none() => one.paired.as_ref(),
+            _ => self.overall.as_ref(),
+        }
+    }
+
+    /// Whether `--fail-if-worse` stops: B is worse beyond the margin with
+    /// 95 % confidence, or, where the seeds did not vary (so no interval
+    /// can say how sure), B lost every pair (or task) beyond the margin: a
+    /// gate errs on the side of stopping.
+    pub fn fails_gate(&self) -> bool {
+        let lost_throughout = |p: &Paired| p.wins == 0 && p.ties == 0 && p.mean < -self.margin;
+        match self.verdict {
+            Verdict::Worse => true,
+            _ => self.cannot_tell == Some(CannotTell::NoSpread) && self.judged().is_some_and(lost_throughout),
+        }
+    }
+
     /// Per task and overall, as text cells.
     pub fn table(&self) -> TextTable {
         let header = vec![
@@ -418,7 +438,8 @@ mod tests {
         assert_eq!(p.pairs, 1);
         assert!((p.mean - 0.1).abs() < 1e-12, "0.04 / 0.4 normalised: {p:?}");
         assert_eq!(c.verdict, Verdict::Undetermined, "one pair has no interval");
-        assert_eq!(c.cannot_tell, Some(crate::stats::CannotTell::OnePair));
+        assert_eq!(c.cannot_tell, Some(CannotTell::OnePair));
+        assert!(!c.fails_gate());
     }
 
     #[test]
@@ -455,8 +476,14 @@ mod tests {
         let b = vec![line("t", "b", 1, Some(0.74)), line("t", "b", 2, Some(0.74))];
         let c = compare((&refs(&a), &refs(&b)), sides(), None, 0.0, &Bootstrap::default()).unwrap();
         assert_eq!(c.verdict, Verdict::Undetermined);
-        assert_eq!(c.cannot_tell, Some(crate::stats::CannotTell::NoSpread));
+        assert_eq!(c.cannot_tell, Some(CannotTell::NoSpread));
         assert_eq!(c.probability_of_improvement, None, "not 1.00");
+        // B won every pair: a gate on a worse B does not stop; turned round, it does.
+        assert!(!c.fails_gate());
+        let turned = compare((&refs(&b), &refs(&a)), sides(), None, 0.0, &Bootstrap::default()).unwrap();
+        assert!(turned.fails_gate() && turned.verdict == Verdict::Undetermined);
+        let within = compare((&refs(&b), &refs(&a)), sides(), None, 0.5, &Bootstrap::default()).unwrap();
+        assert!(!within.fails_gate(), "a margin larger than the difference lets it pass");
         let rows = c.table().rows;
         let cells = rows[0].join(" | ");
         assert!(!cells.contains("0.0000") && !cells.contains("1.00"), "{cells}");
