@@ -19,7 +19,7 @@ pub struct Interval {
 
 /// Why there is no interval where the values themselves do not vary: a
 /// standard error of zero (identical seeds) tells nothing of the spread.
-pub const NO_SPREAD: &str = "no spread (identical values): the design cannot tell";
+pub const NO_SPREAD: &str = "no spread: the design cannot tell";
 
 /// What a table shows for a missing interval: why, where it is the spread.
 pub fn missing_interval(se: Option<f64>) -> &'static str {
