@@ -61,9 +61,10 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
         ("validate()", told(score, record)),
         (
             "baseline",
-            match &score.baseline_source {
-                Some(source) => format!("{} ({source})", number(score.baseline)),
-                None => number(score.baseline),
+            match (score.baseline, &score.baseline_source) {
+                (None, _) => number(None),
+                (b, Some(source)) => format!("{} ({source}; {})", number(b), part(score, record)),
+                (b, None) => format!("{} ({})", number(b), part(score, record)),
             },
         ),
         (
@@ -99,8 +100,8 @@ fn part(score: &ScoreRecord, record: &EpisodeRecord) -> &'static str {
     use crate::episode::feedback::Feedback;
     let validations = record.end.as_ref().map_or(&[][..], |e| &e.validations[..]);
     match Feedback::recorded(score.feedback, validations) {
-        Feedback::PublicScore => "the private part of the hidden answers: the score ranked",
-        _ => "all the hidden answers",
+        Feedback::PublicScore => "private part, the one ranked",
+        _ => "all hidden answers",
     }
 }
 
