@@ -253,10 +253,22 @@ fn success_plot(summary: &Summary) -> String {
         let y = 10.0 + row * i as f64;
         let rate = agent.stats.success_rate.unwrap_or(0.0);
         let w = span * rate;
-        let shown = agent
-            .stats
-            .success_rate
-            .map_or("n/a".to_string(), |r| format!("{:.0} %", r * 100.0));
+        // The rate's 95 % interval (Wilson's, clustered by task) as a whisker.
+        let interval = agent.stats.success_interval;
+        let shown = match (agent.stats.success_rate, interval) {
+            (None, _) => "n/a".to_string(),
+            (Some(r), None) => format!("{:.0} %", r * 100.0),
+            (Some(r), Some(i)) => format!("{:.0} % [{:.0}, {:.0}]", r * 100.0, i.lower * 100.0, i.upper * 100.0),
+        };
+        let whisker = interval.map_or(String::new(), |i| {
+            format!(
+                "<line class=\"whisker\" x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#333\"/>",
+                LEFT + span * i.lower,
+                y + row / 2.0 - 4.0,
+                LEFT + span * i.upper,
+                y + row / 2.0 - 4.0
+            )
+        });
         let _ = write!(
             svg,
             "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><rect x=\"{LEFT}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{}\">{shown}</text>",
@@ -265,9 +277,10 @@ fn success_plot(summary: &Summary) -> String {
             esc(&agent.agent),
             row - 8.0,
             colour(i),
-            LEFT + w + 4.0,
+            (LEFT + interval.map_or(w, |i| span * i.upper) + 4.0).min(WIDTH - RIGHT - 90.0),
             y + 14.0,
         );
+        svg.push_str(&whisker);
     }
     let _ = writeln!(
         svg,
