@@ -53,7 +53,7 @@ pub fn mean_se(value: Option<MeanSe>, as_percent: bool) -> String {
             let unit = if as_percent { " %" } else { "" };
             match m.se {
                 // Values that do not vary: a zero error is not certainty.
-                Some(se) if se == 0.0 => format!("{:+.1}{unit} ({})", m.mean * scale, crate::stats::NO_SPREAD),
+                Some(0.0) => format!("{:+.1}{unit} ({})", m.mean * scale, crate::stats::NO_SPREAD),
                 Some(se) => format!("{:+.1} ± {:.1}{unit}", m.mean * scale, se * scale),
                 None => format!("{:+.1}{unit}", m.mean * scale),
             }

@@ -114,7 +114,10 @@ fn told(score: &ScoreRecord, record: &EpisodeRecord) -> String {
     let scores: Vec<f64> = validations.iter().filter_map(|v| v.score).collect();
     let best = |higher: Option<bool>| {
         let higher = higher?;
-        scores.iter().copied().reduce(|a, b| if (b > a) == higher { b } else { a })
+        scores
+            .iter()
+            .copied()
+            .reduce(|a, b| if (b > a) == higher { b } else { a })
     };
     match Feedback::recorded(score.feedback, validations) {
         Feedback::Off => "not offered".into(),

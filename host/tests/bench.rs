@@ -117,7 +117,10 @@ fn a_bench_of_two_agents_two_tasks_three_seeds_has_twelve_results_and_a_true_sum
     );
     // What validate() told it is shown apart, labelled with its part.
     assert_eq!(validator["feedback"], "public-score", "{validator}");
-    assert!((validator["told_best"].as_f64().unwrap() - 0.883212).abs() < 1e-9, "{validator}");
+    assert!(
+        (validator["told_best"].as_f64().unwrap() - 0.883212).abs() < 1e-9,
+        "{validator}"
+    );
 
     // Both tasks need 2 CPUs and the bench had 2 slots: despite -j 2, no two
     // episodes ran at once.

@@ -100,7 +100,10 @@ fn fail_if_worse_exits_four_for_a_worse_agent_and_zero_otherwise() {
     let paired = &json["tasks"][0]["paired"];
     assert_eq!(paired["pairs"], 3);
     assert!((paired["mean"].as_f64().unwrap() + 0.5).abs() < 1e-12, "{paired}");
-    assert!(paired["interval"].is_null() && paired["min_detectable"].is_null(), "{paired}");
+    assert!(
+        paired["interval"].is_null() && paired["min_detectable"].is_null(),
+        "{paired}"
+    );
     assert!(json["tasks"][0]["probability_of_improvement"].is_null(), "{json}");
     assert!(json["unpaired"].as_array().unwrap().is_empty());
 
@@ -123,7 +126,10 @@ fn fail_if_worse_exits_four_for_a_worse_agent_and_zero_otherwise() {
         "0.6",
     ]);
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("the design cannot tell") && !out.contains("stops"), "{out}");
+    assert!(
+        out.contains("the design cannot tell") && !out.contains("stops"),
+        "{out}"
+    );
 
     // Two runs: seed 3 has no pair in the second run, and is named.
     let solo = bench(tmp.path(), "solo", &["baseline"], &task, "2");

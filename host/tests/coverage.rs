@@ -19,8 +19,14 @@ const LOWEST: f64 = 0.93;
 fn successes(rng: &mut StdRng, tasks: usize, rate: f64, spread: f64) -> Vec<Vec<f64>> {
     (0..tasks)
         .map(|_| {
-            let p = if rng.random::<f64>() < 0.5 { rate - spread } else { rate + spread };
-            (0..SEEDS).map(|_| f64::from(u8::from(rng.random::<f64>() < p))).collect()
+            let p = if rng.random::<f64>() < 0.5 {
+                rate - spread
+            } else {
+                rate + spread
+            };
+            (0..SEEDS)
+                .map(|_| f64::from(u8::from(rng.random::<f64>() < p)))
+                .collect()
         })
         .collect()
 }
@@ -34,9 +40,12 @@ fn normal_approximation(clusters: &[Vec<f64>]) -> Option<(f64, f64)> {
     Some((c.mean - t * se, c.mean + t * se))
 }
 
+/// An interval from per-task outcomes: (lower, upper), or none.
+type Method<'a> = &'a dyn Fn(&[Vec<f64>]) -> Option<(f64, f64)>;
+
 /// The share of replications whose interval holds `truth`; a missing
 /// interval holds nothing.
-fn coverage(draw: &mut dyn FnMut() -> Vec<Vec<f64>>, interval: &dyn Fn(&[Vec<f64>]) -> Option<(f64, f64)>, truth: f64) -> f64 {
+fn coverage(draw: &mut dyn FnMut() -> Vec<Vec<f64>>, interval: Method, truth: f64) -> f64 {
     let held = (0..REPLICATIONS)
         .filter(|_| interval(&draw()).is_some_and(|(lo, hi)| lo <= truth && truth <= hi))
         .count();
@@ -50,29 +59,50 @@ fn success_rate_intervals_keep_their_coverage_at_three_five_and_ten_tasks() {
     let mut old_failed = 0;
     for tasks in TASKS {
         let failed_before = old_failed;
-        for (rate, spread) in [(0.5, 0.0), (0.5, 0.1), (0.8, 0.0), (0.8, 0.15), (0.95, 0.0), (0.95, 0.05)] {
+        for (rate, spread) in [
+            (0.5, 0.0),
+            (0.5, 0.1),
+            (0.8, 0.0),
+            (0.8, 0.15),
+            (0.95, 0.0),
+            (0.95, 0.05),
+        ] {
             let mut seeded = StdRng::seed_from_u64(rng.random());
             let mut draw = || successes(&mut seeded, tasks, rate, spread);
             let new = coverage(&mut draw, &wilson, rate);
             let mut seeded = StdRng::seed_from_u64(rng.random());
             let mut draw = || successes(&mut seeded, tasks, rate, spread);
             let old = coverage(&mut draw, &normal_approximation, rate);
-            eprintln!("{tasks} tasks, rate {rate} ± {spread}: Wilson (clustered) {new:.3}, normal approximation {old:.3}");
+            eprintln!(
+                "{tasks} tasks, rate {rate} ± {spread}: Wilson (clustered) {new:.3}, normal approximation {old:.3}"
+            );
             assert!(new >= LOWEST, "{tasks} tasks, rate {rate} ± {spread}: coverage {new}");
             if tasks == 10 {
-                assert!(new <= 0.995, "{tasks} tasks, rate {rate}: {new} is no longer a 95 % interval");
+                assert!(
+                    new <= 0.995,
+                    "{tasks} tasks, rate {rate}: {new} is no longer a 95 % interval"
+                );
             }
             old_failed += usize::from(old < LOWEST);
         }
         // The interval this replaces undercovers at every size measured.
-        assert!(old_failed > failed_before, "{tasks} tasks: the normal approximation held");
+        assert!(
+            old_failed > failed_before,
+            "{tasks} tasks: the normal approximation held"
+        );
         // Every interval stays inside [0, 1], even all successes of 3 tasks.
         let all = vec![vec![1.0; SEEDS]; tasks];
         let r = clustered_rate(&all).unwrap();
-        assert!(r.interval.upper <= 1.0 && r.interval.lower < 1.0 && r.interval.lower >= 0.0, "{r:?}");
+        assert!(
+            r.interval.upper <= 1.0 && r.interval.lower < 1.0 && r.interval.lower >= 0.0,
+            "{r:?}"
+        );
     }
     // ... and in most cases: 12 of the 18 at this seed.
-    assert!(old_failed >= 9, "the normal approximation failed in only {old_failed} of 18");
+    assert!(
+        old_failed >= 9,
+        "the normal approximation failed in only {old_failed} of 18"
+    );
 }
 
 #[test]

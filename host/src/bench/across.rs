@@ -191,7 +191,7 @@ pub fn aggregate_cell(a: Option<&Aggregate>) -> String {
         None => " (one task: no clustered SE)".to_string(),
         Some(se) if se == 0.0 && a.rate.is_none() => format!(" ({})", crate::stats::NO_SPREAD),
         // A rate of all or nothing: Wilson's interval says what it can.
-        Some(se) if se == 0.0 => String::new(),
+        Some(0.0) => String::new(),
         Some(se) => format!(" ± {}", number(Some(se))),
     };
     let interval = |name: &str, i: Option<Interval>| {

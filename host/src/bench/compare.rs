@@ -378,8 +378,7 @@ fn row(label: &str, a: Option<f64>, b: Option<f64>, p: Option<&Paired>, poi: Opt
         format!(
             "{}{}",
             number(Some(p.mean)),
-            p.se
-                .filter(|_| why.is_none())
+            p.se.filter(|_| why.is_none())
                 .map_or(String::new(), |se| format!(" ± {}", number(Some(se))))
         ),
         interval(p.interval),

@@ -258,7 +258,10 @@ mod tests {
         let e = &epochs(&results)[0];
         assert_eq!(e.score.unwrap().interval, None);
         let row = &epochs_table(std::slice::from_ref(e)).rows[0];
-        assert!(row[6].contains("the design cannot tell") && !row[6].contains("[0.8000, 0.8000]"), "{row:?}");
+        assert!(
+            row[6].contains("the design cannot tell") && !row[6].contains("[0.8000, 0.8000]"),
+            "{row:?}"
+        );
         // Three successes of three: Wilson's [0.44, 1], not [1, 1].
         assert_eq!(row[9], "1.00 [0.44, 1.00]", "{row:?}");
     }

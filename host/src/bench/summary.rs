@@ -112,7 +112,7 @@ fn clustered_cell(c: Option<&Clustered>) -> String {
     let mean = c.mean * 100.0;
     match c.se {
         None => format!("{mean:+.1} % (one task: no clustered SE)"),
-        Some(se) if se == 0.0 => format!("{mean:+.1} % ({})", crate::stats::NO_SPREAD),
+        Some(0.0) => format!("{mean:+.1} % ({})", crate::stats::NO_SPREAD),
         Some(se) => format!("{mean:+.1} ± {:.1} % ({} tasks)", se * 100.0, c.clusters),
     }
 }
@@ -161,7 +161,10 @@ impl Stats {
         let valid: Vec<&&ResultLine> = results.iter().filter(|r| r.valid).collect();
         let collect =
             |f: &dyn Fn(&ResultLine) -> Option<f64>| -> Vec<f64> { valid.iter().filter_map(|r| f(r)).collect() };
-        let higher = results.iter().find(|r| r.infra_error.is_none()).and_then(|r| r.higher_is_better);
+        let higher = results
+            .iter()
+            .find(|r| r.infra_error.is_none())
+            .and_then(|r| r.higher_is_better);
         let best = |a: f64, b: f64| if (b > a) == higher.unwrap_or(true) { b } else { a };
         let best_score = results
             .iter()
@@ -188,7 +191,10 @@ impl Stats {
             normalized: mean_se(&collect(&|r| r.normalized)),
             best_score,
             told_best,
-            feedback: results.iter().find(|r| r.infra_error.is_none()).and_then(|r| r.feedback),
+            feedback: results
+                .iter()
+                .find(|r| r.infra_error.is_none())
+                .and_then(|r| r.feedback),
             mean_steps: results.iter().map(|r| f64::from(r.steps)).sum::<f64>() / denominator,
             mean_wall_seconds: results.iter().map(|r| r.wall_ms as f64 / 1000.0).sum::<f64>() / denominator,
             input_tokens: results.iter().map(|r| r.input_tokens).sum(),
@@ -318,7 +324,11 @@ fn best_cell(s: &Stats, direction: Option<bool>) -> String {
         _ => "",
     };
     match s.best_score {
-        Some(best) => format!("{} [{}{with}]", crate::format::number(Some(best)), final_part(s.feedback)),
+        Some(best) => format!(
+            "{} [{}{with}]",
+            crate::format::number(Some(best)),
+            final_part(s.feedback)
+        ),
         None => "—".into(),
     }
 }
@@ -524,10 +534,16 @@ mod tests {
         let column = |name: &str| table.header.iter().position(|h| h.starts_with(name)).unwrap();
         let (best, told, mean) = (column("score: best"), column("validate()"), column("score: mean"));
         let digits = &table.rows[0];
-        assert_eq!((digits[best].as_str(), digits[told].as_str()), ("0.9700 [private]", "0.9900 [public]"));
+        assert_eq!(
+            (digits[best].as_str(), digits[told].as_str()),
+            ("0.9700 [private]", "0.9900 [public]")
+        );
         assert_eq!(digits[mean], "0.9700 [private]");
         let mae = &table.rows[1];
-        assert_eq!((mae[0].as_str(), mae[best].as_str()), ("mae (?)", "n/a (direction unknown)"));
+        assert_eq!(
+            (mae[0].as_str(), mae[best].as_str()),
+            ("mae (?)", "n/a (direction unknown)")
+        );
         let timing = &table.rows[2];
         assert_eq!(timing[best], "0.8500 [all, incl. validate()]");
         assert_eq!(timing[told], "0.8500 [all]");

@@ -121,19 +121,29 @@ mod tests {
         for written in [json!(null), json!(true)] {
             let score = record(&task, written.clone(), false);
             assert_eq!(score.direction(), None, "{written}");
-            assert!(differences(&task, &score).is_empty(), "{written}: {:?}", differences(&task, &score));
+            assert!(
+                differences(&task, &score).is_empty(),
+                "{written}: {:?}",
+                differences(&task, &score)
+            );
         }
         // Claiming a direction the task does not know is caught.
         let claimed = record(&task, json!(true), true);
         assert_eq!(claimed.direction(), Some(true));
         let found = differences(&task, &claimed);
         assert!(
-            found.iter().any(|d| d.contains("higher_is_better is true") && d.contains("says unknown")),
+            found
+                .iter()
+                .any(|d| d.contains("higher_is_better is true") && d.contains("says unknown")),
             "{found:?}"
         );
         // A record written now says null, never true.
         let mut now = record(&task, json!(null), false);
-        now.higher_is_better = task.spec.metric.direction_known.then_some(task.spec.metric.higher_is_better);
+        now.higher_is_better = task
+            .spec
+            .metric
+            .direction_known
+            .then_some(task.spec.metric.higher_is_better);
         assert_eq!(serde_json::to_value(&now).unwrap()["higher_is_better"], json!(null));
     }
 }

@@ -73,7 +73,9 @@ impl Bootstrap {
             [one] => one.len(),
             many => many.len(),
         };
-        (units >= MIN_UNITS).then(|| self.interval(clusters, statistic)).flatten()
+        (units >= MIN_UNITS)
+            .then(|| self.interval(clusters, statistic))
+            .flatten()
     }
 
     /// The percentile interval (2.5 % and 97.5 % of the replicates) of

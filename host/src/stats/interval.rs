@@ -24,7 +24,7 @@ pub const NO_SPREAD: &str = "no spread: the design cannot tell";
 /// What a table shows for a missing interval: why, where it is the spread.
 pub fn missing_interval(se: Option<f64>) -> &'static str {
     match se {
-        Some(se) if se == 0.0 => NO_SPREAD,
+        Some(0.0) => NO_SPREAD,
         _ => "n/a",
     }
 }

@@ -103,7 +103,7 @@ pub fn paired(differences: &[Vec<f64>], bootstrap: &Bootstrap) -> Option<Paired>
     );
     let cannot_tell = match se {
         _ if all.len() < 2 => Some(CannotTell::OnePair),
-        Some(se) if se == 0.0 => Some(CannotTell::NoSpread),
+        Some(0.0) => Some(CannotTell::NoSpread),
         _ => None,
     };
     let min_detectable = se.filter(|_| cannot_tell.is_none()).and_then(|se| {
@@ -236,7 +236,10 @@ mod tests {
         // Two seeds each, the same score every time: B − A is 0.1 twice.
         let p = paired(&[vec![0.1, 0.1]], &Bootstrap::default()).unwrap();
         assert_eq!(p.se, Some(0.0));
-        assert_eq!((p.interval, p.min_detectable, p.cannot_tell), (None, None, Some(CannotTell::NoSpread)));
+        assert_eq!(
+            (p.interval, p.min_detectable, p.cannot_tell),
+            (None, None, Some(CannotTell::NoSpread))
+        );
         // Over tasks too: every task's seeds alike and the tasks alike.
         let p = paired(&[vec![0.1, 0.1], vec![0.1, 0.1], vec![0.1]], &Bootstrap::default()).unwrap();
         assert_eq!((p.interval, p.cannot_tell), (None, Some(CannotTell::NoSpread)));

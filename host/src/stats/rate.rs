@@ -39,7 +39,7 @@ fn z_quantile(p: f64) -> f64 {
 /// Wilson's score interval for `successes` of `n` trials (either may be
 /// fractional: an effective count) at `level`; none for no trials.
 pub fn wilson(successes: f64, n: f64, level: f64) -> Option<Interval> {
-    if !(n > 0.0) || !(0.0..=n).contains(&successes) {
+    if n.is_nan() || n <= 0.0 || !(0.0..=n).contains(&successes) {
         return None;
     }
     let z = z_quantile(1.0 - (1.0 - level) / 2.0);
@@ -108,7 +108,10 @@ mod tests {
             (3.0, 3.0, 0.438_502_968_244_954_44, 1.0),
         ] {
             let i = wilson(k, n, LEVEL).unwrap();
-            assert!((i.lower - lower).abs() < 1e-9 && (i.upper - upper).abs() < 1e-9, "{k}/{n}: {i:?}");
+            assert!(
+                (i.lower - lower).abs() < 1e-9 && (i.upper - upper).abs() < 1e-9,
+                "{k}/{n}: {i:?}"
+            );
         }
         assert_eq!(wilson(1.0, 0.0, LEVEL), None);
         assert_eq!(wilson(4.0, 3.0, LEVEL), None);
@@ -118,18 +121,32 @@ mod tests {
     fn clustered_rates_widen_with_the_design_effect_and_few_tasks() {
         // Every task all-or-nothing: the seeds say nothing the task did not.
         let all_or_nothing = clustered_rate(&[vec![1.0; 3], vec![0.0; 3], vec![1.0; 3], vec![1.0; 3]]).unwrap();
-        let mixed = clustered_rate(&[vec![1.0, 1.0, 0.0], vec![1.0, 0.0, 1.0], vec![1.0, 1.0, 0.0], vec![1.0, 1.0, 1.0]])
-            .unwrap();
+        let mixed = clustered_rate(&[
+            vec![1.0, 1.0, 0.0],
+            vec![1.0, 0.0, 1.0],
+            vec![1.0, 1.0, 0.0],
+            vec![1.0, 1.0, 1.0],
+        ])
+        .unwrap();
         assert_eq!((all_or_nothing.rate, mixed.rate), (0.75, 0.75));
-        assert!(all_or_nothing.effective_n < mixed.effective_n, "{all_or_nothing:?} {mixed:?}");
+        assert!(
+            all_or_nothing.effective_n < mixed.effective_n,
+            "{all_or_nothing:?} {mixed:?}"
+        );
         let width = |r: &Rate| r.interval.upper - r.interval.lower;
         assert!(width(&all_or_nothing) > width(&mixed));
         // Three tasks of nothing but successes: no zero-width [1, 1].
         let perfect = clustered_rate(&[vec![1.0; 3], vec![1.0; 3], vec![1.0; 3]]).unwrap();
         assert_eq!(perfect.rate, 1.0);
-        assert!(perfect.interval.lower < 0.6 && perfect.interval.upper == 1.0, "{perfect:?}");
+        assert!(
+            perfect.interval.lower < 0.6 && perfect.interval.upper == 1.0,
+            "{perfect:?}"
+        );
         // (z(0.975) / t(0.975, 2))² × 9 = 1.867524 (scipy).
-        assert!((perfect.effective_n - 1.867_523_609_506_425_6).abs() < 1e-6, "{perfect:?}");
+        assert!(
+            (perfect.effective_n - 1.867_523_609_506_425_6).abs() < 1e-6,
+            "{perfect:?}"
+        );
         // One task: its seeds are independent, plain Wilson.
         let one = clustered_rate(&[vec![1.0, 0.0, 1.0]]).unwrap();
         assert_eq!(Some(one.interval), wilson(2.0, 3.0, LEVEL));

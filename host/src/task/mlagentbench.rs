@@ -417,8 +417,18 @@ mod tests {
         // No range was declared: none is shown, in JSON or in the reason.
         assert_eq!(spec.metric.range, None);
         let why = spec.metric.out_of_range(1e10).unwrap();
-        assert!(why.contains("mark of a missing submission") && !why.contains("9999"), "{why}");
-        assert_eq!(serde_json::to_value(&spec.metric).unwrap()["range"], serde_json::Value::Null);
+        assert!(
+            why.contains("mark of a missing submission") && !why.contains("9999"),
+            "{why}"
+        );
+        assert_eq!(
+            serde_json::to_value(&spec.metric).unwrap()["range"],
+            serde_json::Value::Null
+        );
+        // Nor a direction: `mlrb tasks show --json` says it is unknown.
+        let shown = spec.to_json().unwrap();
+        assert_eq!(shown["metric"]["higher_is_better"], serde_json::Value::Null);
+        assert_eq!(shown["metric"]["direction_known"], false);
     }
 
     #[test]

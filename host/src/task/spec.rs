@@ -300,6 +300,20 @@ pub struct Metric {
     pub declared_baseline: Option<(Option<f64>, Option<String>)>,
 }
 
+impl TaskSpec {
+    /// The spec as JSON, as `mlrb tasks show --json` prints it: a metric
+    /// whose direction nobody declared says `higher_is_better: null` and
+    /// `direction_known: false`, never a direction.
+    pub fn to_json(&self) -> Result<serde_json::Value> {
+        let mut value = serde_json::to_value(self)?;
+        value["metric"]["direction_known"] = self.metric.direction_known.into();
+        if !self.metric.direction_known {
+            value["metric"]["higher_is_better"] = serde_json::Value::Null;
+        }
+        Ok(value)
+    }
+}
+
 impl Metric {
     /// The first field that does not hold, and what it must be.
     fn fault(&self) -> Option<(&'static str, &'static str)> {
@@ -337,7 +351,7 @@ impl Metric {
     /// Why `score` cannot be a valid submission's, if it cannot.
     pub fn out_of_range(&self, score: f64) -> Option<String> {
         if let Some(mark) = self.missing_mark
-            && !(score.abs() < mark)
+            && (score.is_nan() || score.abs() >= mark)
         {
             return Some(format!(
                 "the evaluator's {} of {score} is its mark of a missing submission (±{mark:e}, inf or NaN), not a score",

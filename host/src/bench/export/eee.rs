@@ -175,11 +175,20 @@ fn task_results(run: &AgentRun, e: &EpochStats, started: &str) -> Vec<Value> {
             "evaluation_timestamp": started,
             "metric_config": config("success_rate", "success rate", false,
                 "share of seeds more than 10 % better than the starter; an agent failure fails".into(), (json!(0.0), json!(1.0))),
-            "score_details": {"score": rate, "uncertainty": {"num_samples": e.judged}, "details": details(e)},
+            "score_details": {"score": rate, "uncertainty": rate_uncertainty(e), "details": details(e)},
             "generation_config": generation(run, e),
         }));
     }
     out
+}
+
+/// A task's success rate's uncertainty: Wilson's interval over its seeds.
+fn rate_uncertainty(e: &EpochStats) -> Value {
+    let mut uncertainty = json!({"num_samples": e.judged});
+    if let Some(ci) = interval_json(e.success.map(|r| r.interval), "Wilson score interval over the seeds") {
+        uncertainty["confidence_interval"] = ci;
+    }
+    uncertainty
 }
 
 fn details(e: &EpochStats) -> Value {
@@ -239,7 +248,10 @@ fn across_results(run: &AgentRun, started: &str) -> Vec<Value> {
             uncertainty["standard_error"] = json!({"value": se, "method": "clustered by task (CR1)"});
         }
         let ci = match g.rate {
-            Some(rate) => interval_json(Some(rate.interval), "Wilson at the design-effect-adjusted sample size, clustered by task"),
+            Some(rate) => interval_json(
+                Some(rate.interval),
+                "Wilson at the design-effect-adjusted sample size, clustered by task",
+            ),
             None => interval_json(c.interval, "t, tasks - 1 degrees of freedom, clustered by task"),
         };
         if let Some(ci) = ci {

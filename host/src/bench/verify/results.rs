@@ -16,7 +16,14 @@ const LATER_SECTIONS: &[&str] = &["epochs", "across_tasks", "profiles"];
 /// directions, the best score of an unknown direction, the profiles of
 /// unknown directions): a `summary.json` of version 1 is not held to them,
 /// nor to the keys it did not write.
-const CHANGED_IN_2: &[&str] = &["interval", "bootstrap", "higher_is_better", "best_of_k", "best_score", "profiles"];
+const CHANGED_IN_2: &[&str] = &[
+    "interval",
+    "bootstrap",
+    "higher_is_better",
+    "best_of_k",
+    "best_score",
+    "profiles",
+];
 
 /// `results.jsonl` says what the episodes' records say, and `summary.json`
 /// is the summary of those results.
@@ -62,7 +69,10 @@ pub fn check_results(dir: &Path) -> Vec<String> {
         .ok()
         .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
     let mut expected = serde_json::to_value(summary::summarize(&results)).unwrap_or_default();
-    let version = summary.as_ref().and_then(|s| s.get("statistics")).and_then(|v| v.as_u64());
+    let version = summary
+        .as_ref()
+        .and_then(|s| s.get("statistics"))
+        .and_then(|v| v.as_u64());
     if let (Some(recorded), None | Some(1)) = (summary.as_mut(), version) {
         legacy_view(recorded, &mut expected);
     }
