@@ -284,9 +284,9 @@ pub struct Metric {
     #[serde(default)]
     pub range: Option<[f64; 2]>,
     /// A magnitude from which an evaluator's value marks a missing
-    /// submission rather than a score (MLAgentBench's 1e10), for a metric
-    /// whose range nobody declared: kept apart from `range`, so that no
-    /// output shows it as one.
+    /// submission rather than a score (MLAgentBench's 1e10), while nobody
+    /// declared a range: kept apart from `range`, so that no output shows
+    /// it as one.
     #[serde(skip)]
     pub missing_mark: Option<f64>,
     /// Whether the metric's direction is known (declared by the task, an
@@ -348,9 +348,11 @@ impl Metric {
         )
     }
 
-    /// Why `score` cannot be a valid submission's, if it cannot.
+    /// Why `score` cannot be a valid submission's, if it cannot: outside
+    /// the declared range, or, where none is declared, the evaluator's mark
+    /// of a missing submission (a range the user declares replaces it).
     pub fn out_of_range(&self, score: f64) -> Option<String> {
-        if let Some(mark) = self.missing_mark
+        if let (None, Some(mark)) = (self.range, self.missing_mark)
             && (score.is_nan() || score.abs() >= mark)
         {
             return Some(format!(
