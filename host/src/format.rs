@@ -12,6 +12,33 @@ pub fn number(value: Option<f64>) -> String {
     }
 }
 
+/// A metric's direction as an arrow: ↑ higher is better, ↓ lower, ? unknown.
+pub fn arrow(higher_is_better: Option<bool>) -> &'static str {
+    match higher_is_better {
+        Some(true) => "↑",
+        Some(false) => "↓",
+        None => "?",
+    }
+}
+
+/// A metric's direction in words.
+pub fn direction(higher_is_better: Option<bool>) -> &'static str {
+    match higher_is_better {
+        Some(true) => "higher is better",
+        Some(false) => "lower is better",
+        None => "direction unknown",
+    }
+}
+
+/// A metric's range `[low, high]`, or what stands in for a missing one: a
+/// range nobody declared is never shown as numbers.
+pub fn range(range: Option<[f64; 2]>) -> String {
+    match range {
+        Some([low, high]) => format!("[{low}, {high}]"),
+        None => "none declared".into(),
+    }
+}
+
 /// A relative change as a signed percentage; a dash for none.
 pub fn percent(value: Option<f64>) -> String {
     value.map_or("—".into(), |v| format!("{:+.1} %", v * 100.0))
@@ -25,6 +52,8 @@ pub fn mean_se(value: Option<MeanSe>, as_percent: bool) -> String {
             let scale = if as_percent { 100.0 } else { 1.0 };
             let unit = if as_percent { " %" } else { "" };
             match m.se {
+                // Values that do not vary: a zero error is not certainty.
+                Some(0.0) => format!("{:+.1}{unit} ({})", m.mean * scale, crate::stats::NO_SPREAD),
                 Some(se) => format!("{:+.1} ± {:.1}{unit}", m.mean * scale, se * scale),
                 None => format!("{:+.1}{unit}", m.mean * scale),
             }

@@ -53,16 +53,18 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
         (
             "score",
             match (&score.score, &score.error) {
-                (Some(_), _) => format!("{} {}", number(score.score), score.metric),
+                (Some(_), _) => format!("{} {} ({})", number(score.score), score.metric, part(score, record)),
                 (None, Some(error)) => format!("no valid score: {error}"),
                 (None, None) => "no valid score".into(),
             },
         ),
+        ("validate()", told(score, record)),
         (
             "baseline",
-            match &score.baseline_source {
-                Some(source) => format!("{} ({source})", number(score.baseline)),
-                None => number(score.baseline),
+            match (score.baseline, &score.baseline_source) {
+                (None, _) => number(None),
+                (b, Some(source)) => format!("{} ({source}; {})", number(b), part(score, record)),
+                (b, None) => format!("{} ({})", number(b), part(score, record)),
             },
         ),
         (
@@ -70,10 +72,10 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
             format!(
                 "{} ({})",
                 percent(score.improvement),
-                match (score.direction_known, score.higher_is_better) {
-                    (false, _) => "the metric's direction is unknown",
-                    (true, true) => "higher is better",
-                    (true, false) => "lower is better",
+                match score.direction() {
+                    None => "the metric's direction is unknown",
+                    Some(true) => "higher is better",
+                    Some(false) => "lower is better",
                 }
             ),
         ),
@@ -91,6 +93,61 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
         table.add_row(vec![Cell::new(key), Cell::new(value)]);
     }
     table
+}
+
+/// Which part of the hidden answers the final score is of.
+fn part(score: &ScoreRecord, record: &EpisodeRecord) -> &'static str {
+    use crate::episode::feedback::Feedback;
+    let validations = record.end.as_ref().map_or(&[][..], |e| &e.validations[..]);
+    match Feedback::recorded(score.feedback, validations) {
+        Feedback::PublicScore => "private part, the one ranked",
+        _ => "all hidden answers",
+    }
+}
+
+/// What `validate()` told the agent during the episode: its kind, and the
+/// scores it told with the part they are of.
+fn told(score: &ScoreRecord, record: &EpisodeRecord) -> String {
+    use crate::episode::feedback::Feedback;
+    let validations = record.end.as_ref().map_or(&[][..], |e| &e.validations[..]);
+    let times = format!("{} call(s)", validations.len());
+    let scores: Vec<f64> = validations.iter().filter_map(|v| v.score).collect();
+    let best = |higher: Option<bool>| {
+        let higher = higher?;
+        scores
+            .iter()
+            .copied()
+            .reduce(|a, b| if (b > a) == higher { b } else { a })
+    };
+    match Feedback::recorded(score.feedback, validations) {
+        Feedback::Off => "not offered".into(),
+        Feedback::Validity => format!("validity only, no score ({times})"),
+        Feedback::PublicScore => {
+            let public = score.public.unwrap_or(crate::episode::feedback::PublicScores {
+                last: None,
+                best: None,
+                baseline: None,
+            });
+            format!(
+                "the public part's score: best {}, last {} (public baseline {}; {times})",
+                number(public.best),
+                number(public.last),
+                number(public.baseline)
+            )
+        }
+        kind @ (Feedback::Score | Feedback::TestSet) => format!(
+            "{}: best {}, last {} ({times})",
+            match kind {
+                Feedback::TestSet => "the score on the whole TEST SET (recorded before public/private splits)",
+                _ => "the score on all the hidden answers",
+            },
+            match score.direction() {
+                Some(_) => number(best(score.direction())),
+                None => "n/a (direction unknown)".into(),
+            },
+            number(scores.last().copied())
+        ),
+    }
 }
 
 /// The table of `mlrb tasks list`: one line per task (name, suite, metric
@@ -165,12 +222,8 @@ fn tasks_list(tasks: &[Task]) -> Table {
 /// not declare it.
 fn metric_cell(task: &Task) -> String {
     let metric = &task.spec.metric;
-    let arrow = match (metric.direction_known, metric.higher_is_better) {
-        (false, _) => "?",
-        (true, true) => "↑",
-        (true, false) => "↓",
-    };
-    format!("{} ({arrow})", metric.name)
+    let direction = metric.direction_known.then_some(metric.higher_is_better);
+    format!("{} ({})", metric.name, crate::format::arrow(direction))
 }
 
 fn status_cell(status: Status) -> &'static str {
@@ -289,7 +342,7 @@ fn text_table(text: crate::bench::text_table::TextTable) -> Table {
 pub fn comparison_text(c: &crate::bench::compare::Comparison) -> String {
     use crate::bench::compare::Verdict;
     let mut text = format!(
-        "A: {} in {}\nB: {} in {}\nmeasure: {}; differences are B − A (positive: B better)\n{}\n",
+        "A: {} in {}\nB: {} in {}\nmeasure: {}, of the final scores (the private part where a task splits its answers); differences are B − A (positive: B better)\n{}\n",
         c.a.agent,
         c.a.run,
         c.b.agent,
@@ -320,7 +373,18 @@ pub fn comparison_text(c: &crate::bench::compare::Comparison) -> String {
         Verdict::NoDifferenceShown => {
             format!("verdict: no difference beyond the margin {margin} shown (the 95 % t interval reaches within it)")
         }
-        Verdict::Undetermined => "verdict: undetermined (too few pairs for an interval)".to_string(),
+        Verdict::Undetermined => match (c.cannot_tell, c.judged()) {
+            (Some(why), Some(p)) => format!(
+                "verdict: the design cannot tell ({}): B − A is {} with no interval{}",
+                why.describe(),
+                number(Some(p.mean)),
+                match c.fails_gate() {
+                    true => "; B lost every pair beyond the margin, so --fail-if-worse stops",
+                    false => "",
+                }
+            ),
+            _ => "verdict: undetermined (too few pairs for an interval)".to_string(),
+        },
     });
     text
 }

@@ -115,6 +115,12 @@ fn a_bench_of_two_agents_two_tasks_three_seeds_has_twelve_results_and_a_true_sum
         (score["public"]["best"].as_f64().unwrap() - 0.883212).abs() < 1e-9,
         "{score}"
     );
+    // What validate() told it is shown apart, labelled with its part.
+    assert_eq!(validator["feedback"], "public-score", "{validator}");
+    assert!(
+        (validator["told_best"].as_f64().unwrap() - 0.883212).abs() < 1e-9,
+        "{validator}"
+    );
 
     // Both tasks need 2 CPUs and the bench had 2 slots: despite -j 2, no two
     // episodes ran at once.
@@ -139,6 +145,11 @@ fn a_bench_of_two_agents_two_tasks_three_seeds_has_twelve_results_and_a_true_sum
         report.status.success() && table.contains("validator") && table.contains("house-prices"),
         "{table}"
     );
+    // Every score says its part: the baseline's private final score, the
+    // validator's public one told by validate(); house-prices is an MAE.
+    for shown in ["0.8051 [private]", "0.8832 [public]", "house-prices (↓)"] {
+        assert!(table.contains(shown), "{shown}: {table}");
+    }
 }
 
 /// Episode directories under a run, as task/agent/seed.

@@ -77,6 +77,24 @@ fn selecting_on_the_public_part_is_shown_when_it_does_not_carry_over() {
     // And verify derives the flag: an edited one does not pass.
     let (ok, said) = verify_edited(&runs.join("r"), &episode, "public_gain_lost", Value::Bool(false));
     assert!(!ok && said.contains("score.json: public_gain_lost is"), "{said}");
+    // Every score says its part: the tables, and the episode's own table
+    // (as `mlrb run` prints it) with what validate() told the agent.
+    let tables = text(&report);
+    let told = format!("{best:.4} [public]");
+    assert!(
+        tables.contains(&format!("{private:.4} [private]")) && tables.contains(&told),
+        "{tables}"
+    );
+    let eval = mlrb(&["eval", episode.to_str().unwrap()]);
+    let shown = text(&eval);
+    assert!(
+        shown.contains(&format!("{private:.4} accuracy (private part, the one ranked)")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("the public part's score: best {best:.4}")),
+        "{shown}"
+    );
 }
 
 /// Verifies a copy of `run` whose episode's score.json has `field` set to `value`.

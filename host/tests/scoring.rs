@@ -218,6 +218,13 @@ fn a_sentinel_is_an_invalid_submission_and_an_unknown_direction_claims_nothing()
     assert!(score["score"].is_null(), "{score}");
     assert!(score["success"].is_null() && score["improvement"].is_null(), "{score}");
     assert_eq!(score["direction_known"], false, "{score}");
+    // Unknown everywhere: no direction in the record, no range shown as numbers.
+    assert!(score["higher_is_better"].is_null(), "{score}");
+    let error = score["error"].as_str().unwrap();
+    assert!(
+        error.contains("mark of a missing submission") && !error.contains("9999"),
+        "{score}"
+    );
     // Declared on the command line, the direction and the range count (no
     // baseline: no success); a range the user widens takes 1e10.
     let (output, json) = run(

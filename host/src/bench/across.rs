@@ -2,8 +2,9 @@
 //! (starter 0, reference 1), its interquartile mean, the success rate and
 //! the improvement, each over every counted episode with the standard
 //! error clustered by task, a t interval with (tasks − 1) degrees of
-//! freedom and a two-level bootstrap; pass@k and at-least-k over tasks;
-//! and the cost of an episode.
+//! freedom (for the success rate, Wilson's interval adjusted for the
+//! clustering, inside [0, 1]) and, from 20 tasks, a two-level bootstrap;
+//! pass@k and at-least-k over tasks; and the cost of an episode.
 
 use std::collections::BTreeMap;
 
@@ -13,17 +14,25 @@ use super::epochs::EpochStats;
 use super::ranked;
 use super::result_line::ResultLine;
 use super::text_table::TextTable;
-use crate::stats::{Bootstrap, Clustered, Interval, clustered_mean, interquartile_mean, mean};
+use crate::stats::bootstrap::{MIN_UNITS, TOO_FEW_UNITS};
+use crate::stats::{Bootstrap, Clustered, Interval, Rate, clustered_mean, clustered_rate, interquartile_mean, mean};
 
 /// A mean over episodes, clustered by task, with its bootstrap interval.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Aggregate {
     /// The mean over every counted episode, its clustered standard error
-    /// and t interval, n and the number of tasks (clusters).
+    /// and t interval (none for a rate: see `rate`), n and the number of
+    /// tasks (clusters).
     #[serde(flatten)]
     pub clustered: Clustered,
-    /// The two-level bootstrap's percentile interval (tasks, then seeds).
+    /// The two-level bootstrap's percentile interval (tasks, then seeds);
+    /// none below 20 tasks, where it covers far less than 95 %.
     pub bootstrap: Option<Interval>,
+    /// For a rate (0/1 per episode): Wilson's interval at the sample size
+    /// the clustering leaves, in place of the t interval, which runs
+    /// outside [0, 1] and undercovers at a few tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
 }
 
 /// The interquartile mean of the normalised scores with its bootstrap interval.
@@ -31,7 +40,7 @@ pub struct Aggregate {
 pub struct Iqm {
     /// The mean of the middle half of every counted episode's normalised score.
     pub value: f64,
-    /// The two-level bootstrap's percentile interval.
+    /// The two-level bootstrap's percentile interval; none below 20 tasks.
     pub bootstrap: Option<Interval>,
 }
 
@@ -107,8 +116,17 @@ fn clusters(group: &[&ResultLine], f: impl Fn(&ResultLine) -> Option<f64>) -> Ve
 fn aggregate(clusters: &[Vec<f64>], bootstrap: &Bootstrap) -> Option<Aggregate> {
     Some(Aggregate {
         clustered: clustered_mean(clusters)?,
-        bootstrap: bootstrap.interval(clusters, mean),
+        bootstrap: bootstrap.trusted_interval(clusters, mean),
+        rate: None,
     })
+}
+
+/// The aggregate of a rate: its interval is Wilson's, clustered.
+fn rate_aggregate(clusters: &[Vec<f64>], bootstrap: &Bootstrap) -> Option<Aggregate> {
+    let mut a = aggregate(clusters, bootstrap)?;
+    a.clustered.interval = None;
+    a.rate = clustered_rate(clusters);
+    Some(a)
 }
 
 /// The mean over tasks of each task's value at k, k up to the shortest list.
@@ -144,9 +162,9 @@ impl AcrossTasks {
                 .collect(),
             iqm: interquartile_mean(&all_normalized).map(|value| Iqm {
                 value,
-                bootstrap: bootstrap.interval(&normalized, interquartile_mean),
+                bootstrap: bootstrap.trusted_interval(&normalized, interquartile_mean),
             }),
-            success: aggregate(
+            success: rate_aggregate(
                 &clusters(group, |r| ranked::success(r).map(|s| f64::from(u8::from(s)))),
                 bootstrap,
             ),
@@ -163,22 +181,32 @@ impl AcrossTasks {
     }
 }
 
-/// "0.41 ± 0.05 [t 0.20, 0.62; boot 0.30, 0.55] (n 9, 3 tasks)".
+/// "0.41 ± 0.05 [t 0.20, 0.62; boot 0.30, 0.55] (n 9, 30 tasks)"; a rate
+/// shows Wilson's interval; values that do not vary say so.
 pub fn aggregate_cell(a: Option<&Aggregate>) -> String {
     use crate::format::number;
     let Some(a) = a else { return "n/a".into() };
     let c = &a.clustered;
-    let se = c.se.map_or(" (one task: no clustered SE)".to_string(), |se| {
-        format!(" ± {}", number(Some(se)))
-    });
+    let se = match c.se {
+        None => " (one task: no clustered SE)".to_string(),
+        Some(se) if se == 0.0 && a.rate.is_none() => format!(" ({})", crate::stats::NO_SPREAD),
+        // A rate of all or nothing: Wilson's interval says what it can.
+        Some(0.0) => String::new(),
+        Some(se) => format!(" ± {}", number(Some(se))),
+    };
     let interval = |name: &str, i: Option<Interval>| {
         i.map(|i| format!("{name} {}, {}", number(Some(i.lower)), number(Some(i.upper))))
     };
-    // Whichever intervals there are (one task has no t interval).
-    let intervals: Vec<String> = [interval("t", c.interval), interval("boot", a.bootstrap)]
-        .into_iter()
-        .flatten()
-        .collect();
+    // Whichever intervals there are (one task has no t interval; a rate
+    // has Wilson's; the bootstrap only from 20 tasks).
+    let intervals: Vec<String> = [
+        interval("t", c.interval),
+        interval("Wilson", a.rate.map(|r| r.interval)),
+        interval("boot", a.bootstrap),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let intervals = match intervals.is_empty() {
         true => String::new(),
         false => format!(" [{}]", intervals.join("; ")),
@@ -200,9 +228,9 @@ pub fn across_table(rows: &[AcrossTasks]) -> TextTable {
         "episodes (n)",
         "agent failures (counted)",
         "infra failures (left out)",
-        "normalised: mean ± clustered SE [95 % t, tasks − 1 df; bootstrap]",
-        "normalised: IQM [bootstrap]",
-        "success: mean ± clustered SE [95 % t; bootstrap]",
+        "normalised: mean ± clustered SE [95 % t, tasks − 1 df; bootstrap from 20 tasks]",
+        "normalised: IQM [bootstrap from 20 tasks]",
+        "success: rate ± clustered SE [95 % Wilson, clustered by task]",
         "success: pass@k over tasks, k = 1..",
         "cost / episode: tokens, $, CPU-h",
     ];
@@ -210,9 +238,11 @@ pub fn across_table(rows: &[AcrossTasks]) -> TextTable {
         .iter()
         .map(|a| {
             let iqm = a.iqm.as_ref().map_or("n/a".to_string(), |i| {
-                let boot = i.bootstrap.map_or(String::new(), |b| {
-                    format!(" [{}, {}]", number(Some(b.lower)), number(Some(b.upper)))
-                });
+                let boot = match (i.bootstrap, a.tasks < MIN_UNITS) {
+                    (Some(b), _) => format!(" [{}, {}]", number(Some(b.lower)), number(Some(b.upper))),
+                    (None, true) => format!(" ({TOO_FEW_UNITS})"),
+                    (None, false) => String::new(),
+                };
                 format!("{}{boot}", number(Some(i.value)))
             });
             let pass = a

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::ranked;
 use super::result_line::ResultLine;
 use super::text_table::TextTable;
-use crate::stats::{Bootstrap, Paired, mean, paired, probability_of_improvement};
+use crate::stats::{Bootstrap, CannotTell, Paired, mean, paired, probability_of_improvement};
 
 /// What is compared per episode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -36,7 +36,10 @@ impl Measure {
             Self::Normalized => ranked::normalized(r),
             Self::Improvement => ranked::improvement(r),
             Self::Success => ranked::success(r).map(|s| f64::from(u8::from(s))),
-            Self::Score if ranked::agent_failure(r) => r.baseline.map(|b| if r.higher_is_better { b } else { -b }),
+            Self::Score if ranked::agent_failure(r) => {
+                let higher = r.higher_is_better?;
+                r.baseline.map(|b| if higher { b } else { -b })
+            }
             Self::Score => ranked::oriented_score(r),
         }
     }
@@ -141,6 +144,9 @@ pub struct Comparison {
     pub unpaired: Vec<Unpaired>,
     /// What the t interval (of the overall, or of the one task) says.
     pub verdict: Verdict,
+    /// Why the pairs the verdict rests on cannot tell a difference, if they cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cannot_tell: Option<CannotTell>,
 }
 
 type Key = (String, u64);
@@ -235,6 +241,7 @@ pub fn compare(
         overall,
         unpaired,
         verdict: verdict(judged.as_ref(), margin),
+        cannot_tell: judged.and_then(|p| p.cannot_tell),
     })
 }
 
@@ -279,6 +286,26 @@ fn verdict(paired: Option<&Paired>, margin: f64) -> Verdict {
 }
 
 impl Comparison {
+    /// The pairs the verdict rests on: the overall, or the one task's.
+    pub fn judged(&self) -> Option<&Paired> {
+        match self.tasks.as_slice() {
+            [one] if self.overall.is_none() => one.paired.as_ref(),
+            _ => self.overall.as_ref(),
+        }
+    }
+
+    /// Whether `--fail-if-worse` stops: B is worse beyond the margin with
+    /// 95 % confidence, or, where the seeds did not vary (so no interval
+    /// can say how sure), B lost every pair (or task) beyond the margin: a
+    /// gate errs on the side of stopping.
+    pub fn fails_gate(&self) -> bool {
+        let lost_throughout = |p: &Paired| p.wins == 0 && p.ties == 0 && p.mean < -self.margin;
+        match self.verdict {
+            Verdict::Worse => true,
+            _ => self.cannot_tell == Some(CannotTell::NoSpread) && self.judged().is_some_and(lost_throughout),
+        }
+    }
+
     /// Per task and overall, as text cells.
     pub fn table(&self) -> TextTable {
         let header = vec![
@@ -288,7 +315,7 @@ impl Comparison {
             "B: mean",
             "B − A: mean ± SE",
             "95 % t interval",
-            "95 % bootstrap",
+            "95 % bootstrap (from 20 tasks)",
             "B better / worse / tied",
             "sign test p",
             "P(B > A)",
@@ -328,6 +355,21 @@ fn row(label: &str, a: Option<f64>, b: Option<f64>, p: Option<&Paired>, poi: Opt
             .chain(std::iter::repeat_n("n/a".to_string(), 7))
             .collect();
     };
+    // Where the pairs cannot tell, every cell that would claim so says why.
+    let why = p.cannot_tell.map(|c| format!("cannot tell: {}", c.describe()));
+    let interval = |i| match &why {
+        Some(why) => why.clone(),
+        None => interval(i),
+    };
+    let bootstrap = match p.bootstrap {
+        Some(b) => interval(Some(b)),
+        None if why.is_none() => "left out (too few to trust)".into(),
+        None => "n/a".into(),
+    };
+    let poi = match poi {
+        Some(v) => format!("{v:.2}"),
+        None => "cannot tell (runs do not vary)".into(),
+    };
     vec![
         label.to_string(),
         p.pairs.to_string(),
@@ -336,10 +378,11 @@ fn row(label: &str, a: Option<f64>, b: Option<f64>, p: Option<&Paired>, poi: Opt
         format!(
             "{}{}",
             number(Some(p.mean)),
-            p.se.map_or(String::new(), |se| format!(" ± {}", number(Some(se))))
+            p.se.filter(|_| why.is_none())
+                .map_or(String::new(), |se| format!(" ± {}", number(Some(se))))
         ),
         interval(p.interval),
-        interval(p.bootstrap),
+        bootstrap,
         format!(
             "{} / {} / {}{}",
             p.wins,
@@ -348,8 +391,8 @@ fn row(label: &str, a: Option<f64>, b: Option<f64>, p: Option<&Paired>, poi: Opt
             if p.signs_by_task { " tasks" } else { "" }
         ),
         format!("{:.3}", p.sign_test_p),
-        poi.map_or("n/a".into(), |v| format!("{v:.2}")),
-        number(p.min_detectable),
+        poi,
+        why.unwrap_or_else(|| number(p.min_detectable)),
     ]
 }
 
@@ -394,6 +437,8 @@ mod tests {
         assert_eq!(p.pairs, 1);
         assert!((p.mean - 0.1).abs() < 1e-12, "0.04 / 0.4 normalised: {p:?}");
         assert_eq!(c.verdict, Verdict::Undetermined, "one pair has no interval");
+        assert_eq!(c.cannot_tell, Some(CannotTell::OnePair));
+        assert!(!c.fails_gate());
     }
 
     #[test]
@@ -421,6 +466,27 @@ mod tests {
         .unwrap();
         assert!((scored.tasks[0].paired.unwrap().mean + 0.196).abs() < 1e-12);
         assert_eq!(scored.table().rows.len(), 2, "one task and the overall row");
+    }
+
+    #[test]
+    fn identical_seeds_cannot_tell_and_say_so() {
+        // Two seeds each, the same score every time: B − A is always +0.1.
+        let a = vec![line("t", "a", 1, Some(0.7)), line("t", "a", 2, Some(0.7))];
+        let b = vec![line("t", "b", 1, Some(0.74)), line("t", "b", 2, Some(0.74))];
+        let c = compare((&refs(&a), &refs(&b)), sides(), None, 0.0, &Bootstrap::default()).unwrap();
+        assert_eq!(c.verdict, Verdict::Undetermined);
+        assert_eq!(c.cannot_tell, Some(CannotTell::NoSpread));
+        assert_eq!(c.probability_of_improvement, None, "not 1.00");
+        // B won every pair: a gate on a worse B does not stop; turned round, it does.
+        assert!(!c.fails_gate());
+        let turned = compare((&refs(&b), &refs(&a)), sides(), None, 0.0, &Bootstrap::default()).unwrap();
+        assert!(turned.fails_gate() && turned.verdict == Verdict::Undetermined);
+        let within = compare((&refs(&b), &refs(&a)), sides(), None, 0.5, &Bootstrap::default()).unwrap();
+        assert!(!within.fails_gate(), "a margin larger than the difference lets it pass");
+        let rows = c.table().rows;
+        let cells = rows[0].join(" | ");
+        assert!(!cells.contains("0.0000") && !cells.contains("1.00"), "{cells}");
+        assert!(cells.contains("cannot tell"), "{cells}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::ranked;
 use super::result_line::ResultLine;
 use super::text_table::TextTable;
 use crate::stats::passk::{at_least_k, best_of_k, pass_at_k};
-use crate::stats::{Estimate, estimate, median};
+use crate::stats::{Estimate, Rate, estimate, median, rate};
 
 /// One agent's seeds of one task, reduced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -21,8 +21,8 @@ pub struct EpochStats {
     pub agent: String,
     /// The task's metric.
     pub metric: String,
-    /// Whether a higher score is better.
-    pub higher_is_better: bool,
+    /// Whether a higher score is better; null where the direction is not known.
+    pub higher_is_better: Option<bool>,
     /// The starter's score (the task's baseline), when known.
     pub baseline: Option<f64>,
     /// Where the baseline comes from.
@@ -44,12 +44,17 @@ pub struct EpochStats {
     /// Reducer `median` of the valid scores.
     pub median: Option<f64>,
     /// Reducer `best-of-k` of the valid scores, k = 1 .. valid: the
-    /// expected best of k seeds drawn from those run.
+    /// expected best of k seeds drawn from those run; empty where the
+    /// metric's direction is unknown (no seed is the best).
     pub best_of_k: Vec<f64>,
     /// Seeds judged for success (a baseline is known).
     pub judged: usize,
     /// Of them, more than 10 % better than the baseline (an agent failure is not).
     pub successes: usize,
+    /// The success rate over the judged seeds with Wilson's 95 % interval
+    /// (inside [0, 1] at any n).
+    #[serde(default)]
+    pub success: Option<Rate>,
     /// Reducer `pass@k`, k = 1 .. judged: the unbiased estimate.
     pub pass_at_k: Vec<f64>,
     /// Reducer `at-least-k`, k = 1 .. judged: 1 when k seeds succeeded.
@@ -81,10 +86,10 @@ impl EpochStats {
     fn of(task: &str, agent: &str, group: &[&ResultLine]) -> Self {
         let counted: Vec<&ResultLine> = group.iter().copied().filter(|r| ranked::counted(r)).collect();
         let known = counted.first().or(group.iter().find(|r| r.infra_error.is_none()));
-        let higher = known.is_none_or(|r| r.higher_is_better);
+        let higher = known.and_then(|r| r.higher_is_better);
         let valid: Vec<f64> = counted.iter().filter_map(|r| ranked::score(r)).collect();
         let oriented: Vec<f64> = counted.iter().filter_map(|r| ranked::oriented_score(r)).collect();
-        let sign = if higher { 1.0 } else { -1.0 };
+        let sign = if higher == Some(false) { -1.0 } else { 1.0 };
         let judged: Vec<bool> = counted.iter().filter_map(|r| ranked::success(r)).collect();
         let (n, c) = (judged.len(), judged.iter().filter(|s| **s).count());
         let of = |f: fn(&ResultLine) -> Option<f64>| estimate(&counted.iter().filter_map(|r| f(r)).collect::<Vec<_>>());
@@ -111,6 +116,7 @@ impl EpochStats {
                 .collect(),
             judged: n,
             successes: c,
+            success: rate(c, n),
             pass_at_k: (1..=n).filter_map(|k| pass_at_k(n, c, k)).collect(),
             at_least_k: (1..=n).filter_map(|k| at_least_k(n, c, k)).collect(),
             normalized: of(ranked::normalized),
@@ -127,11 +133,13 @@ fn per_k(values: &[f64], show: fn(f64) -> String) -> String {
     }
 }
 
-/// "0.8289 ± 0.0012 [0.8238, 0.8341]": mean ± SE and the t interval.
+/// "0.8289 ± 0.0012 [0.8238, 0.8341]": mean ± SE and the t interval; a
+/// mean of values that do not vary says so instead of a zero width.
 pub fn estimate_cell(e: Option<&Estimate>) -> String {
     use crate::format::number;
     match e {
         None => "n/a".into(),
+        Some(e) if e.se == Some(0.0) => format!("{} ({})", number(Some(e.mean)), crate::stats::NO_SPREAD),
         Some(e) => {
             let se = e.se.map_or(String::new(), |se| format!(" ± {}", number(Some(se))));
             let ci = e.interval.map_or(String::new(), |i| {
@@ -140,6 +148,13 @@ pub fn estimate_cell(e: Option<&Estimate>) -> String {
             format!("{}{se}{ci}", number(Some(e.mean)))
         }
     }
+}
+
+/// "0.67 [0.21, 0.94]": a rate with its interval.
+pub fn rate_cell(r: Option<&Rate>) -> String {
+    r.map_or("n/a".into(), |r| {
+        format!("{:.2} [{:.2}, {:.2}]", r.rate, r.interval.lower, r.interval.upper)
+    })
 }
 
 /// The table of reducers: every column names its reducer.
@@ -155,6 +170,7 @@ pub fn epochs_table(epochs: &[EpochStats]) -> TextTable {
         "score: mean ± SE [95 % t, valid seeds]",
         "score: median",
         "score: best-of-k, k = 1..",
+        "success: rate [95 % Wilson, seeds]",
         "success: pass@k, k = 1..",
         "success: at-least-k, k = 1..",
         "normalised: mean ± SE [95 % t, failures = 0]",
@@ -163,7 +179,7 @@ pub fn epochs_table(epochs: &[EpochStats]) -> TextTable {
         .iter()
         .map(|e| {
             vec![
-                format!("{} ({})", e.task, if e.higher_is_better { "↑" } else { "↓" }),
+                format!("{} ({})", e.task, crate::format::arrow(e.higher_is_better)),
                 e.agent.clone(),
                 e.n.to_string(),
                 e.valid.to_string(),
@@ -172,6 +188,7 @@ pub fn epochs_table(epochs: &[EpochStats]) -> TextTable {
                 estimate_cell(e.score.as_ref()),
                 number(e.median),
                 per_k(&e.best_of_k, |v| number(Some(v)).to_string()),
+                rate_cell(e.success.as_ref()),
                 per_k(&e.pass_at_k, |v| format!("{v:.2}")),
                 per_k(&e.at_least_k, |v| format!("{v:.0}")),
                 estimate_cell(e.normalized.as_ref()),
@@ -222,9 +239,30 @@ mod tests {
     fn best_of_k_follows_the_metric_direction() {
         let mut results = vec![line("t", "a", 1, Some(3.0)), line("t", "a", 2, Some(1.0))];
         for r in &mut results {
-            r.higher_is_better = false;
+            r.higher_is_better = Some(false);
         }
         let e = &epochs(&results)[0];
         assert_eq!(e.best_of_k, vec![2.0, 1.0]);
+        // Unknown: no seed is the best, and no arrow is shown.
+        for r in &mut results {
+            r.higher_is_better = None;
+        }
+        let e = &epochs(&results)[0];
+        assert!(e.best_of_k.is_empty() && e.higher_is_better.is_none());
+        assert_eq!(epochs_table(std::slice::from_ref(e)).rows[0][0], "t (?)");
+    }
+
+    #[test]
+    fn identical_seeds_show_no_spread_and_rates_stay_in_zero_one() {
+        let results: Vec<ResultLine> = (1..=3).map(|s| line("t", "a", s, Some(0.8))).collect();
+        let e = &epochs(&results)[0];
+        assert_eq!(e.score.unwrap().interval, None);
+        let row = &epochs_table(std::slice::from_ref(e)).rows[0];
+        assert!(
+            row[6].contains("the design cannot tell") && !row[6].contains("[0.8000, 0.8000]"),
+            "{row:?}"
+        );
+        // Three successes of three: Wilson's [0.44, 1], not [1, 1].
+        assert_eq!(row[9], "1.00 [0.44, 1.00]", "{row:?}");
     }
 }

@@ -53,7 +53,7 @@ fn statistics_html(summary: &Summary) -> String {
     use super::{across, epochs, plots};
     let mut page = format!(
         "<h2>Seeds as epochs</h2>\n<p>Per task and agent; each column names its reducer. Infrastructure failures are left out and counted apart; an invalid submission counts as a failure (and as the starter's score, 0, on the normalised scale).</p>\n{}\
-         <h2>Across tasks</h2>\n<p>Over every counted episode, with the standard error clustered by task (CR1), a t interval with (tasks − 1) degrees of freedom and a two-level bootstrap (tasks, then seeds; {} resamples, fixed seed); n and the number of tasks are given with each.</p>\n{}",
+         <h2>Across tasks</h2>\n<p>Over every counted episode, with the standard error clustered by task (CR1), a t interval with (tasks − 1) degrees of freedom (for a success rate, Wilson's interval at the sample size the clustering leaves, inside [0, 1]) and, from 20 tasks on, a two-level bootstrap (tasks, then seeds; {} resamples, fixed seed; below 20 tasks it covers far less than 95 % and is left out); n and the number of tasks are given with each. Values that do not vary get no interval: the design cannot tell.</p>\n{}",
         table_html("epochs", epochs::epochs_table(&summary.epochs)),
         crate::stats::Bootstrap::default().resamples,
         table_html("across", across::across_table(&summary.across_tasks)),
@@ -90,7 +90,7 @@ fn scales_html(summary: &Summary) -> String {
             "<tr><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&e.task),
             esc(&e.metric),
-            if e.higher_is_better { "↑" } else { "↓" },
+            crate::format::arrow(e.higher_is_better),
             number(e.baseline),
             esc(e.baseline_source.as_deref().unwrap_or("task.toml metric.baseline")),
             number(e.reference),
@@ -155,7 +155,7 @@ fn plots_html(summary: &Summary, results: &[ResultLine]) -> String {
 /// One row per episode.
 fn episodes_html(results: &[ResultLine]) -> String {
     let mut page = String::new();
-    page.push_str("<h2>Episodes</h2>\n<table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>score</th><th>valid</th><th>improvement</th><th>steps</th><th>wall</th><th>network</th></tr></thead><tbody>\n");
+    page.push_str("<h2>Episodes</h2>\n<table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>score [part]</th><th>valid</th><th>improvement</th><th>steps</th><th>wall</th><th>network</th></tr></thead><tbody>\n");
     for r in results {
         // A stale result stays visible, struck out, with why.
         let (row, ended) = match &r.stale {
@@ -174,7 +174,11 @@ fn episodes_html(results: &[ResultLine]) -> String {
             "{row}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1} s</td><td>{}</td></tr>",
             esc(&r.id),
             esc(&ended),
-            number(r.score),
+            r.score.map_or("—".into(), |s| format!(
+                "{} [{}]",
+                number(Some(s)),
+                super::summary::final_part(r.feedback)
+            )),
             if r.valid { "yes" } else { "no" },
             percent(r.improvement),
             r.steps,
@@ -249,10 +253,22 @@ fn success_plot(summary: &Summary) -> String {
         let y = 10.0 + row * i as f64;
         let rate = agent.stats.success_rate.unwrap_or(0.0);
         let w = span * rate;
-        let shown = agent
-            .stats
-            .success_rate
-            .map_or("n/a".to_string(), |r| format!("{:.0} %", r * 100.0));
+        // The rate's 95 % interval (Wilson's, clustered by task) as a whisker.
+        let interval = agent.stats.success_interval;
+        let shown = match (agent.stats.success_rate, interval) {
+            (None, _) => "n/a".to_string(),
+            (Some(r), None) => format!("{:.0} %", r * 100.0),
+            (Some(r), Some(i)) => format!("{:.0} % [{:.0}, {:.0}]", r * 100.0, i.lower * 100.0, i.upper * 100.0),
+        };
+        let whisker = interval.map_or(String::new(), |i| {
+            format!(
+                "<line class=\"whisker\" x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#333\"/>",
+                LEFT + span * i.lower,
+                y + row / 2.0 - 4.0,
+                LEFT + span * i.upper,
+                y + row / 2.0 - 4.0
+            )
+        });
         let _ = write!(
             svg,
             "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><rect x=\"{LEFT}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{}\">{shown}</text>",
@@ -261,9 +277,10 @@ fn success_plot(summary: &Summary) -> String {
             esc(&agent.agent),
             row - 8.0,
             colour(i),
-            LEFT + w + 4.0,
+            (LEFT + interval.map_or(w, |i| span * i.upper) + 4.0).min(WIDTH - RIGHT - 90.0),
             y + 14.0,
         );
+        svg.push_str(&whisker);
     }
     let _ = writeln!(
         svg,

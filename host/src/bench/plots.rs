@@ -147,7 +147,8 @@ pub fn cost_plot(agents: &[AcrossTasks]) -> String {
         return "<p>No agent has both a score and a cost to plot.</p>\n".into();
     };
     let ends = |p: &&(usize, f64, &super::across::Aggregate)| {
-        let i = p.2.clustered.interval;
+        // A rate's interval is Wilson's (inside [0, 1]), not the t interval.
+        let i = p.2.clustered.interval.or(p.2.rate.map(|r| r.interval));
         [
             p.2.clustered.mean,
             i.map_or(p.2.clustered.mean, |i| i.lower),

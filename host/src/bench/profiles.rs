@@ -28,14 +28,25 @@ pub struct Profiles {
     pub tau_max: f64,
     /// The tasks, in order.
     pub tasks: Vec<String>,
+    /// Tasks left out: their metric's direction is unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_direction: Vec<String>,
     /// One profile per agent.
     pub agents: Vec<AgentProfile>,
 }
 
 /// The profiles of the agents in `epochs`; none with fewer than two agents
-/// (a profile compares agents).
+/// (a profile compares agents). Tasks whose metric's direction is unknown
+/// are left out: no agent is the best of them.
 pub fn profiles(epochs: &[EpochStats]) -> Option<Profiles> {
-    let mut tasks: Vec<&str> = epochs.iter().map(|e| e.task.as_str()).collect();
+    let known = |e: &&EpochStats| e.n == 0 || e.higher_is_better.is_some();
+    let unknown: std::collections::BTreeSet<&str> =
+        epochs.iter().filter(|e| !known(e)).map(|e| e.task.as_str()).collect();
+    let mut tasks: Vec<&str> = epochs
+        .iter()
+        .map(|e| e.task.as_str())
+        .filter(|t| !unknown.contains(t))
+        .collect();
     let mut agents: Vec<&str> = epochs.iter().map(|e| e.agent.as_str()).collect();
     tasks.dedup();
     agents.sort();
@@ -50,7 +61,7 @@ pub fn profiles(epochs: &[EpochStats]) -> Option<Profiles> {
             .iter()
             .map(|a| epochs.iter().find(|e| e.task == *task && e.agent == *a))
             .collect();
-        let higher = rows.iter().flatten().next().is_none_or(|e| e.higher_is_better);
+        let higher = rows.iter().flatten().find_map(|e| e.higher_is_better).unwrap_or(true);
         let scores: Vec<Option<f64>> = rows.iter().map(|e| e.and_then(|e| e.score.map(|s| s.mean))).collect();
         for (i, r) in ratios(&scores, higher).into_iter().enumerate() {
             by_agent[i].push(r);
@@ -59,6 +70,7 @@ pub fn profiles(epochs: &[EpochStats]) -> Option<Profiles> {
     let tau_max = tau_max(&by_agent.concat());
     Some(Profiles {
         reducer: "mean of the valid seeds' scores".into(),
+        unknown_direction: unknown.iter().map(|t| t.to_string()).collect(),
         tau_max,
         tasks: tasks.iter().map(|t| t.to_string()).collect(),
         agents: agents

@@ -20,9 +20,11 @@ pub fn score(r: &ResultLine) -> Option<f64> {
     r.score.filter(|_| r.valid)
 }
 
-/// The ranked score oriented so that higher is better.
+/// The ranked score oriented so that higher is better; none where the
+/// metric's direction is unknown (nothing can be oriented).
 pub fn oriented_score(r: &ResultLine) -> Option<f64> {
-    score(r).map(|s| if r.higher_is_better { s } else { -s })
+    let higher = r.higher_is_better?;
+    score(r).map(|s| if higher { s } else { -s })
 }
 
 /// Whether the task has a normalised scale: a starter (baseline) and a
@@ -104,7 +106,9 @@ mod tests {
         let infra = result(false, true);
         assert!(!counted(&infra) && !agent_failure(&infra));
         let mut lower = ok.clone();
-        lower.higher_is_better = false;
+        lower.higher_is_better = Some(false);
         assert_eq!(oriented_score(&lower), Some(-0.5));
+        lower.higher_is_better = None;
+        assert_eq!(oriented_score(&lower), None, "an unknown direction orients nothing");
     }
 }

@@ -21,8 +21,9 @@ pub struct ResultLine {
     pub dir: String,
     /// The name of the task's metric; empty after an infrastructure failure.
     pub metric: String,
-    /// Whether a higher score is better.
-    pub higher_is_better: bool,
+    /// Whether a higher score is better; null where the metric's direction
+    /// is not known (lines of an earlier mlrb say `true` there).
+    pub higher_is_better: Option<bool>,
     /// Why the episode ended; null when it has no end record.
     pub end_reason: Option<EndReason>,
     /// The evaluator's score of the final snapshot; null when there is none.
@@ -100,7 +101,7 @@ impl ResultLine {
             seed: record.seed,
             dir: dir.to_string(),
             metric: score.metric.clone(),
-            higher_is_better: score.higher_is_better,
+            higher_is_better: score.direction(),
             end_reason: score.end_reason,
             score: score.score,
             valid: score.valid,
@@ -145,7 +146,7 @@ impl ResultLine {
             seed,
             dir: dir.to_string(),
             metric: String::new(),
-            higher_is_better: true,
+            higher_is_better: None,
             end_reason: None,
             score: None,
             valid: false,

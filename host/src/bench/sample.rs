@@ -8,6 +8,7 @@ pub fn line(task: &str, agent: &str, seed: u64, score: Option<f64>) -> ResultLin
     let mut r = ResultLine::infra_failed(&format!("{task}/{agent}/{seed}"), task, agent, seed, "", 1, "");
     r.infra_error = None;
     r.metric = "accuracy".into();
+    r.higher_is_better = Some(true);
     r.valid = score.is_some();
     r.score = score;
     r.baseline = Some(0.5);

@@ -8,7 +8,18 @@ use serde::{Deserialize, Serialize};
 use super::result_line::ResultLine;
 use super::text_table::TextTable;
 use crate::episode::feedback::Feedback;
-use crate::stats::{MeanSe, mean_se};
+use crate::stats::{Clustered, Interval, MeanSe, Rate, clustered_mean, clustered_rate, mean_se};
+
+/// The version of the statistics `summary.json` holds. 2: rates with
+/// Wilson intervals (clustered by task across tasks), no interval for
+/// values that do not vary, no bootstrap below 20 tasks, clustered errors
+/// across tasks, unknown directions as null, scores labelled by part.
+/// A summary without it is of version 1.
+pub const STATISTICS: u32 = 2;
+
+fn first_statistics() -> u32 {
+    1
+}
 
 /// The metrics of a group of episodes (one task and agent, or one agent).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -28,14 +39,30 @@ pub struct Stats {
     /// where that can be judged (the infrastructure let them run, the task
     /// has a baseline and a known direction); null where none can.
     pub success_rate: Option<f64>,
-    /// Over valid runs with a baseline.
+    /// The success rate's 95 % interval, inside [0, 1]: Wilson's over the
+    /// seeds of one task; across tasks, adjusted for the clustering by task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_interval: Option<Interval>,
+    /// Over valid runs with a baseline; its standard error treats the runs
+    /// as independent (right for the seeds of one task; across tasks see
+    /// `AgentStats::improvement_clustered`).
     pub improvement: Option<MeanSe>,
     /// The score's mean and standard error, over valid runs.
     pub score: Option<MeanSe>,
     /// Over valid runs of tasks that declare a reference.
     pub normalized: Option<MeanSe>,
-    /// The best final or intermediate score of any run.
+    /// The best score of any run, in the metric's direction: the final
+    /// scores, with the validations' where they score the same answers
+    /// (never a public-part score beside a private one; see `told_best`);
+    /// none where the direction is unknown.
     pub best_score: Option<f64>,
+    /// The best score `validate()` told the agent in any run, of the part
+    /// `feedback` names; none without scored validations or a direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub told_best: Option<f64>,
+    /// What `validate()` told the agents of this group (the first run's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<Feedback>,
     /// Mean steps per run.
     pub mean_steps: f64,
     /// Mean wall-clock time per run, in seconds.
@@ -71,7 +98,24 @@ fn is_zero(n: &usize) -> bool {
 }
 
 /// The headings of [`Stats::count_cells`], in the same order.
-const COUNT_HEADER: [&str; 5] = ["runs", "valid", "agent failures", "infra failures", "success: rate"];
+const COUNT_HEADER: [&str; 5] = [
+    "runs",
+    "valid",
+    "agent failures",
+    "infra failures",
+    "success: rate [95 % Wilson; across tasks clustered]",
+];
+
+/// "+12.0 ± 6.1 % (3 tasks)": a relative change with its clustered error.
+fn clustered_cell(c: Option<&Clustered>) -> String {
+    let Some(c) = c else { return "—".into() };
+    let mean = c.mean * 100.0;
+    match c.se {
+        None => format!("{mean:+.1} % (one task: no clustered SE)"),
+        Some(0.0) => format!("{mean:+.1} % ({})", crate::stats::NO_SPREAD),
+        Some(se) => format!("{mean:+.1} ± {:.1} % ({} tasks)", se * 100.0, c.clusters),
+    }
+}
 
 impl Stats {
     /// How many runs, valid ones and failures (the agent's, the
@@ -82,8 +126,11 @@ impl Stats {
             self.valid.to_string(),
             self.agent_failures.to_string(),
             self.infra_failures.to_string(),
-            self.success_rate
-                .map_or("n/a".into(), |r| format!("{:.0} %", r * 100.0)),
+            match (self.success_rate, self.success_interval) {
+                (None, _) => "n/a".into(),
+                (Some(r), None) => format!("{:.0} %", r * 100.0),
+                (Some(r), Some(i)) => format!("{:.0} % [{:.0}, {:.0}]", r * 100.0, i.lower * 100.0, i.upper * 100.0),
+            },
         ]
     }
 
@@ -114,25 +161,40 @@ impl Stats {
         let valid: Vec<&&ResultLine> = results.iter().filter(|r| r.valid).collect();
         let collect =
             |f: &dyn Fn(&ResultLine) -> Option<f64>| -> Vec<f64> { valid.iter().filter_map(|r| f(r)).collect() };
-        let higher = results.first().is_none_or(|r| r.higher_is_better);
+        let higher = results
+            .iter()
+            .find(|r| r.infra_error.is_none())
+            .and_then(|r| r.higher_is_better);
+        let best = |a: f64, b: f64| if (b > a) == higher.unwrap_or(true) { b } else { a };
         let best_score = results
             .iter()
             .filter_map(|r| r.best_score.or(r.score))
-            .reduce(|a, b| if (b > a) == higher { b } else { a });
+            .reduce(best)
+            .filter(|_| higher.is_some());
+        let told_best = results
+            .iter()
+            .flat_map(|r| r.score_over_steps.iter().map(|(_, s)| *s))
+            .reduce(best)
+            .filter(|_| higher.is_some());
+        let judged: Vec<bool> = results.iter().filter_map(|r| r.success).collect();
+        let successes = judged.iter().filter(|s| **s).count();
         let denominator = runs.max(1) as f64;
         Self {
             runs,
             infra_failures: results.iter().filter(|r| r.infra_error.is_some()).count(),
             agent_failures: results.iter().filter(|r| r.infra_error.is_none() && !r.valid).count(),
             valid: valid.len(),
-            success_rate: {
-                let judged: Vec<bool> = results.iter().filter_map(|r| r.success).collect();
-                (!judged.is_empty()).then(|| judged.iter().filter(|s| **s).count() as f64 / judged.len() as f64)
-            },
+            success_rate: (!judged.is_empty()).then(|| successes as f64 / judged.len() as f64),
+            success_interval: crate::stats::rate(successes, judged.len()).map(|r| r.interval),
             improvement: mean_se(&collect(&|r| r.improvement)),
             score: mean_se(&collect(&|r| r.score)),
             normalized: mean_se(&collect(&|r| r.normalized)),
             best_score,
+            told_best,
+            feedback: results
+                .iter()
+                .find(|r| r.infra_error.is_none())
+                .and_then(|r| r.feedback),
             mean_steps: results.iter().map(|r| f64::from(r.steps)).sum::<f64>() / denominator,
             mean_wall_seconds: results.iter().map(|r| r.wall_ms as f64 / 1000.0).sum::<f64>() / denominator,
             input_tokens: results.iter().map(|r| r.input_tokens).sum(),
@@ -157,8 +219,8 @@ pub struct TaskAgentStats {
     pub agent: String,
     /// The name of the task's metric.
     pub metric: String,
-    /// Whether a higher score is better.
-    pub higher_is_better: bool,
+    /// Whether a higher score is better; null where the direction is not known.
+    pub higher_is_better: Option<bool>,
     /// The metric's baseline score, when the task declares one.
     pub baseline: Option<f64>,
     /// The score of the task's reference solution, when declared.
@@ -175,6 +237,16 @@ pub struct AgentStats {
     pub agent: String,
     /// How many different tasks the agent ran.
     pub tasks: usize,
+    /// The improvement over valid runs (as `improvement`) with the standard
+    /// error clustered by task: the seeds of a task share its difficulty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub improvement_clustered: Option<Clustered>,
+    /// The public improvement, its error clustered by task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_improvement_clustered: Option<Clustered>,
+    /// The success rate with its interval adjusted for the clustering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success: Option<Rate>,
     /// The agent's metrics; without score and best score, which do not compare across tasks.
     #[serde(flatten)]
     pub stats: Stats,
@@ -183,6 +255,9 @@ pub struct AgentStats {
 /// `summary.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
+    /// The version of its statistics ([`STATISTICS`]); 1 where absent.
+    #[serde(default = "first_statistics")]
+    pub statistics: u32,
     /// Episodes in the run.
     pub episodes: usize,
     /// Metrics per task and agent, ordered by task, then agent.
@@ -203,6 +278,61 @@ pub struct Summary {
     pub profiles: Option<super::profiles::Profiles>,
 }
 
+/// Per task, the values `f` gives of the results that count for `Stats`
+/// (stale ones left out).
+fn per_task(group: &[&ResultLine], f: fn(&ResultLine) -> Option<f64>) -> Vec<Vec<f64>> {
+    let mut by_task: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in group.iter().filter(|r| r.stale.is_none()) {
+        by_task.entry(r.task.as_str()).or_default().extend(f(r));
+    }
+    by_task.into_values().collect()
+}
+
+/// Which part of the hidden answers a final score is of: the private part
+/// where the task splits them, else all of them.
+pub fn final_part(feedback: Option<Feedback>) -> &'static str {
+    match feedback {
+        Some(Feedback::PublicScore) => "private",
+        _ => "all",
+    }
+}
+
+/// What `validate()` told the agent, as a cell: the best score with its
+/// part, or what it told instead of a score.
+fn told_cell(s: &Stats) -> String {
+    let part = match s.feedback {
+        Some(Feedback::PublicScore) => "public",
+        Some(Feedback::Score) => "all",
+        Some(Feedback::TestSet) => "all: TEST SET",
+        Some(Feedback::Validity) => return "validity only".into(),
+        Some(Feedback::Off) | None => return "no validate()".into(),
+    };
+    match s.told_best {
+        Some(best) => format!("{} [{part}]", crate::format::number(Some(best))),
+        None => format!("— [{part}]"),
+    }
+}
+
+/// The best score of the runs with its part: the validations' scores are
+/// in it only where they score the same answers as the final one.
+fn best_cell(s: &Stats, direction: Option<bool>) -> String {
+    if direction.is_none() {
+        return "n/a (direction unknown)".into();
+    }
+    let with = match s.feedback {
+        Some(Feedback::Score | Feedback::TestSet) => ", incl. validate()",
+        _ => "",
+    };
+    match s.best_score {
+        Some(best) => format!(
+            "{} [{}{with}]",
+            crate::format::number(Some(best)),
+            final_part(s.feedback)
+        ),
+        None => "—".into(),
+    }
+}
+
 /// The metrics of a run's results: per task and agent, and per agent.
 pub fn summarize(results: &[ResultLine]) -> Summary {
     let mut groups: BTreeMap<(String, String), Vec<&ResultLine>> = BTreeMap::new();
@@ -221,7 +351,7 @@ pub fn summarize(results: &[ResultLine]) -> Summary {
             let known = group.iter().find(|r| r.infra_error.is_none()).copied();
             TaskAgentStats {
                 metric: known.map(|r| r.metric.clone()).unwrap_or_default(),
-                higher_is_better: known.is_none_or(|r| r.higher_is_better),
+                higher_is_better: known.and_then(|r| r.higher_is_better),
                 baseline: known.and_then(|r| r.baseline),
                 reference: known.and_then(|r| r.reference),
                 stats: Stats::of(&group),
@@ -237,7 +367,14 @@ pub fn summarize(results: &[ResultLine]) -> Summary {
             // Scores of different tasks are not comparable.
             stats.score = None;
             stats.best_score = None;
+            stats.told_best = None;
+            let by_task = |f: fn(&ResultLine) -> Option<f64>| per_task(&group, f);
+            let success = clustered_rate(&by_task(|r| r.success.map(|s| f64::from(u8::from(s)))));
+            stats.success_interval = success.map(|r| r.interval);
             AgentStats {
+                improvement_clustered: clustered_mean(&by_task(|r| r.improvement.filter(|_| r.valid))),
+                public_improvement_clustered: clustered_mean(&by_task(|r| r.public_improvement.filter(|_| r.valid))),
+                success,
                 tasks: group
                     .iter()
                     .map(|r| r.task.as_str())
@@ -250,6 +387,7 @@ pub fn summarize(results: &[ResultLine]) -> Summary {
         .collect();
     let epochs = super::epochs::epochs(results);
     Summary {
+        statistics: STATISTICS,
         episodes: results.len(),
         by_task_and_agent,
         by_agent,
@@ -266,10 +404,11 @@ impl Summary {
         let mut header = vec!["task", "agent"];
         header.extend(COUNT_HEADER);
         header.extend([
-            "improvement: mean ± SE (valid)",
-            "score: mean (valid; the private part where split)",
+            "improvement: mean ± SE over seeds (valid)",
+            "score: mean (valid) [part]",
             "public: mean of best (valid)",
-            "score: max (incl. intermediate)",
+            "score: best run [part]",
+            "validate(): best told to the agent [part]",
             "normalised: mean (valid)",
             "steps: mean",
             "wall: mean",
@@ -280,14 +419,17 @@ impl Summary {
             .iter()
             .map(|group| {
                 let s = &group.stats;
-                let task = format!("{} ({})", group.task, if group.higher_is_better { "↑" } else { "↓" });
+                let task = format!("{} ({})", group.task, crate::format::arrow(group.higher_is_better));
                 let mut row = vec![task, group.agent.clone()];
                 row.extend(s.count_cells());
                 row.extend([
                     mean_se(s.improvement, true),
-                    number(s.score.map(|m| m.mean)),
+                    s.score.map_or("—".into(), |m| {
+                        format!("{} [{}]", number(Some(m.mean)), final_part(s.feedback))
+                    }),
                     s.public_score.map_or("-".into(), |m| number(Some(m.mean))),
-                    number(s.best_score),
+                    best_cell(s, group.higher_is_better),
+                    told_cell(s),
                     number(s.normalized.map(|m| m.mean)),
                     format!("{:.1}", s.mean_steps),
                     format!("{:.1} s", s.mean_wall_seconds),
@@ -301,12 +443,12 @@ impl Summary {
 
     /// Per agent across tasks: runs, validity, success, improvement, tokens, cost.
     pub fn by_agent_table(&self) -> TextTable {
-        use crate::format::{mean_se, number};
+        use crate::format::number;
         let mut header = vec!["agent", "tasks"];
         header.extend(COUNT_HEADER);
         header.extend([
-            "improvement: mean ± SE (valid, naive)",
-            "public gain: mean ± SE",
+            "improvement: mean ± clustered SE (valid)",
+            "public gain: mean ± clustered SE",
             "normalised: mean (valid)",
             "tokens: total",
             "cost: total",
@@ -320,8 +462,11 @@ impl Summary {
                 let mut row = vec![agent.agent.clone(), agent.tasks.to_string()];
                 row.extend(s.count_cells());
                 row.extend([
-                    mean_se(s.improvement, true),
-                    s.public_improvement.map_or("-".into(), |m| mean_se(Some(m), true)),
+                    clustered_cell(agent.improvement_clustered.as_ref()),
+                    agent
+                        .public_improvement_clustered
+                        .as_ref()
+                        .map_or("-".into(), |c| clustered_cell(Some(c))),
                     number(s.normalized.map(|m| m.mean)),
                     (s.input_tokens + s.output_tokens).to_string(),
                     format!("${:.2}", s.cost_usd),
@@ -346,5 +491,61 @@ mod tests {
         assert!((m.se.unwrap() - (5.0f64 / 3.0).sqrt() / 2.0).abs() < 1e-12);
         assert_eq!(mean_se(&[7.0]).unwrap().se, None);
         assert!(mean_se(&[]).is_none());
+    }
+
+    use crate::bench::sample::line;
+
+    #[test]
+    fn across_tasks_the_improvement_error_is_clustered_and_the_rate_interval_stays_in_zero_one() {
+        // Task one: every seed +40 %; task two: every seed 0 %.
+        let results: Vec<ResultLine> = (1..=3)
+            .flat_map(|s| [line("one", "a", s, Some(0.7)), line("two", "a", s, Some(0.5))])
+            .collect();
+        let summary = summarize(&results);
+        let agent = &summary.by_agent[0];
+        let clustered = agent.improvement_clustered.unwrap();
+        // Two task means 0.4 and 0: the clustered SE is 0.2; the naive one
+        // sees six independent values (sd 0.219 / √6 = 0.089).
+        assert!((clustered.se.unwrap() - 0.2).abs() < 1e-12, "{clustered:?}");
+        assert!(agent.stats.improvement.unwrap().se.unwrap() < 0.1);
+        let row = &summary.by_agent_table().rows[0];
+        assert!(row.iter().any(|c| c == "+20.0 ± 20.0 % (2 tasks)"), "{row:?}");
+        // Three successes of six, clustered: inside [0, 1], wider than plain Wilson.
+        let i = agent.stats.success_interval.unwrap();
+        let plain = crate::stats::wilson(3.0, 6.0, crate::stats::LEVEL).unwrap();
+        assert!(i.lower >= 0.0 && i.upper <= 1.0 && i.lower < plain.lower, "{i:?}");
+        assert_eq!(summary.statistics, STATISTICS);
+    }
+
+    #[test]
+    fn every_score_cell_names_its_part_and_an_unknown_direction_shows_none() {
+        // A task that splits its answers: the final score is the private
+        // part's; validate() told the agent the public part's 0.99.
+        let mut split = line("digits", "a", 1, Some(0.97));
+        split.feedback = Some(Feedback::PublicScore);
+        split.score_over_steps = vec![(3, 0.95), (7, 0.99)];
+        let mut same = line("timing", "a", 1, Some(0.8));
+        same.feedback = Some(Feedback::Score);
+        same.score_over_steps = vec![(2, 0.85)];
+        same.best_score = Some(0.85);
+        let mut unknown = line("mae", "a", 1, Some(3.2));
+        unknown.higher_is_better = None;
+        let table = summarize(&[split, same, unknown]).by_task_table();
+        let column = |name: &str| table.header.iter().position(|h| h.starts_with(name)).unwrap();
+        let (best, told, mean) = (column("score: best"), column("validate()"), column("score: mean"));
+        let digits = &table.rows[0];
+        assert_eq!(
+            (digits[best].as_str(), digits[told].as_str()),
+            ("0.9700 [private]", "0.9900 [public]")
+        );
+        assert_eq!(digits[mean], "0.9700 [private]");
+        let mae = &table.rows[1];
+        assert_eq!(
+            (mae[0].as_str(), mae[best].as_str()),
+            ("mae (?)", "n/a (direction unknown)")
+        );
+        let timing = &table.rows[2];
+        assert_eq!(timing[best], "0.8500 [all, incl. validate()]");
+        assert_eq!(timing[told], "0.8500 [all]");
     }
 }

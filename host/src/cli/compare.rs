@@ -8,7 +8,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 
 use super::say;
-use crate::bench::compare::{Measure, Side, Verdict, compare};
+use crate::bench::compare::{Measure, Side, compare};
 use crate::bench::result_line::ResultLine;
 use crate::{bench, report, stats};
 
@@ -35,7 +35,9 @@ pub struct CompareArgs {
     #[arg(long, value_enum)]
     measure: Option<Measure>,
     /// Exit 4 when B is worse than A beyond the margin with 95 % confidence
-    /// (the overall t interval of B − A lies below −margin).
+    /// (the overall t interval of B − A lies below −margin), or, where the
+    /// seeds did not vary so no interval can be given, when B lost every
+    /// pair beyond the margin.
     #[arg(long)]
     fail_if_worse: bool,
     /// How much worse B may be, in the measure's units (0.05 = 5 % of the
@@ -107,7 +109,7 @@ impl CompareArgs {
         } else {
             say!("{}", report::comparison_text(&comparison));
         }
-        Ok(match self.fail_if_worse && comparison.verdict == Verdict::Worse {
+        Ok(match self.fail_if_worse && comparison.fails_gate() {
             true => ExitCode::from(EXIT_WORSE),
             false => ExitCode::SUCCESS,
         })

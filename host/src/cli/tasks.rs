@@ -159,7 +159,7 @@ fn list(json: bool, wide: bool) -> Result<ExitCode> {
         }
     }
     if json {
-        let specs: Vec<_> = tasks.iter().map(|t| &t.spec).collect();
+        let specs: Vec<_> = tasks.iter().map(|t| t.spec.to_json()).collect::<Result<_>>()?;
         say!("{}", serde_json::to_string_pretty(&specs)?);
     } else {
         say!("{}", report::tasks_table(&tasks, wide));
@@ -175,7 +175,7 @@ fn show(name: &str, json: bool) -> Result<ExitCode> {
     let task = task::resolve(name)?;
     let spec = &task.spec;
     if json {
-        say!("{}", serde_json::to_string_pretty(spec)?);
+        say!("{}", serde_json::to_string_pretty(&spec.to_json()?)?);
         return Ok(ExitCode::SUCCESS);
     }
     let direction = match (spec.metric.direction_known, spec.metric.higher_is_better) {

@@ -21,10 +21,17 @@ pub fn differences(task: &Task, score: &ScoreRecord) -> Vec<String> {
         }
     };
     differ("metric", score.metric.clone(), metric.name.clone());
+    // An unknown direction is unknown whatever an older record wrote
+    // beside it (`true`); a known one must be the task's.
+    let direction = |known: bool, higher: Option<bool>| match (known, higher) {
+        (false, _) => "unknown".to_string(),
+        (true, Some(higher)) => higher.to_string(),
+        (true, None) => "null".to_string(),
+    };
     differ(
         "higher_is_better",
-        score.higher_is_better.to_string(),
-        metric.higher_is_better.to_string(),
+        direction(score.direction_known, score.higher_is_better),
+        direction(metric.direction_known, Some(metric.higher_is_better)),
     );
     differ(
         "direction_known",
@@ -76,4 +83,67 @@ fn same_baseline(known: &(Option<f64>, Option<String>), recorded: &(Option<f64>,
 /// A number as compared: equal to 12 significant digits.
 fn shown(value: Option<f64>) -> String {
     value.map_or("none".into(), |v| format!("{v:.12e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An MLAgentBench folder mlrb does not know: its metric's direction is unknown.
+    fn unknown_task() -> (tempfile::TempDir, Task) {
+        let tmp = tempfile::Builder::new().prefix("toy-task").tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("env")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("scripts")).unwrap();
+        std::fs::write(tmp.path().join("env/train.py"), "print(1)\n").unwrap();
+        std::fs::write(tmp.path().join("scripts/research_problem.txt"), "Do better.\n").unwrap();
+        std::fs::write(tmp.path().join("scripts/eval.py"), "def get_score(f):\n    return 1\n").unwrap();
+        let task = Task::load(tmp.path()).unwrap();
+        assert!(!task.spec.metric.direction_known);
+        (tmp, task)
+    }
+
+    fn record(task: &Task, higher_is_better: serde_json::Value, direction_known: bool) -> ScoreRecord {
+        serde_json::from_value(json!({
+            "task": task.spec.name, "metric": task.spec.metric.name,
+            "higher_is_better": higher_is_better, "direction_known": direction_known,
+            "score": 0.5, "valid": true, "baseline": null, "improvement": null, "success": null,
+            "end_reason": null, "error": null, "evaluator_failed": false,
+            "snapshot": 1, "evaluated_at": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_unknown_direction_verifies_as_written_now_and_as_written_before() {
+        let (_tmp, task) = unknown_task();
+        // Now: null. Before: `true` beside `direction_known: false`.
+        for written in [json!(null), json!(true)] {
+            let score = record(&task, written.clone(), false);
+            assert_eq!(score.direction(), None, "{written}");
+            assert!(
+                differences(&task, &score).is_empty(),
+                "{written}: {:?}",
+                differences(&task, &score)
+            );
+        }
+        // Claiming a direction the task does not know is caught.
+        let claimed = record(&task, json!(true), true);
+        assert_eq!(claimed.direction(), Some(true));
+        let found = differences(&task, &claimed);
+        assert!(
+            found
+                .iter()
+                .any(|d| d.contains("higher_is_better is true") && d.contains("says unknown")),
+            "{found:?}"
+        );
+        // A record written now says null, never true.
+        let mut now = record(&task, json!(null), false);
+        now.higher_is_better = task
+            .spec
+            .metric
+            .direction_known
+            .then_some(task.spec.metric.higher_is_better);
+        assert_eq!(serde_json::to_value(&now).unwrap()["higher_is_better"], json!(null));
+    }
 }

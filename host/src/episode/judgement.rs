@@ -48,8 +48,10 @@ impl Basis {
     /// The basis a score record states.
     pub fn of(score: &ScoreRecord) -> Self {
         Self {
-            higher_is_better: score.higher_is_better,
-            direction_known: score.direction_known,
+            // An unknown direction judges no improvement or success; its
+            // best score stays the largest, as records have always said.
+            higher_is_better: score.direction().unwrap_or(true),
+            direction_known: score.direction().is_some(),
             baseline: score.baseline,
             reference: score.reference,
         }

@@ -303,8 +303,10 @@ pub struct ScoreRecord {
     pub task: String,
     /// The name of the task's metric.
     pub metric: String,
-    /// Whether a higher score is better.
-    pub higher_is_better: bool,
+    /// Whether a higher score is better; null where the direction is not
+    /// known (records made before mlrb wrote null say `true` there, beside
+    /// `direction_known: false`: read them through [`ScoreRecord::direction`]).
+    pub higher_is_better: Option<bool>,
     /// The evaluator's score of the final snapshot; null when there is none.
     pub score: Option<f64>,
     /// Whether the evaluator accepted the submission.
@@ -403,6 +405,13 @@ fn known() -> bool {
 }
 
 impl ScoreRecord {
+    /// The metric's direction: whether a higher score is better, or none
+    /// where it is not known (whatever `higher_is_better` an older record
+    /// wrote beside `direction_known: false`).
+    pub fn direction(&self) -> Option<bool> {
+        self.higher_is_better.filter(|_| self.direction_known)
+    }
+
     /// Reads `score.json` from the episode directory `dir`.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join("score.json");
@@ -454,7 +463,7 @@ impl ScoreRecord {
         Self {
             task: task.spec.name.clone(),
             metric: metric.name.clone(),
-            higher_is_better: metric.higher_is_better,
+            higher_is_better: metric.direction_known.then_some(metric.higher_is_better),
             score: None,
             valid: false,
             direction_known: metric.direction_known,

@@ -38,7 +38,7 @@ pub fn clustered_mean(clusters: &[Vec<f64>]) -> Option<Clustered> {
             .iter()
             .map(|c| c.iter().map(|x| x - mean).sum::<f64>().powi(2))
             .sum();
-        (g as f64 / (g - 1) as f64 * sum).sqrt() / n as f64
+        super::descriptive::without_rounding((g as f64 / (g - 1) as f64 * sum).sqrt() / n as f64, &all)
     });
     Some(Clustered {
         mean,
@@ -79,6 +79,15 @@ mod tests {
         // Balanced clusters: CR1 equals the standard error of the cluster means.
         let means = super::super::mean_se(&[0.0, 1.0]).unwrap();
         assert!((c.se.unwrap() - means.se.unwrap()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn tasks_that_agree_have_no_spread_and_no_interval() {
+        let c = clustered_mean(&[vec![0.1; 3], vec![0.1; 3], vec![0.1; 3]]).unwrap();
+        assert_eq!((c.se, c.interval), (Some(0.0), None));
+        // Seeds differ, but every task's mean is the same: nothing between tasks.
+        let c = clustered_mean(&[vec![0.1, 0.3], vec![0.2, 0.2]]).unwrap();
+        assert_eq!((c.se, c.interval), (Some(0.0), None));
     }
 
     #[test]

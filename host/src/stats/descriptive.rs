@@ -14,12 +14,21 @@ pub struct MeanSe {
     pub n: usize,
 }
 
-/// The mean and its standard error of `values`; none for no values.
+/// The mean and its standard error of `values`; none for no values. An
+/// error within rounding of zero (identical values whose mean rounds) is
+/// zero: no spread.
 pub fn mean_se(values: &[f64]) -> Option<MeanSe> {
     let n = values.len();
     let mean = mean(values)?;
-    let se = sample_variance(values).map(|v| (v / n as f64).sqrt());
+    let se = sample_variance(values).map(|v| without_rounding((v / n as f64).sqrt(), values));
     Some(MeanSe { mean, se, n })
+}
+
+/// `se`, or exactly 0 where it is no larger than the rounding of sums of
+/// `values` (0.1 three times sums to 0.30000000000000004).
+pub fn without_rounding(se: f64, values: &[f64]) -> f64 {
+    let scale = values.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
+    if se <= 64.0 * f64::EPSILON * scale { 0.0 } else { se }
 }
 
 /// The mean of `values`; none for no values.
@@ -79,6 +88,9 @@ mod tests {
     #[test]
     fn mean_and_standard_error() {
         assert_eq!(mean_se(&[]), None);
+        // Identical values have no spread, whatever their mean rounds to.
+        assert_eq!(mean_se(&[0.1, 0.1, 0.1]).unwrap().se, Some(0.0));
+        assert!(mean_se(&[0.1, 0.1, 0.1 + 1e-9]).unwrap().se.unwrap() > 0.0);
         let one = mean_se(&[2.0]).unwrap();
         assert_eq!((one.mean, one.se, one.n), (2.0, None, 1));
         let many = mean_se(&[1.0, 2.0, 3.0, 4.0]).unwrap();

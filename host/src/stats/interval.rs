@@ -17,6 +17,18 @@ pub struct Interval {
     pub level: f64,
 }
 
+/// Why there is no interval where the values themselves do not vary: a
+/// standard error of zero (identical seeds) tells nothing of the spread.
+pub const NO_SPREAD: &str = "no spread: the design cannot tell";
+
+/// What a table shows for a missing interval: why, where it is the spread.
+pub fn missing_interval(se: Option<f64>) -> &'static str {
+    match se {
+        Some(0.0) => NO_SPREAD,
+        _ => "n/a",
+    }
+}
+
 impl Interval {
     /// True when the interval holds `value`.
     pub fn contains(&self, value: f64) -> bool {
@@ -34,9 +46,11 @@ pub fn t_quantile(p: f64, df: f64) -> Option<f64> {
 }
 
 /// mean ± t(1 − (1 − level) / 2, df) × se; none without a standard error
-/// or a degree of freedom.
+/// or a degree of freedom, and none for a standard error of zero: values
+/// with no spread (identical seeds) say nothing of how far another draw
+/// could land, and a zero-width interval would claim certainty.
 pub fn t_interval(mean: f64, se: Option<f64>, df: usize, level: f64) -> Option<Interval> {
-    let se = se.filter(|s| s.is_finite())?;
+    let se = se.filter(|s| s.is_finite() && *s > 0.0)?;
     let t = t_quantile(1.0 - (1.0 - level) / 2.0, df as f64)?;
     Some(Interval {
         lower: mean - t * se,
@@ -52,7 +66,8 @@ pub struct Estimate {
     pub mean: f64,
     /// Its standard error; none for fewer than two values.
     pub se: Option<f64>,
-    /// mean ± t(0.975, n − 1) × se.
+    /// mean ± t(0.975, n − 1) × se; none for fewer than two values or
+    /// values that do not vary.
     pub interval: Option<Interval>,
     /// How many values.
     pub n: usize,
@@ -99,6 +114,8 @@ mod tests {
         assert!(interval.contains(0.0) && !interval.contains(7.0));
         assert_eq!(t_interval(1.0, None, 2, LEVEL), None);
         assert_eq!(t_interval(1.0, Some(0.5), 0, LEVEL), None);
+        assert_eq!(t_interval(1.0, Some(0.0), 4, LEVEL), None, "no spread, no interval");
+        assert_eq!(estimate(&[0.8, 0.8, 0.8]).unwrap().interval, None);
         let e = estimate(&[1.0, 2.0, 4.0]).unwrap();
         assert_eq!(e.n, 3);
         assert!((e.interval.unwrap().upper - 6.127_916_367_072_798).abs() < 1e-9);

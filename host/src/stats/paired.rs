@@ -25,9 +25,11 @@ pub struct Paired {
     pub se: Option<f64>,
     /// The t interval's degrees of freedom: tasks − 1, or pairs − 1 for one task.
     pub df: usize,
-    /// mean ± t(0.975, df) × se.
+    /// mean ± t(0.975, df) × se; none where the design cannot tell.
     pub interval: Option<Interval>,
-    /// The two-level bootstrap's percentile interval of the mean difference.
+    /// The two-level bootstrap's percentile interval of the mean
+    /// difference; none below 20 tasks (or 20 pairs of one task), where it
+    /// covers far less than 95 %.
     pub bootstrap: Option<Interval>,
     /// Pairs where B did better; over two or more tasks, tasks whose mean
     /// difference favours B (the seeds of a task are not independent
@@ -43,8 +45,35 @@ pub struct Paired {
     pub sign_test_p: f64,
     /// The smallest true difference these pairs would detect with 80 %
     /// power at a 5 % two-sided level, at the observed spread:
-    /// (t(0.975, df) + t(0.8, df)) × se.
+    /// (t(0.975, df) + t(0.8, df)) × se; none where the design cannot tell.
     pub min_detectable: Option<f64>,
+    /// Why these pairs cannot tell a difference (no interval, no smallest
+    /// detectable difference): one pair, or differences with no spread
+    /// (identical seeds); none where they can.
+    #[serde(default)]
+    pub cannot_tell: Option<CannotTell>,
+}
+
+/// Why paired differences cannot tell a difference.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum CannotTell {
+    /// A single pair: no spread to judge a difference by.
+    OnePair,
+    /// Every pair differs by the same amount (identical seeds): a standard
+    /// error of zero is not certainty, it is seeds that did not exercise
+    /// randomness.
+    NoSpread,
+}
+
+impl CannotTell {
+    /// How tables say it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::OnePair => "one pair: no spread to judge by",
+            Self::NoSpread => "no spread (identical seeds?)",
+        }
+    }
 }
 
 /// The paired summary of `differences`, one list per task (empty tasks
@@ -72,7 +101,12 @@ pub fn paired(differences: &[Vec<f64>], bootstrap: &Bootstrap) -> Option<Paired>
         signed.iter().filter(|d| **d > 0.0).count(),
         signed.iter().filter(|d| **d < 0.0).count(),
     );
-    let min_detectable = se.and_then(|se| {
+    let cannot_tell = match se {
+        _ if all.len() < 2 => Some(CannotTell::OnePair),
+        Some(0.0) => Some(CannotTell::NoSpread),
+        _ => None,
+    };
+    let min_detectable = se.filter(|_| cannot_tell.is_none()).and_then(|se| {
         let alpha = t_quantile(1.0 - (1.0 - LEVEL) / 2.0, df as f64)?;
         Some((alpha + t_quantile(POWER, df as f64)?) * se)
     });
@@ -83,13 +117,14 @@ pub fn paired(differences: &[Vec<f64>], bootstrap: &Bootstrap) -> Option<Paired>
         se,
         df,
         interval: t_interval(mean, se, df, LEVEL),
-        bootstrap: bootstrap.interval(&clusters, super::mean),
+        bootstrap: bootstrap.trusted_interval(&clusters, super::mean),
         wins,
         losses,
         ties: signed.len() - wins - losses,
         signs_by_task,
         sign_test_p: sign_test(wins, losses),
         min_detectable,
+        cannot_tell,
     })
 }
 
@@ -104,11 +139,16 @@ pub fn sign_test(wins: usize, losses: usize) -> f64 {
 
 /// rliable's probability of improvement: per task, the chance that a run
 /// of B beats a run of A (ties count half; every run of one against every
-/// run of the other), averaged over the tasks that have runs of both.
+/// run of the other), averaged over the tasks that can tell: runs of both,
+/// and runs that vary on at least one side. Where every run of A is the
+/// same and every run of B too (one seed each, or identical seeds), the
+/// answer is 0, ½ or 1 by construction: the design cannot tell.
 pub fn probability_of_improvement(tasks: &[(Vec<f64>, Vec<f64>)]) -> Option<f64> {
+    let varies = |runs: &[f64]| runs.iter().any(|r| *r != runs[0]);
     let per_task: Vec<f64> = tasks
         .iter()
         .filter(|(a, b)| !a.is_empty() && !b.is_empty())
+        .filter(|(a, b)| varies(a) || varies(b))
         .map(|(a, b)| {
             let wins: f64 = a
                 .iter()
@@ -165,7 +205,8 @@ mod tests {
             "{interval:?}"
         );
         assert!((interval.upper - 0.048_157_147_769_822_79).abs() < 1e-9, "{interval:?}");
-        assert!(!interval.contains(0.0) && !p.bootstrap.unwrap().contains(0.0), "{p:?}");
+        assert!(!interval.contains(0.0), "{p:?}");
+        assert_eq!((p.bootstrap, p.cannot_tell), (None, None), "five pairs: no bootstrap");
         // Five wins of five: 2 × 1/32 (scipy.stats.binomtest(5, 5)).
         assert!((p.sign_test_p - 0.0625).abs() < 1e-12);
         // (t(0.975, 4) + t(0.8, 4)) × se = 0.018955.
@@ -188,6 +229,27 @@ mod tests {
         assert_eq!((p.mean, p.se), (c.mean, c.se));
         assert!((p.mean - 0.26).abs() < 1e-12);
         assert_eq!(paired(&[vec![], vec![]], &Bootstrap::default()), None);
+    }
+
+    #[test]
+    fn identical_seeds_cannot_tell() {
+        // Two seeds each, the same score every time: B − A is 0.1 twice.
+        let p = paired(&[vec![0.1, 0.1]], &Bootstrap::default()).unwrap();
+        assert_eq!(p.se, Some(0.0));
+        assert_eq!(
+            (p.interval, p.min_detectable, p.cannot_tell),
+            (None, None, Some(CannotTell::NoSpread))
+        );
+        // Over tasks too: every task's seeds alike and the tasks alike.
+        let p = paired(&[vec![0.1, 0.1], vec![0.1, 0.1], vec![0.1]], &Bootstrap::default()).unwrap();
+        assert_eq!((p.interval, p.cannot_tell), (None, Some(CannotTell::NoSpread)));
+        let one = paired(&[vec![0.3]], &Bootstrap::default()).unwrap();
+        assert_eq!((one.interval, one.cannot_tell), (None, Some(CannotTell::OnePair)));
+        // P(B > A) of runs that never vary is 1 by construction: left out.
+        assert_eq!(probability_of_improvement(&[(vec![0.5, 0.5], vec![0.6, 0.6])]), None);
+        assert_eq!(probability_of_improvement(&[(vec![0.5], vec![0.6])]), None);
+        let mixed = [(vec![0.5, 0.5], vec![0.6, 0.6]), (vec![0.5, 0.7], vec![0.6, 0.6])];
+        assert_eq!(probability_of_improvement(&mixed), Some(0.5));
     }
 
     #[test]

@@ -162,9 +162,10 @@ fn unknown_metric() -> Metric {
         reference: None,
         tolerance: 0.0,
         deterministic: true,
-        // MLAgentBench's evaluators mark a missing submission with 1e10 (or
-        // inf, NaN): no such value is a score.
-        range: Some([(-NO_SUBMISSION).next_up(), NO_SUBMISSION.next_down()]),
+        // Nobody declared a range; MLAgentBench's evaluators mark a missing
+        // submission with 1e10 (or inf, NaN): no such value is a score.
+        range: None,
+        missing_mark: Some(NO_SUBMISSION),
         direction_known: false,
     }
 }
@@ -184,6 +185,7 @@ fn known_metric(known: &Known) -> Metric {
         tolerance: 0.0,
         deterministic: known.deterministic,
         range: Some(known.range),
+        missing_mark: None,
         direction_known: true,
     }
 }
@@ -411,6 +413,22 @@ mod tests {
         // Unknown: MLAgentBench's 1e10 for "no submission" is not a score.
         assert!(spec.metric.out_of_range(1e10).is_some() && spec.metric.out_of_range(-1e10).is_some());
         assert!(spec.metric.out_of_range(9.9e9).is_none());
+        assert!(spec.metric.out_of_range(f64::NAN).is_some() && spec.metric.out_of_range(f64::INFINITY).is_some());
+        // No range was declared: none is shown, in JSON or in the reason.
+        assert_eq!(spec.metric.range, None);
+        let why = spec.metric.out_of_range(1e10).unwrap();
+        assert!(
+            why.contains("mark of a missing submission") && !why.contains("9999"),
+            "{why}"
+        );
+        assert_eq!(
+            serde_json::to_value(&spec.metric).unwrap()["range"],
+            serde_json::Value::Null
+        );
+        // Nor a direction: `mlrb tasks show --json` says it is unknown.
+        let shown = spec.to_json().unwrap();
+        assert_eq!(shown["metric"]["higher_is_better"], serde_json::Value::Null);
+        assert_eq!(shown["metric"]["direction_known"], false);
     }
 
     #[test]

@@ -283,6 +283,12 @@ pub struct Metric {
     /// 1e10, a negative accuracy) is an invalid submission, never a score.
     #[serde(default)]
     pub range: Option<[f64; 2]>,
+    /// A magnitude from which an evaluator's value marks a missing
+    /// submission rather than a score (MLAgentBench's 1e10), while nobody
+    /// declared a range: kept apart from `range`, so that no output shows
+    /// it as one.
+    #[serde(skip)]
+    pub missing_mark: Option<f64>,
     /// Whether the metric's direction is known (declared by the task, an
     /// overlay or the user); when it is not, no improvement or success is
     /// judged. Always true for a `task.toml`, which must declare it.
@@ -292,6 +298,20 @@ pub struct Metric {
     /// measured on this host replaced it (`mlrb verify` accepts either).
     #[serde(skip)]
     pub declared_baseline: Option<(Option<f64>, Option<String>)>,
+}
+
+impl TaskSpec {
+    /// The spec as JSON, as `mlrb tasks show --json` prints it: a metric
+    /// whose direction nobody declared says `higher_is_better: null` and
+    /// `direction_known: false`, never a direction.
+    pub fn to_json(&self) -> Result<serde_json::Value> {
+        let mut value = serde_json::to_value(self)?;
+        value["metric"]["direction_known"] = self.metric.direction_known.into();
+        if !self.metric.direction_known {
+            value["metric"]["higher_is_better"] = serde_json::Value::Null;
+        }
+        Ok(value)
+    }
 }
 
 impl Metric {
@@ -328,8 +348,18 @@ impl Metric {
         )
     }
 
-    /// Why `score` cannot be a valid submission's, if it cannot.
+    /// Why `score` cannot be a valid submission's, if it cannot: outside
+    /// the declared range, or, where none is declared, the evaluator's mark
+    /// of a missing submission (a range the user declares replaces it).
     pub fn out_of_range(&self, score: f64) -> Option<String> {
+        if let (None, Some(mark)) = (self.range, self.missing_mark)
+            && (score.is_nan() || score.abs() >= mark)
+        {
+            return Some(format!(
+                "the evaluator's {} of {score} is its mark of a missing submission (±{mark:e}, inf or NaN), not a score",
+                self.name
+            ));
+        }
         let [low, high] = self.range?;
         (!(low..=high).contains(&score)).then(|| {
             format!(

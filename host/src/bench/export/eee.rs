@@ -144,7 +144,9 @@ fn task_results(run: &AgentRun, e: &EpochStats, started: &str) -> Vec<Value> {
                "evaluation_description": description})
     };
     let mut out = Vec::new();
-    if let Some(score) = &e.score {
+    // The schema requires a direction: a metric whose direction nobody
+    // knows has no score result rather than a made-up one.
+    if let (Some(score), Some(higher)) = (&e.score, e.higher_is_better) {
         let mut uncertainty = json!({"num_samples": score.n});
         if let Some(se) = score.se {
             uncertainty["standard_error"] = json!({"value": se, "method": "analytic: sample sd / sqrt(valid seeds)"});
@@ -157,7 +159,7 @@ fn task_results(run: &AgentRun, e: &EpochStats, started: &str) -> Vec<Value> {
             "evaluation_name": e.task,
             "source_data": source,
             "evaluation_timestamp": started,
-            "metric_config": config(&format!("mlrb.{}.{}", e.task, e.metric), &e.metric, !e.higher_is_better,
+            "metric_config": config(&format!("mlrb.{}.{}", e.task, e.metric), &e.metric, !higher,
                 format!("the task's {} of the agent's final workspace; reducer: mean over the valid seeds ({} of {}; agent failures {})", e.metric, e.valid, e.n, e.agent_failures),
                 (Value::Null, Value::Null)),
             "score_details": {"score": score.mean, "uncertainty": uncertainty, "details": details(e)},
@@ -173,11 +175,20 @@ fn task_results(run: &AgentRun, e: &EpochStats, started: &str) -> Vec<Value> {
             "evaluation_timestamp": started,
             "metric_config": config("success_rate", "success rate", false,
                 "share of seeds more than 10 % better than the starter; an agent failure fails".into(), (json!(0.0), json!(1.0))),
-            "score_details": {"score": rate, "uncertainty": {"num_samples": e.judged}, "details": details(e)},
+            "score_details": {"score": rate, "uncertainty": rate_uncertainty(e), "details": details(e)},
             "generation_config": generation(run, e),
         }));
     }
     out
+}
+
+/// A task's success rate's uncertainty: Wilson's interval over its seeds.
+fn rate_uncertainty(e: &EpochStats) -> Value {
+    let mut uncertainty = json!({"num_samples": e.judged});
+    if let Some(ci) = interval_json(e.success.map(|r| r.interval), "Wilson score interval over the seeds") {
+        uncertainty["confidence_interval"] = ci;
+    }
+    uncertainty
 }
 
 fn details(e: &EpochStats) -> Value {
@@ -236,7 +247,14 @@ fn across_results(run: &AgentRun, started: &str) -> Vec<Value> {
         if let Some(se) = c.se {
             uncertainty["standard_error"] = json!({"value": se, "method": "clustered by task (CR1)"});
         }
-        if let Some(ci) = interval_json(c.interval, "t, tasks - 1 degrees of freedom, clustered by task") {
+        let ci = match g.rate {
+            Some(rate) => interval_json(
+                Some(rate.interval),
+                "Wilson at the design-effect-adjusted sample size, clustered by task",
+            ),
+            None => interval_json(c.interval, "t, tasks - 1 degrees of freedom, clustered by task"),
+        };
+        if let Some(ci) = ci {
             uncertainty["confidence_interval"] = ci;
         }
         json!({

@@ -179,11 +179,7 @@ fn target(e: &Episode) -> String {
     format!(
         "{} ({}): starter {}, reference {}",
         r.metric,
-        if r.higher_is_better {
-            "higher is better"
-        } else {
-            "lower is better"
-        },
+        crate::format::direction(r.higher_is_better),
         number(r.baseline),
         number(r.reference)
     )

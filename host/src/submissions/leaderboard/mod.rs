@@ -191,7 +191,9 @@ impl Basis {
             part: if closed { Part::Private } else { Part::Public },
             several: benchmark.plan.tasks.len() > 1,
             metric: scored.map_or("score".into(), |r| r.metric.clone()),
-            higher_is_better: scored.is_none_or(|r| r.higher_is_better),
+            // A benchmark's tasks declare their direction (`task.toml`
+            // must); an unknown one is ranked as its score reads.
+            higher_is_better: scored.is_none_or(|r| r.higher_is_better != Some(false)),
         }
     }
 
@@ -468,7 +470,7 @@ mod tests {
     fn open_rows_show_the_mean_public_score_in_the_metric_direction() {
         let benchmark = benchmark(&["digits"]);
         let lower = |mut r: ResultLine| {
-            r.higher_is_better = false;
+            r.higher_is_better = Some(false);
             r
         };
         let mut unvalidated = episode("digits", 3, 0.5, 0.0);
@@ -532,7 +534,7 @@ mod tests {
             .iter()
             .map(|e| {
                 let results = e.results.iter().cloned().map(|mut r| {
-                    r.higher_is_better = false;
+                    r.higher_is_better = Some(false);
                     r
                 });
                 Entry {
