@@ -13,7 +13,8 @@ names, columns and id formats, a few dozen seeded rows), torchvision's
 CIFAR-10 batch files where ``datasets.CIFAR10(root=...)`` looks for them.
 Its ``input()`` (the consent prompt) is answered, its ``kaggle`` and
 ``unzip`` calls are stood in, its ``rm``, ``mv`` and ``cp`` of its own
-files run; anything else it runs is refused.
+files run; anything else it runs is refused (what the libraries it imports
+run is theirs).
 
 ``submit`` writes the submission.csv a finished starter would, for a
 folder whose upstream train.py is a skeleton the agent is to complete.
@@ -237,7 +238,12 @@ def stand_in_run(rng):
     """subprocess.run for prepare.py: the download commands stood in."""
     real_run = subprocess.run
 
+    prepare = os.path.abspath("prepare.py")
+
     def run(argv, *args, cwd=None, **kwargs):
+        # Only prepare.py's own calls: libraries it imports run theirs (`uname -p`).
+        if os.path.abspath(sys._getframe(1).f_code.co_filename) != prepare:
+            return real_run(argv, *args, cwd=cwd, **kwargs)
         argv = [str(a) for a in (argv if isinstance(argv, (list, tuple)) else [argv])]
         where = cwd or "."
         if argv[:3] == ["kaggle", "competitions", "download"] and "-c" in argv:
