@@ -115,7 +115,7 @@ pub struct Absent {
 #[derive(Debug, Clone)]
 pub enum Recognised {
     /// An upstream task, unchanged: its facts apply.
-    Upstream(Known),
+    Upstream(Box<Known>),
     /// Named as an upstream task, but its files differ: nothing is assumed.
     Changed {
         /// The upstream fingerprint.
@@ -131,14 +131,17 @@ pub enum Recognised {
 pub fn known(root: &Path) -> Option<Known> {
     let name = root.file_name()?.to_string_lossy();
     match recognise(&name, &fingerprint(root)) {
-        Recognised::Upstream(known) => Some(known),
+        Recognised::Upstream(known) => Some(*known),
         _ => None,
     }
 }
 
+/// Upstream folders by name, with what mlrb knows of each.
+pub type ByName<T> = Vec<(String, T)>;
+
 /// Every upstream folder mlrb knows, by name, and those it cannot run
 /// (`tasks check --suite mlagentbench`).
-pub fn upstream() -> (Vec<(String, Known)>, Vec<(String, Absent)>) {
+pub fn upstream() -> (ByName<Known>, ByName<Absent>) {
     toml::from_str::<Overlay>(OVERLAY)
         .map(|overlay| {
             (
@@ -163,7 +166,7 @@ fn recognise_in(overlay: &str, name: &str, fingerprint: &str) -> Recognised {
         }
     };
     match overlay.tasks.get(name) {
-        Some(known) if known.fingerprint == fingerprint => Recognised::Upstream(known.clone()),
+        Some(known) if known.fingerprint == fingerprint => Recognised::Upstream(Box::new(known.clone())),
         Some(known) => Recognised::Changed {
             expected: known.fingerprint.clone(),
             found: fingerprint.to_string(),
