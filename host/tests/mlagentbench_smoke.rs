@@ -20,6 +20,7 @@ const COVERED: &[(&str, usize)] = &[
     ("house-price", 3),
     ("amp-parkinsons-disease-progression-prediction", 3),
     ("cifar10", 2),
+    ("imdb", 2),
 ];
 
 fn upstream(name: &str, dir: &Path) -> PathBuf {
@@ -79,36 +80,48 @@ fn prepared(name: &str, version: &str) -> PathBuf {
     found.pop().unwrap_or_else(|| panic!("no prepared data {prefix}*")).1
 }
 
-/// The smoke profile's stand-in hub of an MLAgentBench folder (its `python/`
-/// holds the one library change, torchvision's md5 check of CIFAR files).
-fn bare_stand_in() -> PathBuf {
+/// The newest stand-in hub whose name starts with `bare-` (`bare`: an
+/// MLAgentBench folder's, whose `python/` holds the one library change,
+/// torchvision's md5 check of CIFAR files) or not (the Hugging Face one).
+fn stand_in(bare: bool) -> PathBuf {
     let mut found: Vec<_> = std::fs::read_dir(common::cache_dir().join("standin"))
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("bare-"))
+        .filter(|e| e.file_name().to_string_lossy().starts_with("bare-") == bare && e.path().join("complete").is_file())
         .map(|e| (e.metadata().unwrap().modified().unwrap(), e.path()))
         .collect();
     found.sort();
-    found.pop().expect("a bare stand-in hub").1
+    found.pop().expect("a stand-in hub").1
 }
 
 /// Upstream's `get_score(submission)`, as its own `__main__` calls it: in
 /// the prepared scripts folder beside the prepared env, outside mlrb (a
-/// plain container of the image, no adapter), printed with `repr`.
-fn upstream_score(image: &str, prepared: &Path, submission: &Path) -> String {
+/// plain container of the image, no adapter), printed with `repr`; with
+/// the smoke profile's data where its code reads them (the Hugging Face
+/// stand-in, offline, for `hub`; torchvision's CIFAR files, present).
+fn upstream_score(image: &str, prepared: &Path, submission: &Path, hub: bool) -> String {
     let mount = |from: &Path, to: &str| format!("{}:{to}:ro", from.display());
+    let score = "python3 -c \"import eval; print(repr(float(eval.get_score('/sub'))))\"";
+    let script = match hub {
+        true => format!("cp -rsL /hub/datasets /tmp/ds && chmod -R u+w /tmp/ds && {score}"),
+        false => score.to_string(),
+    };
     let output = Command::new("docker")
         .args(["run", "--rm", "--network", "none", "-w", "/up/scripts"])
         .args(["-v", &mount(&prepared.join("scripts"), "/up/scripts")])
         .args(["-v", &mount(&prepared.join("env"), "/up/env")])
         .args(["-v", &mount(submission, "/sub")])
-        .args(["-v", &mount(&bare_stand_in().join("python"), "/site")])
-        .args(["-e", "PYTHONPATH=/site", image])
+        .args(["-v", &mount(&stand_in(true).join("python"), "/site")])
+        .args(["-v", &mount(&stand_in(false), "/hub")])
         .args([
-            "python3",
-            "-c",
-            "import eval; print(repr(float(eval.get_score('/sub'))))",
+            "-e",
+            "PYTHONPATH=/site",
+            "-e",
+            "HF_DATASETS_OFFLINE=1",
+            "-e",
+            "HF_HUB_OFFLINE=1",
         ])
+        .args(["-e", "HF_DATASETS_CACHE=/tmp/ds", image, "sh", "-c", &script])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -142,8 +155,8 @@ fn upstream_folders_pass_the_smoke_profile_and_score_as_their_own_eval_py() {
         let data = prepared(name, report["version"].as_str().unwrap());
         assert!(data.join("smoke").is_file(), "{name}: the data are marked smoke");
         let workspace = PathBuf::from(report["work_dir"].as_str().unwrap()).join("starter");
-        let torch = *name == "cifar10";
-        let theirs = upstream_score(&image(torch), &data, &workspace);
+        let torch = matches!(*name, "cifar10" | "imdb");
+        let theirs = upstream_score(&image(torch), &data, &workspace, *name == "imdb");
         let theirs: f64 = theirs
             .parse()
             .unwrap_or_else(|_| panic!("{name}: upstream said {theirs}"));
@@ -164,7 +177,7 @@ fn upstream_folders_pass_the_smoke_profile_and_score_as_their_own_eval_py() {
     let house = &reports[0];
     let workspace = PathBuf::from(house["work_dir"].as_str().unwrap()).join("invalid-truncated");
     let data = prepared("house-price", house["version"].as_str().unwrap());
-    assert_eq!(upstream_score(&image(false), &data, &workspace), "nan");
+    assert_eq!(upstream_score(&image(false), &data, &workspace, false), "nan");
     let refused = findings(house, "invalid submission", "ok");
     assert!(
         refused

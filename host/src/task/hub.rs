@@ -62,7 +62,12 @@ impl Hub {
     pub async fn stand_in(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Result<Self> {
         let lib = pylib::install(cache_dir)?;
         let key = lib.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        if task.layout == super::Layout::MlAgentBench {
+        let reads_hub = || {
+            super::mlagentbench::known(&task.root)
+                .and_then(|k| k.smoke)
+                .is_some_and(|s| s.hub)
+        };
+        if task.layout == super::Layout::MlAgentBench && !reads_hub() {
             return Self::bare(cache_dir, key, lib);
         }
         let dir = cache_dir.join("standin").join(&key);

@@ -89,6 +89,9 @@ pub struct KnownSmoke {
     pub skeleton: Option<String>,
     /// Each invalid submission case and what its refusal must say.
     pub invalid: std::collections::BTreeMap<String, String>,
+    /// Its scripts read the stand-in hub's synthetic Hugging Face data sets.
+    #[serde(default)]
+    pub hub: bool,
 }
 
 fn yes() -> bool {
