@@ -395,6 +395,20 @@ def cosmos_qa(rng):
     return feats, {s: rows(n, row, rng) for s, n in {"train": 3, "validation": 8, "test": 2}.items()}
 
 
+@dataset("imdb", "plain_text")
+def imdb(rng):
+    """As MLAgentBench's imdb folder loads it: load_dataset("imdb")."""
+    feats = features(text="str", label=("label", ["neg", "pos"]))
+
+    def row(rng, i):
+        return {"text": paragraph(rng, 3), "label": rng.randint(0, 1)}
+    splits = {"train": 16, "test": 12, "unsupervised": 4}
+    table = {s: rows(n, row, rng) for s, n in splits.items()}
+    for r in table["unsupervised"]:
+        r["label"] = -1
+    return feats, table
+
+
 @dataset("EdinburghNLP/xsum")
 def xsum(rng):
     feats = features(document="str", summary="str", id="str")

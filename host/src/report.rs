@@ -248,6 +248,22 @@ pub fn check_table(items: &[Item]) -> Table {
     table
 }
 
+/// The table of `mlrb tasks check --suite mlagentbench`.
+pub fn mlagentbench_table(rows: &[crate::task::mlagentbench_table::Row]) -> Table {
+    let mut table = new_table();
+    table.set_header(vec!["folder", "smoke profile", "real data", "refused"]);
+    for row in rows {
+        let smoke = format!("{}: {}", if row.smoke { "yes" } else { "no" }, row.smoke_detail);
+        table.add_row(vec![
+            row.folder.clone(),
+            smoke,
+            row.real_data.clone().unwrap_or_else(|| "-".into()),
+            row.refused.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    table
+}
+
 /// The table of `mlrb tasks test`.
 pub fn selftest_table(reports: &[Report]) -> Table {
     let mut table = new_table();

@@ -33,7 +33,12 @@ pub enum TasksCommand {
     /// baseline, what this host must offer), without running it.
     Check {
         /// A built-in task name or the path of a task folder (mlrb or MLAgentBench layout).
-        task: String,
+        #[arg(required_unless_present = "suite", conflicts_with = "suite")]
+        task: Option<String>,
+        /// `mlagentbench`: where each upstream MLAgentBench folder stands (smoke
+        /// profile, real data, refused), without a folder at hand.
+        #[arg(long)]
+        suite: Option<String>,
         #[arg(long)]
         json: bool,
         /// Only look at the folder: no import probe, preparation or dry run
@@ -110,10 +115,14 @@ impl TasksCommand {
             Self::Show { task, json } => show(&task, json),
             Self::Check {
                 task,
+                suite,
                 json,
                 no_run,
                 sandbox,
-            } => check(&task, json, !no_run, &sandbox).await,
+            } => match (task, suite) {
+                (Some(task), _) => check(&task, json, !no_run, &sandbox).await,
+                (None, suite) => check_suite(suite.as_deref().unwrap_or_default(), json),
+            },
             Self::Prepare {
                 task,
                 from,
@@ -233,6 +242,21 @@ async fn check(name: &str, json: bool, run: bool, sandbox: &SandboxArgs) -> Resu
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `tasks check --suite mlagentbench`: the upstream folders' standing.
+fn check_suite(suite: &str, json: bool) -> Result<ExitCode> {
+    if suite != "mlagentbench" {
+        bail!("--suite {suite}: `tasks check` has a table for the suite mlagentbench only; check other tasks by name");
+    }
+    let rows = task::mlagentbench_table::rows();
+    if json {
+        say!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        say!("{}", report::mlagentbench_table(&rows));
+        say!("upstream MLAgentBench folders (snap-stanford/MLAgentBench, MLAgentBench/benchmarks)");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn prepare(

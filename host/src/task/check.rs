@@ -225,7 +225,7 @@ fn submitted_code_item(task: &Task) -> Item {
                 signs.join("; ")
             ),
         ),
-        code_scan::Finding::InProcess(_) => item(
+        code_scan::Finding::InProcess(_) | code_scan::Finding::Unreadable(_) => item(
             "submitted code",
             Status::Fail,
             code_scan::refusal(task).unwrap_or_default(),

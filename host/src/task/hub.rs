@@ -26,6 +26,9 @@ const FROM_DIR: &str = "/mlrb/from";
 const HUB_CACHE: &str = "/mlrb/hub/hub";
 /// The datasets cache scripts see: links into the hub's, in their private /tmp.
 const DATASETS_CACHE: &str = "/tmp/mlrb-datasets";
+/// The folder of a stand-in hub whose `sitecustomize.py` the smoke
+/// profile's scripts load (`mlrb_smoke_site.py`).
+const SITE_DIR: &str = "python";
 /// The longest building a hub may take.
 const BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -59,6 +62,14 @@ impl Hub {
     pub async fn stand_in(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Result<Self> {
         let lib = pylib::install(cache_dir)?;
         let key = lib.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let reads_hub = || {
+            super::mlagentbench::known(&task.root)
+                .and_then(|k| k.smoke)
+                .is_some_and(|s| s.hub)
+        };
+        if task.layout == super::Layout::MlAgentBench && !reads_hub() {
+            return Self::bare(cache_dir, key, lib);
+        }
         let dir = cache_dir.join("standin").join(&key);
         // Tasks tested at once wait for one build rather than each making its own.
         static BUILDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -66,6 +77,38 @@ impl Hub {
         if !dir.join("complete").is_file() {
             let argv = ["python3", "/mlrb/lib/mlrb_standin.py", "/out"];
             build(task, sandbox, cache_dir, (&argv[..], None), &dir).await?;
+        }
+        Self::open(dir, key, true, None, lib)
+    }
+
+    /// The stand-in of an MLAgentBench folder: no hub models or datasets
+    /// (its data are the folder's own files, which the stand-in writes as
+    /// it prepares), only the smoke profile's library change
+    /// (`mlrb_smoke_site.py`) as `python/sitecustomize.py`. Written here,
+    /// as it runs nothing, under `<cache>/standin/bare-<key>/`.
+    fn bare(cache_dir: &Path, key: String, lib: PathBuf) -> Result<Self> {
+        let key = format!("bare-{key}");
+        let dir = cache_dir.join("standin").join(&key);
+        if !dir.join("complete").is_file() {
+            let base = dir.parent().context("a hub has a parent folder")?;
+            std::fs::create_dir_all(base).with_context(|| format!("creating {}", base.display()))?;
+            let staging = tempfile::Builder::new().prefix(".staging-").tempdir_in(base)?;
+            let out = staging.path();
+            for folder in ["hub", "datasets", SITE_DIR] {
+                std::fs::create_dir_all(out.join(folder))?;
+            }
+            std::fs::write(out.join("index.json"), r#"{"models": [], "datasets": {}}"#)?;
+            let site = pylib::files()
+                .iter()
+                .find(|(name, _)| *name == "mlrb_smoke_site.py")
+                .map(|(_, text)| *text)
+                .context("mlrb_smoke_site.py is embedded")?;
+            std::fs::write(
+                out.join(SITE_DIR).join("sitecustomize.py"),
+                format!("{site}\ninstall()\n"),
+            )?;
+            std::fs::write(out.join("complete"), "")?;
+            super::sealed::publish(staging, &dir)?;
         }
         Self::open(dir, key, true, None, lib)
     }
@@ -161,8 +204,14 @@ impl Hub {
         command
             .mounts
             .extend(self.from.iter().map(|from| Mount::read_only(from, FROM_DIR)));
-        let link_tree =
-            format!("cp -rsL {GUEST_DIR}/datasets {DATASETS_CACHE} && chmod -R u+w {DATASETS_CACHE} && exec \"$@\"");
+        // A stand-in's change to a library comes first on the path.
+        let site = match self.dir.join(SITE_DIR).is_dir() {
+            true => format!("export PYTHONPATH={GUEST_DIR}/{SITE_DIR}${{PYTHONPATH:+:$PYTHONPATH}} && "),
+            false => String::new(),
+        };
+        let link_tree = format!(
+            "{site}cp -rsL {GUEST_DIR}/datasets {DATASETS_CACHE} && chmod -R u+w {DATASETS_CACHE} && exec \"$@\""
+        );
         let wrapped = ["sh", "-c", &link_tree, "sh"].map(String::from);
         command.argv.splice(0..0, wrapped);
         command

@@ -59,8 +59,39 @@ pub struct Known {
     /// Why the folder's own evaluator is not used.
     #[serde(default)]
     pub evaluator_why: Option<String>,
+    /// `torch`: its scripts import what the torch image holds (torchvision, datasets).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// How the smoke profile runs it, where mlrb has stand-in data for it.
+    #[serde(default)]
+    pub smoke: Option<KnownSmoke>,
+    /// Why the smoke profile does not run it, where it does not.
+    #[serde(default)]
+    pub no_smoke: Option<String>,
+    /// What running it with its real data needs (credentials, network, packages).
+    #[serde(default)]
+    pub real_data: String,
+    /// Why mlrb refuses to score it, where it does.
+    #[serde(default)]
+    pub refused: Option<String>,
     /// Where these facts come from.
     pub source: String,
+}
+
+/// The smoke profile of an upstream folder (`host/python/mlrb_standin_mlab.py`).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnownSmoke {
+    /// Upstream's train.py is a skeleton the agent is to finish: what its
+    /// failure says (after it has read the data); the stand-in then writes
+    /// the submission a finished one would.
+    #[serde(default)]
+    pub skeleton: Option<String>,
+    /// Each invalid submission case and what its refusal must say.
+    pub invalid: std::collections::BTreeMap<String, String>,
+    /// Its scripts read the stand-in hub's synthetic Hugging Face data sets.
+    #[serde(default)]
+    pub hub: bool,
 }
 
 fn yes() -> bool {
@@ -70,13 +101,24 @@ fn yes() -> bool {
 #[derive(serde::Deserialize)]
 struct Overlay {
     tasks: std::collections::BTreeMap<String, Known>,
+    /// Upstream folders that cannot be run at all, and why.
+    #[serde(default)]
+    absent: std::collections::BTreeMap<String, Absent>,
+}
+
+/// An upstream folder mlrb cannot run (it has no evaluator).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Absent {
+    /// Why.
+    pub why: String,
 }
 
 /// How a folder relates to the upstream tasks mlrb knows.
 #[derive(Debug, Clone)]
 pub enum Recognised {
     /// An upstream task, unchanged: its facts apply.
-    Upstream(Known),
+    Upstream(Box<Known>),
     /// Named as an upstream task, but its files differ: nothing is assumed.
     Changed {
         /// The upstream fingerprint.
@@ -86,6 +128,31 @@ pub enum Recognised {
     },
     /// Not an upstream task mlrb knows.
     Unknown,
+}
+
+/// The facts of the folder at `root`, when it is an unchanged upstream one.
+pub fn known(root: &Path) -> Option<Known> {
+    let name = root.file_name()?.to_string_lossy();
+    match recognise(&name, &fingerprint(root)) {
+        Recognised::Upstream(known) => Some(*known),
+        _ => None,
+    }
+}
+
+/// Upstream folders by name, with what mlrb knows of each.
+pub type ByName<T> = Vec<(String, T)>;
+
+/// Every upstream folder mlrb knows, by name, and those it cannot run
+/// (`tasks check --suite mlagentbench`).
+pub fn upstream() -> (ByName<Known>, ByName<Absent>) {
+    toml::from_str::<Overlay>(OVERLAY)
+        .map(|overlay| {
+            (
+                overlay.tasks.into_iter().collect(),
+                overlay.absent.into_iter().collect(),
+            )
+        })
+        .unwrap_or_default()
 }
 
 /// What mlrb knows of the folder `name` whose fingerprint is `fingerprint`.
@@ -102,7 +169,7 @@ fn recognise_in(overlay: &str, name: &str, fingerprint: &str) -> Recognised {
         }
     };
     match overlay.tasks.get(name) {
-        Some(known) if known.fingerprint == fingerprint => Recognised::Upstream(known.clone()),
+        Some(known) if known.fingerprint == fingerprint => Recognised::Upstream(Box::new(known.clone())),
         Some(known) => Recognised::Changed {
             expected: known.fingerprint.clone(),
             found: fingerprint.to_string(),
@@ -260,14 +327,20 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
         .map(|n| n.to_string_lossy().into_owned())
         .filter(|n| !n.is_empty() && !n.starts_with('.'))
         .ok_or_else(|| anyhow::anyhow!("{}: cannot name a task after this folder", root.display()))?;
+    let mut resources = Resources::default();
     let (metric, prepare, scoring) = match recognise(&name, &fingerprint(root)) {
-        Recognised::Upstream(known) => (
-            known_metric(&known),
-            PrepareSpec {
-                outputs: known.prepare_outputs.clone(),
-            },
-            known_scoring(&known),
-        ),
+        Recognised::Upstream(known) => {
+            if known.image.as_deref() == Some("torch") {
+                resources.image = Some(crate::sandbox::image::ImageRecipe::standard(true).tag());
+            }
+            (
+                known_metric(&known),
+                PrepareSpec {
+                    outputs: known.prepare_outputs.clone(),
+                },
+                known_scoring(&known),
+            )
+        }
         _ => (unknown_metric(), PrepareSpec::default(), Default::default()),
     };
     Ok(TaskSpec {
@@ -285,7 +358,7 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
             llm_tokens: 0,
             llm_cost_usd: 0.0,
         },
-        resources: Resources::default(),
+        resources,
         files: Files {
             read_only: read_only_patterns(root)?,
         },

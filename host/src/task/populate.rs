@@ -49,6 +49,8 @@ pub fn apply_reference(task: &Task, dest: &Path) -> Result<()> {
 /// Copies a folder tree into `to` (symlinks as symlinks, sparse files
 /// sparse); a path both sides have is an error.
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    // Made first: a tree whose first entry is a file has no folder to make it.
+    fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
     for entry in walkdir::WalkDir::new(from).min_depth(1).follow_links(false) {
         let entry = entry?;
         let rel = entry.path().strip_prefix(from)?;

@@ -10,6 +10,8 @@ use super::sealed::{publish, seal, unseal};
 use super::{Layout, Task, mlagentbench, populate, pylib};
 use crate::sandbox::{self, Mount, Outcome, Sandbox};
 
+/// The smoke profile's stand-in for what MLAgentBench folders download.
+const STAND_IN: &str = "/mlrb/lib/mlrb_standin_mlab.py";
 /// The longest a prepare step may run.
 const PREPARE_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -70,7 +72,9 @@ impl Prepared {
         // A folder with nothing to prepare is used in place, unless its
         // evaluator is to fetch its data now (`--network`: the warm-up).
         let warm_up = task.prepare_network() && !task.root.join("scripts/prepared").is_file();
-        if task.layout == Layout::MlAgentBench && mlagentbench::prepared_in_place(&task.root) && !warm_up {
+        // The smoke profile's data are its stand-in's, never a folder's real ones.
+        let in_place = mlagentbench::prepared_in_place(&task.root) && !task.smoke();
+        if task.layout == Layout::MlAgentBench && in_place && !warm_up {
             return Some(Self::at(task, task.root.clone(), true));
         }
         let dir = Self::cache_path(task, cache_dir);
@@ -220,7 +224,11 @@ fn prepare_command(
                 Mount::writable(&env, "/task/env"),
                 Mount::writable(&scripts, "/task/scripts"),
             ];
-            (vec!["python3", "prepare.py"], mounts)
+            match task.smoke() {
+                // Its own prepare.py, with what it downloads stood in.
+                true => (vec!["python3", STAND_IN, "prepare", task.spec.name.as_str()], mounts),
+                false => (vec!["python3", "prepare.py"], mounts),
+            }
         }
     };
     Ok(Some(step(

@@ -2,7 +2,10 @@
 //! `scripts/invalid/<case>.py` turns a copy of the starter's finished
 //! workspace into a submission the evaluator must refuse (pickled weights,
 //! custom code, too many parameters, ...), and its docstring's `expect:`
-//! line says what the refusal must say.
+//! line says what the refusal must say. An upstream MLAgentBench folder,
+//! which has none, gets in the smoke profile the cases mlrb's stand-in makes
+//! for it (`mlrb_standin_mlab.py invalid <case>`, with what each refusal
+//! must say from the overlay).
 
 use std::path::PathBuf;
 
@@ -23,7 +26,12 @@ pub struct Case {
     pub script: PathBuf,
     /// Text the evaluator's error must contain; none when the script has no `expect:` line.
     pub expect: Option<String>,
+    /// What runs in the workspace to make the submission.
+    pub argv: Vec<String>,
 }
+
+/// The stand-in's maker of invalid submissions, as the sandbox sees it.
+const STAND_IN: &str = "/mlrb/lib/mlrb_standin_mlab.py";
 
 /// The folder of the task's invalid-submission scripts.
 pub fn dir(task: &Task) -> PathBuf {
@@ -32,6 +40,9 @@ pub fn dir(task: &Task) -> PathBuf {
 
 /// The task's cases, by name; none when it has no `scripts/invalid/`.
 pub fn cases(task: &Task) -> Result<Vec<Case>> {
+    if task.layout == super::Layout::MlAgentBench && task.smoke() {
+        return Ok(stand_in_cases(task));
+    }
     let dir = dir(task);
     if !dir.is_dir() {
         return Ok(Vec::new());
@@ -52,10 +63,31 @@ pub fn cases(task: &Task) -> Result<Vec<Case>> {
             .map(|e| e.trim().to_string())
             .filter(|e| !e.is_empty());
         let name = name.to_string_lossy().into_owned();
-        cases.push(Case { name, script, expect });
+        let argv = vec!["python3".into(), format!("{GUEST_DIR}/{name}.py")];
+        cases.push(Case {
+            name,
+            script,
+            expect,
+            argv,
+        });
     }
     cases.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(cases)
+}
+
+/// The smoke profile's cases of an upstream MLAgentBench folder.
+fn stand_in_cases(task: &Task) -> Vec<Case> {
+    let known = super::mlagentbench::known(&task.root).and_then(|k| k.smoke);
+    let invalid = known.map(|smoke| smoke.invalid).unwrap_or_default();
+    invalid
+        .into_iter()
+        .map(|(name, expect)| Case {
+            script: PathBuf::from(format!("mlrb_standin_mlab.py invalid {name}")),
+            argv: vec!["python3".into(), STAND_IN.into(), "invalid".into(), name.clone()],
+            expect: Some(expect),
+            name,
+        })
+        .collect()
 }
 
 /// Whether the evaluator refused the case's submission with its reason.
@@ -122,6 +154,7 @@ mod tests {
             name: "pickled".into(),
             script: "invalid/pickled.py".into(),
             expect: Some("pickled weights".into()),
+            argv: Vec::new(),
         };
         let status = |e: &Evaluation| finding(&case, e).status;
         assert_eq!(

@@ -35,6 +35,10 @@ pub struct ProgramRun {
     pub repeat_score: Option<f64>,
     /// Why the program or its evaluation failed.
     pub error: Option<String>,
+    /// In the smoke profile, for an MLAgentBench starter that upstream ships
+    /// as a skeleton: how it stopped, and that the stand-in submitted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What `mlrb tasks test` found about a task.
@@ -178,6 +182,9 @@ async fn ready(
 
 /// `task` with the stand-in hub (built once), or why it cannot have one.
 async fn with_stand_in(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Result<Task, Item> {
+    if let Some(why) = super::mlab_smoke::no_stand_in(task) {
+        return Err(item("stand-in", Status::Fail, why));
+    }
     let stand_in = hub::Hub::stand_in(task, sandbox, cache_dir)
         .await
         .map_err(|error| item("stand-in", Status::Fail, format!("{error:#}")))?;
@@ -198,11 +205,14 @@ async fn with_stand_in(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> 
 /// In the smoke profile: whether the evaluator accepted the starter's
 /// submission (any score: the models are toys).
 fn smoke_finding(starter: &ProgramRun) -> Item {
+    let note = starter.note.as_ref().map_or(String::new(), |note| format!("; {note}"));
     match (starter.score, &starter.error) {
         (Some(score), _) => item(
             "smoke",
             Status::Ok,
-            format!("the starter's submission is valid (smoke score {score}: stand-in data, it measures nothing)"),
+            format!(
+                "the starter's submission is valid (smoke score {score}: stand-in data, it measures nothing){note}"
+            ),
         ),
         (None, error) => item(
             "smoke",
@@ -395,6 +405,7 @@ impl Runner<'_> {
             score: None,
             repeat_score: None,
             error: None,
+            note: None,
         };
         let smoke_script = self.task.smoke() && self.task.spec.smoke.as_ref().is_some_and(|s| s.submission.is_some());
         if smoke_script || dir.join("train.py").is_file() {
@@ -402,7 +413,16 @@ impl Runner<'_> {
             let outcome = run_starter(self.task, self.sandbox, dir, self.gpus).await?;
             run.train_seconds = started.elapsed().as_secs_f64();
             run.exit_code = outcome.exit_code;
-            if !outcome.success() {
+            if let Some(expected) = super::mlab_smoke::skeleton(self.task) {
+                let at = (dir, self.cache_dir, self.gpus);
+                match super::mlab_smoke::finish_skeleton(self.task, self.sandbox, at, &outcome, &expected).await? {
+                    Ok(note) => run.note = Some(note),
+                    Err(why) => {
+                        run.error = Some(why);
+                        return Ok(run);
+                    }
+                }
+            } else if !outcome.success() {
                 run.error = Some(starter_failure(&outcome));
                 return Ok(run);
             }
@@ -470,14 +490,13 @@ impl Runner<'_> {
             step(&format!("checking that `{}` is refused", case.name));
             let dir = work.join(format!("invalid-{}", case.name));
             super::populate::copy_tree(starter, &dir)?;
-            let argv = vec!["python3".into(), format!("{}/{}.py", refusals::GUEST_DIR, case.name)];
             // mlrb's helpers too: cases share their operations (mlrb_invalid).
             let (lib_mount, lib_env) = pylib::mount(self.cache_dir)?;
-            let mounts = vec![
-                Mount::read_only(refusals::dir(self.task), refusals::GUEST_DIR),
-                lib_mount,
-            ];
-            let script = (argv, mounts, vec![lib_env], self.gpus);
+            let mut mounts = vec![lib_mount];
+            if refusals::dir(self.task).is_dir() {
+                mounts.push(Mount::read_only(refusals::dir(self.task), refusals::GUEST_DIR));
+            }
+            let script = (case.argv.clone(), mounts, vec![lib_env], self.gpus);
             let outcome = run_in_workspace(self.task, self.sandbox, &dir, script, "invalid").await?;
             if !outcome.success() {
                 let why = super::failure::failure_cause(&outcome.stderr.text);
