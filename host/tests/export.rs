@@ -168,16 +168,32 @@ fn the_inspect_log_is_read_by_inspect_and_the_eee_records_match_their_schemas() 
         // The headline is a mean; the interval is no metric.
         assert_eq!(l["headline"][1], "mean", "{l}");
         for metrics in l["results"].as_object().unwrap().values() {
-            assert!(metrics.as_object().unwrap().keys().all(|k| k == "mean" || k == "stderr"), "{l}");
+            assert!(
+                metrics
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .all(|k| k == "mean" || k == "stderr"),
+                "{l}"
+            );
         }
         for s in samples {
             assert_eq!(s["id"], "hostile");
             // The transcript: every call a tool event, in order, then the
             // end and the scores.
             assert_eq!(s["tool_events"], s["calls"], "{s}");
-            let events: Vec<&str> = s["events"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+            let events: Vec<&str> = s["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e.as_str().unwrap())
+                .collect();
             assert!(events.contains(&"info") && events.last() == Some(&"score"), "{s}");
-            assert_eq!(events.iter().filter(|e| **e == "score").count(), s["scores"].as_object().unwrap().len(), "{s}");
+            assert_eq!(
+                events.iter().filter(|e| **e == "score").count(),
+                s["scores"].as_object().unwrap().len(),
+                "{s}"
+            );
             let calls = s["calls"].as_array().unwrap();
             assert!(calls.iter().any(|c| c == "exec.execute-script"), "{s}");
             assert_eq!(
@@ -211,11 +227,22 @@ fn the_inspect_log_is_read_by_inspect_and_the_eee_records_match_their_schemas() 
             .iter()
             .any(|c| c == "episode.validate")
     );
-    assert_ne!(baseline["model_args"]["agent_sha256"], validator["model_args"]["agent_sha256"]);
+    assert_ne!(
+        baseline["model_args"]["agent_sha256"],
+        validator["model_args"]["agent_sha256"]
+    );
     // One task: the headline is its own score; where no seed's submission
     // was valid there is none, and the normalised score leads.
-    assert_eq!(baseline["headline"], serde_json::json!(["score", "mean", 1.0]), "{baseline}");
-    assert_eq!(validator["headline"], serde_json::json!(["normalized", "mean", 0.0]), "{validator}");
+    assert_eq!(
+        baseline["headline"],
+        serde_json::json!(["score", "mean", 1.0]),
+        "{baseline}"
+    );
+    assert_eq!(
+        validator["headline"],
+        serde_json::json!(["normalized", "mean", 0.0]),
+        "{validator}"
+    );
     assert_eq!(baseline["results"]["success"]["mean"], 1.0, "{baseline}");
     assert_eq!(validator["results"]["normalized"]["mean"], 0.0, "{validator}");
 }
@@ -307,10 +334,16 @@ fn check_eee_with_its_validator(python: &Path, files: &[PathBuf]) {
     let (ok, reports) = eee_validate(python, files);
     assert_eq!(reports.len(), files.len(), "{reports:#?}");
     for r in &reports {
-        assert!(r["valid"] == true && r["errors"].as_array().unwrap().is_empty(), "{r:#}");
+        assert!(
+            r["valid"] == true && r["errors"].as_array().unwrap().is_empty(),
+            "{r:#}"
+        );
     }
     assert!(ok, "{reports:#?}");
-    let aggregate = files.iter().find(|f| f.extension().is_some_and(|x| x == "json")).unwrap();
+    let aggregate = files
+        .iter()
+        .find(|f| f.extension().is_some_and(|x| x == "json"))
+        .unwrap();
     let mut record: Value = serde_json::from_str(&std::fs::read_to_string(aggregate).unwrap()).unwrap();
     record["evaluation_results"][0]["metric_config"]["min_score"] = Value::Null;
     std::fs::write(aggregate, serde_json::to_vec(&record).unwrap()).unwrap();

@@ -153,7 +153,10 @@ fn scorer(name: &str, mean: f64, se: Option<f64>, n: usize, total: usize, metada
 }
 
 fn interval(i: Option<crate::stats::Interval>, method: &str) -> Value {
-    i.map_or(Value::Null, |i| json!({"lower": i.lower, "upper": i.upper, "level": i.level, "method": method}))
+    i.map_or(
+        Value::Null,
+        |i| json!({"lower": i.lower, "upper": i.upper, "level": i.level, "method": method}),
+    )
 }
 
 /// One episode as a sample.

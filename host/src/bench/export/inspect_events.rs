@@ -32,12 +32,14 @@ pub fn events(t: &Transcript, scores: &Value, target: &str) -> Vec<Value> {
             true => String::new(),
             false => format!(": {}", end.detail),
         };
-        let ending = json!({"event": "info", "source": "mlrb", "data": format!("ended: {}{detail}", end.reason.name())});
+        let ending =
+            json!({"event": "info", "source": "mlrb", "data": format!("ended: {}{detail}", end.reason.name())});
         out.push(merge(base.clone(), ending));
     }
     if let Value::Object(scores) = scores {
         for (scorer, score) in scores {
-            let event = json!({"event": "score", "scorer": scorer, "score": score, "target": target, "intermediate": false});
+            let event =
+                json!({"event": "score", "scorer": scorer, "score": score, "target": target, "intermediate": false});
             out.push(merge(base.clone(), event));
         }
     }
@@ -79,17 +81,26 @@ fn model_event(call: &Call, completed: &str) -> Value {
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice)
         .iter()
-        .map(|t| json!({"name": t["name"], "description": t["description"].as_str().unwrap_or(""),
-                        "parameters": {"type": "object", "properties": {}}}))
+        .map(|t| {
+            json!({"name": t["name"], "description": t["description"].as_str().unwrap_or(""),
+                        "parameters": {"type": "object", "properties": {}}})
+        })
         .collect();
     let mut config = serde_json::Map::new();
-    for (from, to) in [("max_tokens", "max_tokens"), ("temperature", "temperature"), ("stop", "stop_seqs")] {
+    for (from, to) in [
+        ("max_tokens", "max_tokens"),
+        ("temperature", "temperature"),
+        ("stop", "stop_seqs"),
+    ] {
         if let Some(v) = request.get(from).filter(|v| !v.is_null()) {
             config.insert(to.into(), v.clone());
         }
     }
     let c = &call.result;
-    let (input_tokens, output_tokens) = (c["input_tokens"].as_u64().unwrap_or(0), c["output_tokens"].as_u64().unwrap_or(0));
+    let (input_tokens, output_tokens) = (
+        c["input_tokens"].as_u64().unwrap_or(0),
+        c["output_tokens"].as_u64().unwrap_or(0),
+    );
     let answer = chat_message(&json!({"role": "assistant", "content": c["text"], "tool_calls": c["tool_calls"]}));
     let output = match call.error {
         Some(_) => json!({"model": model, "choices": []}),
@@ -164,7 +175,10 @@ mod tests {
         assert_eq!(e["input"][1]["tool_calls"][0]["arguments"]["path"], "x");
         assert_eq!(e["input"][2]["tool_call_id"], "a");
         let choice = &e["output"]["choices"][0];
-        assert_eq!((choice["message"]["content"].as_str(), choice["stop_reason"].as_str()), (Some("done"), Some("max_tokens")));
+        assert_eq!(
+            (choice["message"]["content"].as_str(), choice["stop_reason"].as_str()),
+            (Some("done"), Some("max_tokens"))
+        );
         assert_eq!(e["output"]["usage"]["total_tokens"], 7);
         assert_eq!(e["config"]["max_tokens"], 9);
     }
