@@ -181,14 +181,34 @@ fn the_inspect_log_is_read_by_inspect_and_the_eee_records_match_their_schemas() 
             assert_eq!(s["id"], "hostile");
             // The transcript: every call a tool event, in order, then the
             // end and the scores.
-            assert_eq!(s["tool_events"], s["calls"], "{s}");
+            let tools: Vec<&Value> = s["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| *c != "episode.note")
+                .collect();
+            assert_eq!(
+                s["tool_events"].as_array().unwrap().iter().collect::<Vec<_>>(),
+                tools,
+                "{s}"
+            );
+            let notes = s["calls"].as_array().unwrap().len() - tools.len();
+            assert!(
+                notes > 0 || l["solver"] != "baseline",
+                "the baseline notes what it does: {s}"
+            );
             let events: Vec<&str> = s["events"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .map(|e| e.as_str().unwrap())
                 .collect();
-            assert!(events.contains(&"info") && events.last() == Some(&"score"), "{s}");
+            assert_eq!(
+                events.iter().filter(|e| **e == "info").count(),
+                notes + 1,
+                "each note, then the end: {s}"
+            );
+            assert_eq!(events.last(), Some(&"score"), "{s}");
             assert_eq!(
                 events.iter().filter(|e| **e == "score").count(),
                 s["scores"].as_object().unwrap().len(),
