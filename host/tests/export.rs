@@ -1,7 +1,8 @@
 //! `mlrb export` read by the other projects' own code: the Inspect AI log
 //! by `inspect_ai.log.read_eval_log` (inspect-ai from PyPI, pinned, in a
 //! venv under the target folder), the Every Eval Ever records validated
-//! against that project's JSON Schemas (vendored in tests/fixtures/eee);
+//! against that project's JSON Schemas and by its own validator
+//! (`python -m every_eval_ever validate`, vendored in tests/fixtures/eee);
 //! and a run whose records were tampered with is refused.
 
 mod common;
@@ -116,12 +117,18 @@ for path in sys.argv[1:]:
     for s in log.samples:
         calls = [c.function for m in s.messages if m.role == "assistant" and m.tool_calls for c in m.tool_calls]
         results = [m.tool_call_id for m in s.messages if m.role == "tool"]
-        samples.append({"id": s.id, "epoch": s.epoch, "calls": calls, "results": len(results),
+        events = [e.event for e in s.events]
+        samples.append({"id": s.id, "epoch": s.epoch, "calls": calls, "results": len(results), "events": events,
+                        "tool_events": [e.function for e in s.events if e.event == "tool"],
                         "scores": {k: v.value for k, v in (s.scores or {}).items()},
                         "usage": {k: v.total_tokens for k, v in s.model_usage.items()},
                         "last": s.messages[-1].text if s.messages else None,
                         "error": s.error.message if s.error else None})
+    first = log.results.scores[0]
+    metric = next(iter(first.metrics.values()))
     out.append({"status": log.status, "header_samples": header.samples, "solver": log.eval.solver,
+                "model": log.eval.model, "model_args": log.eval.model_args,
+                "headline": [first.name, metric.name, metric.value], "scorers": [sc.name for sc in log.results.scores],
                 "epochs": log.eval.config.epochs,
                 "results": {sc.name: {k: m.value for k, m in sc.metrics.items()} for sc in log.results.scores},
                 "samples": samples})
@@ -132,8 +139,9 @@ print(json.dumps(out))
 fn the_inspect_log_is_read_by_inspect_and_the_eee_records_match_their_schemas() {
     let tmp = tempfile::tempdir().unwrap();
     let run = small_bench(tmp.path());
-    check_eee(&run, &tmp.path().join("eee"));
+    let eee = check_eee(&run, &tmp.path().join("eee"));
     let Some(python) = inspect_python() else { return };
+    check_eee_with_its_validator(&python, &eee);
     let files = written(&export(&run, "inspect", &tmp.path().join("inspect")));
     assert_eq!(files.len(), 2, "one log per agent: {files:?}");
     let read = Command::new(python).arg("-c").arg(READ).args(&files).output().unwrap();
@@ -153,8 +161,59 @@ fn the_inspect_log_is_read_by_inspect_and_the_eee_records_match_their_schemas() 
         assert_eq!(samples.len(), 2, "one sample per episode: {l}");
         let epochs: Vec<u64> = samples.iter().map(|s| s["epoch"].as_u64().unwrap()).collect();
         assert_eq!(epochs, vec![1, 2], "the seeds are epochs of the task's sample");
+        // Each agent is its own model, named with its component's hash.
+        assert_eq!(l["model"], format!("mlrb/{}", l["solver"].as_str().unwrap()), "{l}");
+        let sha = l["model_args"]["agent_sha256"].as_str().unwrap();
+        assert!(sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()), "{l}");
+        // The headline is a mean; the interval is no metric.
+        assert_eq!(l["headline"][1], "mean", "{l}");
+        for metrics in l["results"].as_object().unwrap().values() {
+            assert!(
+                metrics
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .all(|k| k == "mean" || k == "stderr"),
+                "{l}"
+            );
+        }
         for s in samples {
             assert_eq!(s["id"], "hostile");
+            // The transcript: every call a tool event, in order, then the
+            // end and the scores.
+            let tools: Vec<&Value> = s["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| *c != "episode.note")
+                .collect();
+            assert_eq!(
+                s["tool_events"].as_array().unwrap().iter().collect::<Vec<_>>(),
+                tools,
+                "{s}"
+            );
+            let notes = s["calls"].as_array().unwrap().len() - tools.len();
+            assert!(
+                notes > 0 || l["solver"] != "baseline",
+                "the baseline notes what it does: {s}"
+            );
+            let events: Vec<&str> = s["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e.as_str().unwrap())
+                .collect();
+            assert_eq!(
+                events.iter().filter(|e| **e == "info").count(),
+                notes + 1,
+                "each note, then the end: {s}"
+            );
+            assert_eq!(events.last(), Some(&"score"), "{s}");
+            assert_eq!(
+                events.iter().filter(|e| **e == "score").count(),
+                s["scores"].as_object().unwrap().len(),
+                "{s}"
+            );
             let calls = s["calls"].as_array().unwrap();
             assert!(calls.iter().any(|c| c == "exec.execute-script"), "{s}");
             assert_eq!(
@@ -188,17 +247,33 @@ fn the_inspect_log_is_read_by_inspect_and_the_eee_records_match_their_schemas() 
             .iter()
             .any(|c| c == "episode.validate")
     );
+    assert_ne!(
+        baseline["model_args"]["agent_sha256"],
+        validator["model_args"]["agent_sha256"]
+    );
+    // One task: the headline is its own score; where no seed's submission
+    // was valid there is none, and the normalised score leads.
+    assert_eq!(
+        baseline["headline"],
+        serde_json::json!(["score", "mean", 1.0]),
+        "{baseline}"
+    );
+    assert_eq!(
+        validator["headline"],
+        serde_json::json!(["normalized", "mean", 0.0]),
+        "{validator}"
+    );
     assert_eq!(baseline["results"]["success"]["mean"], 1.0, "{baseline}");
     assert_eq!(validator["results"]["normalized"]["mean"], 0.0, "{validator}");
 }
 
 /// The EEE aggregate and every instance line valid against the vendored
 /// schemas, with the figures and checksum they should carry.
-fn check_eee(run: &Path, out: &Path) {
+fn check_eee(run: &Path, out: &Path) -> Vec<PathBuf> {
     let files = written(&export(run, "eee", out));
     assert_eq!(files.len(), 4, "a record and its samples per agent: {files:?}");
     let schema = |name: &str| {
-        let text = std::fs::read_to_string(common::workspace_root().join("tests/fixtures/eee").join(name)).unwrap();
+        let text = std::fs::read_to_string(eee_root().join("every_eval_ever/schemas").join(name)).unwrap();
         jsonschema::draft7::new(&serde_json::from_str::<Value>(&text).unwrap()).unwrap()
     };
     let (aggregate, instance) = (schema("eval.schema.json"), schema("instance_level_eval.schema.json"));
@@ -247,6 +322,54 @@ fn check_eee(run: &Path, out: &Path) {
         assert_eq!(normalized["score_details"]["score"], expected, "{agent}: {normalized}");
         assert_eq!(normalized["score_details"]["uncertainty"]["num_samples"], 2);
     }
+    files
+}
+
+fn eee_root() -> PathBuf {
+    common::workspace_root().join("tests/fixtures/eee")
+}
+
+/// Every Eval Ever's own validator on `files`: its JSON report.
+fn eee_validate(python: &Path, files: &[PathBuf]) -> (bool, Vec<Value>) {
+    let output = Command::new(python)
+        .args(["-m", "every_eval_ever", "validate", "--format", "json"])
+        .args(files)
+        .env("PYTHONPATH", eee_root())
+        .output()
+        .unwrap();
+    let reports: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "every_eval_ever validate printed no report ({e}): {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.success(), reports)
+}
+
+/// The validator accepts every file of the export, and (so that its
+/// verdict means something) rejects an aggregate without a continuous
+/// metric's bounds.
+fn check_eee_with_its_validator(python: &Path, files: &[PathBuf]) {
+    let (ok, reports) = eee_validate(python, files);
+    assert_eq!(reports.len(), files.len(), "{reports:#?}");
+    for r in &reports {
+        assert!(
+            r["valid"] == true && r["errors"].as_array().unwrap().is_empty(),
+            "{r:#}"
+        );
+    }
+    assert!(ok, "{reports:#?}");
+    let aggregate = files
+        .iter()
+        .find(|f| f.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let mut record: Value = serde_json::from_str(&std::fs::read_to_string(aggregate).unwrap()).unwrap();
+    record["evaluation_results"][0]["metric_config"]["min_score"] = Value::Null;
+    std::fs::write(aggregate, serde_json::to_vec(&record).unwrap()).unwrap();
+    let (ok, reports) = eee_validate(python, std::slice::from_ref(aggregate));
+    assert!(!ok && reports[0]["valid"] == false, "{reports:#?}");
+    assert!(reports[0]["errors"].to_string().contains("min_score"), "{reports:#?}");
 }
 
 #[test]

@@ -161,7 +161,7 @@ fn task_results(run: &AgentRun, e: &EpochStats, started: &str) -> Vec<Value> {
             "evaluation_timestamp": started,
             "metric_config": config(&format!("mlrb.{}.{}", e.task, e.metric), &e.metric, !higher,
                 format!("the task's {} of the agent's final workspace; reducer: mean over the valid seeds ({} of {}; agent failures {})", e.metric, e.valid, e.n, e.agent_failures),
-                (Value::Null, Value::Null)),
+                unbounded()),
             "score_details": {"score": score.mean, "uncertainty": uncertainty, "details": details(e)},
             "generation_config": generation(run, e),
         }));
@@ -307,7 +307,9 @@ fn across_results(run: &AgentRun, started: &str) -> Vec<Value> {
     out
 }
 
-/// A scale open at both ends (the normalised score passes 1 and falls below 0).
+/// A scale open at both ends: the normalised score passes 1 and falls
+/// below 0, and a task's metric declares no bounds to its record (EEE
+/// requires bounds on a continuous metric, and takes these as "none").
 fn unbounded() -> (Value, Value) {
     (json!("-Infinity"), json!("Infinity"))
 }

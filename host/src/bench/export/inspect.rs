@@ -37,10 +37,9 @@ pub fn log(run: &AgentRun) -> Log {
     let created = run.episodes.iter().filter_map(started_at).min().unwrap_or_default();
     let completed = run.episodes.iter().filter_map(ended_at).max().unwrap_or_default();
     let usage = total_usage(run);
-    let model = usage
-        .iter()
-        .max_by_key(|(_, u)| u["total_tokens"].as_u64())
-        .map_or("none/none".to_string(), |(m, _)| m.clone());
+    // The agent is the model under evaluation; the LLMs it called are its
+    // model usage.
+    let llms: Vec<&String> = usage.keys().collect();
     let tasks: Vec<&str> = run.tasks();
     let samples: Vec<Value> = run.episodes.iter().map(|e| sample(run, e)).collect();
     Log {
@@ -56,7 +55,8 @@ pub fn log(run: &AgentRun) -> Log {
             "solver": run.agent,
             "tags": ["mlrb"],
             "dataset": {"name": run.run_name, "location": run.run_dir, "samples": tasks.len(), "sample_ids": tasks},
-            "model": model,
+            "model": model_name(run),
+            "model_args": {"agent": run.agent, "agent_sha256": run.agent_sha256(), "llm_models": llms},
             "config": {"epochs": run.most_seeds(), "epochs_reducer": ["mean"]},
             "packages": {"mlrb": env!("CARGO_PKG_VERSION")},
             "metadata": {"mlrb_run": run.run_dir, "agent": run.agent, "agent_sha256": run.agent_sha256()},
@@ -66,6 +66,11 @@ pub fn log(run: &AgentRun) -> Log {
         stats: json!({"started_at": created, "completed_at": completed, "model_usage": usage}),
         samples,
     }
+}
+
+/// The agent as Inspect's model: `mlrb/<agent>`.
+fn model_name(run: &AgentRun) -> String {
+    format!("mlrb/{}", run.agent)
 }
 
 fn started_at(e: &Episode) -> Option<String> {
@@ -99,32 +104,32 @@ fn total_usage(run: &AgentRun) -> BTreeMap<String, Value> {
     totals.into_iter().map(|(m, (i, o))| (m, usage_json(i, o))).collect()
 }
 
-/// The run's scores per scorer: the mean across tasks with its clustered
-/// standard error and interval (the summary's own figures).
+/// The run's scores per scorer, the headline first: the task's own score
+/// (the mean of the valid seeds) where the run has one task, else the
+/// normalised score; each a mean and its standard error (clustered by task
+/// across tasks), with the interval in the scorer's metadata.
 fn results(run: &AgentRun, total: usize) -> Value {
     let a: &AcrossTasks = &run.across;
     let scored = run.episodes.iter().filter(|e| ranked::counted(&e.result)).count();
     let entry = |name: &str, aggregate: Option<&Aggregate>| {
         aggregate.map(|g| {
             let c = &g.clustered;
-            let mut metrics = serde_json::Map::new();
-            metrics.insert("mean".into(), json!({"name": "mean", "value": c.mean}));
-            for (key, value) in [
-                ("stderr", c.se),
-                ("ci_lower", c.interval.map(|i| i.lower)),
-                ("ci_upper", c.interval.map(|i| i.upper)),
-            ] {
-                if let Some(value) = value {
-                    metrics.insert(key.into(), json!({"name": key, "value": value}));
-                }
-            }
-            json!({"name": name, "scorer": name, "reducer": "mean", "scored_samples": c.n,
-                   "unscored_samples": total - c.n,
-                   "metadata": {"stderr": "clustered by task (CR1)", "interval": "95 % t, tasks - 1 df", "tasks": c.clusters},
-                   "metrics": metrics})
+            let meta = json!({"stderr": "clustered by task (CR1)", "tasks": c.clusters,
+                              "interval": interval(c.interval, "95 % t, tasks - 1 df")});
+            scorer(name, c.mean, c.se, c.n, total, meta)
         })
     };
+    let task_score = match run.epochs.as_slice() {
+        [e] => e.score.as_ref().map(|s| {
+            let meta = json!({"metric": e.metric, "direction": crate::format::direction(e.higher_is_better),
+                              "stderr": "sample sd / sqrt(valid seeds)",
+                              "interval": interval(s.interval, "95 % t, valid seeds - 1 df")});
+            scorer("score", s.mean, s.se, s.n, total, meta)
+        }),
+        _ => None,
+    };
     let scores: Vec<Value> = [
+        task_score,
         entry("normalized", a.normalized.as_ref()),
         entry("success", a.success.as_ref()),
         entry("improvement", a.improvement.as_ref()),
@@ -133,6 +138,25 @@ fn results(run: &AgentRun, total: usize) -> Value {
     .flatten()
     .collect();
     json!({"total_samples": total, "completed_samples": scored, "scores": scores})
+}
+
+/// One `EvalScore`: the mean (the headline `inspect view` shows) and its
+/// standard error.
+fn scorer(name: &str, mean: f64, se: Option<f64>, n: usize, total: usize, metadata: Value) -> Value {
+    let mut metrics = serde_json::Map::new();
+    metrics.insert("mean".into(), json!({"name": "mean", "value": mean}));
+    if let Some(se) = se {
+        metrics.insert("stderr".into(), json!({"name": "stderr", "value": se}));
+    }
+    json!({"name": name, "scorer": name, "reducer": "mean", "scored_samples": n,
+           "unscored_samples": total.saturating_sub(n), "metadata": metadata, "metrics": metrics})
+}
+
+fn interval(i: Option<crate::stats::Interval>, method: &str) -> Value {
+    i.map_or(
+        Value::Null,
+        |i| json!({"lower": i.lower, "upper": i.upper, "level": i.level, "method": method}),
+    )
 }
 
 /// One episode as a sample.
@@ -160,6 +184,7 @@ fn sample(run: &AgentRun, e: &Episode) -> Value {
     let model = usage.keys().next().cloned().unwrap_or_default();
     let end = t.record.end.as_ref();
     sample["messages"] = json!(messages);
+    sample["events"] = json!(super::inspect_events::events(t, &sample["scores"], &target(e)));
     sample["output"] = json!({"model": model, "completion": t.answer.clone().unwrap_or_default()});
     sample["model_usage"] = json!(usage);
     sample["started_at"] = json!(t.record.started_at);
@@ -263,7 +288,7 @@ fn messages(t: &Transcript) -> Vec<Value> {
 }
 
 /// Inspect's tool-error type for a host error kind.
-fn error_type(call: &Call) -> &'static str {
+pub(super) fn error_type(call: &Call) -> &'static str {
     match error_kind(call) {
         Some("not-found") => "file_not_found",
         Some("permission-denied") => "permission",

@@ -4,6 +4,7 @@
 
 pub mod eee;
 pub mod inspect;
+mod inspect_events;
 pub mod transcript;
 
 use std::collections::BTreeMap;

@@ -24,6 +24,10 @@ pub struct Call {
     pub result: Value,
     /// The error it returned, in words.
     pub error: Option<String>,
+    /// When it was made, in milliseconds since the episode started.
+    pub t_ms: f64,
+    /// How long it took, in microseconds.
+    pub duration_us: u64,
 }
 
 /// What one model's calls used.
@@ -101,6 +105,8 @@ fn call(event: &Value, interface: &str, function: &str) -> Call {
         arguments,
         result,
         error,
+        t_ms: event["t_ms"].as_f64().unwrap_or(0.0),
+        duration_us: event["duration_us"].as_u64().unwrap_or(0),
     }
 }
 
