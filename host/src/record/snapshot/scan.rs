@@ -36,7 +36,15 @@ pub(super) struct Walk<'a> {
     refused: Vec<Refused>,
     stats: SnapshotStats,
     capped: bool,
+    /// Files changed at or after this time (ns since the epoch) are racily
+    /// unchanged: their `stat` is not trusted at the next snapshot.
+    racy_from: i128,
 }
+
+/// How near a walk's start a file's ctime makes it racily unchanged: twice
+/// the tick of a coarse clock at HZ=100, the coarsest a kernel keeps file
+/// times by.
+const RACY_NS: i128 = 20_000_000;
 
 /// What a walk found.
 pub(super) struct Walked {
@@ -67,6 +75,7 @@ impl<'a> Walk<'a> {
             refused: Vec::new(),
             stats: SnapshotStats::default(),
             capped: false,
+            racy_from: now_ns() - RACY_NS,
         }
     }
 
@@ -435,23 +444,17 @@ impl<'a> Walk<'a> {
         if let Some(over) = self.over_caps(stat) {
             return Ok(Err((Kind::File, over)));
         }
-        let left = self.limits.workspace_bytes - self.stats.bytes;
-        match self.objects.store_object(file, left)? {
-            Some((hash, _size, written)) => {
-                self.stats.written_bytes += written;
-                Ok(Ok(self.file_entry(stat, StatKey::of(stat), hash)))
-            }
-            None => {
-                self.capped = true;
-                Ok(Err((
-                    Kind::File,
-                    format!(
-                        "it grew past the workspace's cap of {} bytes while being read",
-                        self.limits.workspace_bytes
-                    ),
-                )))
-            }
+        let (hash, size, written) = self.objects.store_object(file, stat.st_size as u64)?;
+        self.stats.written_bytes += written;
+        let mut remembered = self.file_entry(stat, StatKey::of(stat), hash);
+        if let TreeEntry::File { size: recorded, .. } = &mut remembered.entry
+            && *recorded != size
+        {
+            // It shrank while read: what was read is what is recorded.
+            self.stats.bytes -= *recorded - size;
+            *recorded = size;
         }
+        Ok(Ok(remembered))
     }
 
     /// Records the subdirectory `sub` at `rel` (unless too deep).
@@ -498,10 +501,19 @@ impl<'a> Walk<'a> {
         let executable = stat.st_mode & 0o111 != 0;
         Remembered {
             entry: TreeEntry::File { hash, size, executable },
-            key: Some(key),
+            // Changed so near this walk's start that a change to come could
+            // carry the same ctime (a coarse clock's tick): not vouched for
+            // by its `stat` next time, but read again.
+            key: (key.changed_ns() < self.racy_from).then_some(key),
             allocated,
         }
     }
+}
+
+/// The time now, in ns since the epoch (what file times count).
+fn now_ns() -> i128 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| d.as_nanos() as i128)
 }
 
 #[cfg(test)]

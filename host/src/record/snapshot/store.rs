@@ -23,7 +23,7 @@ pub struct SnapshotStore {
     manifests: PathBuf,
     limits: Limits,
     /// What the last snapshot recorded and what changed since.
-    tracking: Tracking,
+    pub(super) tracking: Tracking,
     next_id: u64,
     last: Option<Manifest>,
     /// Bytes all snapshots of this store added to it.
