@@ -10,7 +10,8 @@
 //! file, the median snapshot of 3 steps that each rewrite it. The step's
 //! own start in each sandbox is `step_costs`'s figure. Target: every
 //! snapshot ≤ 1 s. Run with `scripts/bench.sh` or `cargo bench --profile
-//! dev -p mlrb-host --bench workspace_shapes [-- local|docker]` (Docker
+//! dev -p mlrb-host --bench workspace_shapes [-- local|docker
+//! sparse|files|deep|rewrite]` (Docker
 //! needs `mlrb image build`; it is skipped, saying so, without it).
 
 use std::path::PathBuf;
@@ -158,17 +159,23 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-fn measure(runtime: &tokio::runtime::Runtime, name: &'static str, sandbox: &dyn Sandbox) -> Vec<Figure> {
-    let shapes: [(&'static str, &str); 3] = [
-        ("8 GiB sparse file", SPARSE),
-        ("200,000 small files", FILES),
-        ("a tree 1,000 folders deep", DEEP),
+fn measure(
+    runtime: &tokio::runtime::Runtime,
+    name: &'static str,
+    sandbox: &dyn Sandbox,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Vec<Figure> {
+    let shapes: [(&str, &'static str, &str); 4] = [
+        ("sparse", "8 GiB sparse file", SPARSE),
+        ("files", "200,000 small files", FILES),
+        ("deep", "a tree 1,000 folders deep", DEEP),
+        ("rewrite", "", ""),
     ];
     let mut figures = Vec::new();
-    for i in 0..=shapes.len() {
-        let mut figure = match shapes.get(i) {
-            Some((shape_name, code)) => shape(runtime, sandbox, shape_name, code),
-            None => rewritten(runtime, sandbox),
+    for (key, shape_name, code) in shapes.into_iter().filter(|(key, ..)| wanted(key)) {
+        let mut figure = match key {
+            "rewrite" => rewritten(runtime, sandbox),
+            _ => shape(runtime, sandbox, shape_name, code),
         };
         figure.sandbox = name;
         println!(
@@ -181,18 +188,23 @@ fn measure(runtime: &tokio::runtime::Runtime, name: &'static str, sandbox: &dyn 
 }
 
 fn main() {
-    // `-- local` or `-- docker` runs that sandbox alone (cargo adds `--bench`).
+    // `-- local|docker` picks a sandbox, `sparse|files|deep|rewrite` a
+    // shape (cargo adds `--bench`); nothing picked runs them all.
     let parts: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
-    let wanted = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
+    let picked = |choices: &[&str], part: &str| {
+        !parts.iter().any(|p| choices.contains(&p.as_str())) || parts.iter().any(|p| p == part)
+    };
+    let sandboxes = ["local", "docker"];
+    let shapes = |shape: &str| picked(&["sparse", "files", "deep", "rewrite"], shape);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let mut figures = Vec::new();
-    if wanted("local") {
+    if picked(&sandboxes, "local") {
         let local = LocalSandbox::detect().expect("bubblewrap");
-        figures.extend(measure(&runtime, "local", &local));
+        figures.extend(measure(&runtime, "local", &local, &shapes));
     }
-    if wanted("docker") {
+    if picked(&sandboxes, "docker") {
         match runtime.block_on(DockerSandbox::connect(&ImageRecipe::standard(false).tag())) {
-            Ok(docker) => figures.extend(measure(&runtime, "docker", &docker)),
+            Ok(docker) => figures.extend(measure(&runtime, "docker", &docker, &shapes)),
             Err(e) => println!("docker: skipped ({e:#}); `mlrb image build` makes the image"),
         }
     }

@@ -16,9 +16,9 @@
 //! past the depth or length limits and files past the workspace's caps are
 //! recorded as refused, with why, and never read. A file whose size, times
 //! and inode are unchanged since the last snapshot is not read again (its
-//! ctime, which no script can set, is in that; one changed just before a
-//! walk is read again at the next, as a change within the same clock tick
-//! would keep its ctime), and
+//! ctime, which no script can set, is in that, and a snapshot ends only
+//! once the clock is a tick past the ctimes it vouches for, so that no
+//! later change can carry the same), and
 //! where the kernel reports changes ([`super::changes`]) a directory in
 //! which nothing changed is not even listed: a step costs what it changed.
 

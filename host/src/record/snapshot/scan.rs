@@ -36,15 +36,10 @@ pub(super) struct Walk<'a> {
     refused: Vec<Refused>,
     stats: SnapshotStats,
     capped: bool,
-    /// Files changed at or after this time (ns since the epoch) are racily
-    /// unchanged: their `stat` is not trusted at the next snapshot.
-    racy_from: i128,
+    /// The latest ctime (ns since the epoch) of a file this walk vouches
+    /// for by its `stat`.
+    latest_ctime: i128,
 }
-
-/// How near a walk's start a file's ctime makes it racily unchanged: twice
-/// the tick of a coarse clock at HZ=100, the coarsest a kernel keeps file
-/// times by.
-const RACY_NS: i128 = 20_000_000;
 
 /// What a walk found.
 pub(super) struct Walked {
@@ -53,6 +48,7 @@ pub(super) struct Walked {
     pub(super) refused: Vec<Refused>,
     pub(super) stats: SnapshotStats,
     pub(super) capped: bool,
+    pub(super) latest_ctime: i128,
 }
 
 impl<'a> Walk<'a> {
@@ -75,7 +71,7 @@ impl<'a> Walk<'a> {
             refused: Vec::new(),
             stats: SnapshotStats::default(),
             capped: false,
-            racy_from: now_ns() - RACY_NS,
+            latest_ctime: 0,
         }
     }
 
@@ -99,6 +95,7 @@ impl<'a> Walk<'a> {
             refused: self.refused,
             stats: self.stats,
             capped: self.capped,
+            latest_ctime: self.latest_ctime,
         })
     }
 
@@ -499,21 +496,13 @@ impl<'a> Walk<'a> {
         self.stats.bytes += size;
         self.stats.allocated_bytes += allocated;
         let executable = stat.st_mode & 0o111 != 0;
+        self.latest_ctime = self.latest_ctime.max(key.changed_ns());
         Remembered {
             entry: TreeEntry::File { hash, size, executable },
-            // Changed so near this walk's start that a change to come could
-            // carry the same ctime (a coarse clock's tick): not vouched for
-            // by its `stat` next time, but read again.
-            key: (key.changed_ns() < self.racy_from).then_some(key),
+            key: Some(key),
             allocated,
         }
     }
-}
-
-/// The time now, in ns since the epoch (what file times count).
-fn now_ns() -> i128 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    now.map_or(0, |d| d.as_nanos() as i128)
 }
 
 #[cfg(test)]
