@@ -156,7 +156,7 @@ impl ContentHasher {
     /// Returns the runs of data blocks in it, as ranges of `bytes`: what a
     /// copy must write, the rest being zeros.
     pub fn update(&mut self, offset: u64, bytes: &[u8]) -> Vec<std::ops::Range<usize>> {
-        debug_assert!(offset % BLOCK == 0 && offset >= self.seen);
+        debug_assert!(offset.is_multiple_of(BLOCK) && offset >= self.seen);
         if offset > self.seen {
             self.end_run();
             self.zeros = true;
