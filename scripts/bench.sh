@@ -7,7 +7,9 @@
 # killed 100-step episode and what a step's durability costs, the Docker
 # sandbox's per-script overhead (which needs `mlrb image build`), and what
 # one step costs (tool call, snapshots of large workspaces, script start in
-# each sandbox against bare python3, peak memory).
+# each sandbox against bare python3, peak memory), and what a step costs
+# after a script left an 8 GiB sparse file, 200,000 files, a deep tree or
+# a 1 GiB file rewritten in place, in each sandbox.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -28,5 +30,6 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 "$target_dir/debug/mlrb" image build
 cargo bench --profile dev -p mlrb-host --bench docker
 cargo bench --profile dev -p mlrb-host --bench step_costs
+cargo bench --profile dev -p mlrb-host --bench workspace_shapes
 /usr/bin/python3 scripts/bench_scheduling.py "$target_dir/debug/mlrb" \
     "$target_dir/wasm32-wasip2/release/examples/first_call.wasm" --episodes 200 -j 2

@@ -95,13 +95,32 @@ fn check_hashes(store: &Path) -> Vec<String> {
         };
         for entry in entries.filter_map(|e| e.ok()) {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let hash = crate::record::hash_record_file(&entry.path());
-            if hash.as_deref().ok() != Some(name.as_str()) {
+            let named = if sub == "objects" {
+                object_is_named(&entry.path(), &name)
+            } else {
+                crate::record::hash_record_file(&entry.path()).is_ok_and(|hash| hash == name)
+            };
+            if !named {
                 failures.push(format!("snapshots/{sub}/{name}: its content does not hash to its name"));
             }
         }
     }
     failures
+}
+
+/// Whether the object at `path` is named by its content: as snapshots
+/// name contents (holes unread, see [`crate::record::extents`]), or by its
+/// plain blake3 (a long string of the trace, an object of an earlier
+/// mlrb), read only when the first does not hold.
+fn object_is_named(path: &Path, name: &str) -> bool {
+    let Ok(file) = crate::record::open_record_file(path) else {
+        return false;
+    };
+    let size = file.metadata().map_or(0, |m| m.len());
+    if crate::record::extents::content_hash(&file, size).is_ok_and(|hash| hash == name) {
+        return true;
+    }
+    crate::record::hash_record_file(path).is_ok_and(|hash| hash == name)
 }
 
 /// The last manifest is the final snapshot `episode.json` names, with the

@@ -167,25 +167,7 @@ fn append_file<W: Write>(
 /// as tar's sparse entries must, and a last one of no bytes at `size`
 /// marks a hole at the end.
 fn data_segments(file: &File, size: u64) -> Vec<(u64, u64)> {
-    use rustix::fs::SeekFrom;
-    let mut segments: Vec<(u64, u64)> = Vec::new();
-    let mut offset = 0u64;
-    while offset < size {
-        let data = match rustix::fs::seek(file, SeekFrom::Data(offset)) {
-            Ok(data) => data,
-            Err(rustix::io::Errno::NXIO) => break,
-            // No SEEK_DATA here: all of the rest is data.
-            Err(_) => offset,
-        };
-        let hole = rustix::fs::seek(file, SeekFrom::Hole(data)).unwrap_or(size).min(size);
-        let (start, end) = (data & !511, hole.div_ceil(512).saturating_mul(512).min(size));
-        match segments.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ if end > start => segments.push((start, end)),
-            _ => {}
-        }
-        offset = hole.max(data + 1);
-    }
+    let mut segments = super::extents::data_ranges(file, size, 512);
     if segments.last().is_none_or(|last| last.1 < size) {
         segments.push((size, size));
     }

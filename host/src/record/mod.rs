@@ -4,6 +4,7 @@
 
 pub mod archive;
 pub mod changes;
+pub mod extents;
 pub mod recording;
 pub mod signature;
 pub mod snapshot;

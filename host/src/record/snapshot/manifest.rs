@@ -13,7 +13,7 @@ use crate::record::walk::Kind;
 pub enum ManifestEntry {
     /// A regular file.
     File {
-        /// The blake3 hash of its content (its object's name).
+        /// The name of its content (its object's name; see `record::extents`).
         hash: String,
         /// Its size in bytes.
         size: u64,

@@ -1,6 +1,8 @@
 //! Content-addressed workspace snapshots, stored as trees.
 //!
-//! * `snapshots/objects/<blake3>`: each distinct file content, once.
+//! * `snapshots/objects/<name>`: each distinct file content, once, named
+//!   as [`super::extents`] says (its blake3 unless it holds blocks of
+//!   zeros); holes are never read, and zero blocks stay holes.
 //! * `snapshots/trees/<blake3>`: one JSON object per directory (its entries,
 //!   and the entries refused with why); a directory of more than
 //!   [`SHARD_ENTRIES`] entries is split into shards by the hash of each
@@ -13,7 +15,10 @@
 //! read from it. FIFOs, sockets, devices, names that are not UTF-8, paths
 //! past the depth or length limits and files past the workspace's caps are
 //! recorded as refused, with why, and never read. A file whose size, times
-//! and inode are unchanged since the last snapshot is not read again, and
+//! and inode are unchanged since the last snapshot is not read again (its
+//! ctime, which no script can set, is in that, and a snapshot ends only
+//! once the clock is a tick past the ctimes it vouches for, so that no
+//! later change can carry the same), and
 //! where the kernel reports changes ([`super::changes`]) a directory in
 //! which nothing changed is not even listed: a step costs what it changed.
 
@@ -25,6 +30,8 @@ mod materialize;
 mod objects;
 mod read;
 mod scan;
+#[cfg(test)]
+mod shape_tests;
 mod store;
 mod tracking;
 mod tree;

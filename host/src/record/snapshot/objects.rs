@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::record::extents::{ContentHasher, read_data};
 use crate::record::snapshot::tree::Tree;
-use crate::record::walk::read_chunks;
 
 /// The folders of file contents and trees, and the trees known written.
 pub(super) struct Objects {
@@ -58,57 +58,74 @@ impl Objects {
         Ok(())
     }
 
-    /// Stores the content read from `file` (at most `limit` bytes) as an
-    /// object; its hash and size, or `None` if it holds more than `limit`.
-    pub(super) fn store_object(&mut self, file: &fs::File, limit: u64) -> Result<Option<(String, u64, u64)>> {
-        use std::os::unix::fs::FileExt;
-        self.tmp_counter += 1;
-        let tmp = self
-            .objects
-            .join(format!(".tmp-{}-{}", std::process::id(), self.tmp_counter));
-        let out = fs::File::create(&tmp)?;
-        let mut hasher = blake3::Hasher::new();
-        let mut offset = 0u64;
-        let mut written = 0u64;
-        // Chunks of zeros are skipped, not written: a sparse file's object stays sparse.
-        let read = read_chunks(file, limit, |chunk| {
-            hasher.update(chunk);
-            if chunk.iter().any(|&b| b != 0) {
-                out.write_all_at(chunk, offset)?;
-                written += chunk.len() as u64;
-            }
-            offset += chunk.len() as u64;
-            Ok(())
-        })
-        .and_then(|read| {
-            out.set_len(offset)?;
-            Ok(read)
-        });
-        let size = match read {
-            Ok(Some(size)) => size,
-            Ok(None) => {
-                drop(out);
-                let _ = fs::remove_file(&tmp);
-                return Ok(None);
-            }
+    /// Stores the first `size` bytes of `file` as an object, holes unread
+    /// and zero blocks left holes (a sparse file's object stays sparse);
+    /// its name, its size (less than `size` if the file shrank meanwhile)
+    /// and the bytes written.
+    pub(super) fn store_object(&mut self, file: &fs::File, size: u64) -> Result<(String, u64, u64)> {
+        if size <= SMALL {
+            return self.store_small(file, size).context("reading a workspace file");
+        }
+        let tmp = self.tmp_path();
+        let out = create_object_file(&tmp)?;
+        let copied = copy_content(file, &out, size);
+        drop(out);
+        let (hash, size, written) = match copied {
+            Ok(copied) => copied,
             Err(e) => {
-                drop(out);
                 let _ = fs::remove_file(&tmp);
                 return Err(e).context("reading a workspace file");
             }
         };
-        drop(out);
-        let hash = hasher.finalize().to_hex().to_string();
         let object = self.objects.join(&hash);
         if object.exists() {
             fs::remove_file(&tmp)?;
-            return Ok(Some((hash, size, 0)));
+            return Ok((hash, size, 0));
         }
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o444))?;
         fs::rename(&tmp, &object)?;
         self.unsynced.push(object);
-        Ok(Some((hash, size, written)))
+        Ok((hash, size, written))
+    }
+
+    /// [`Self::store_object`] for a small file: read whole, named, and
+    /// written only if no object has its name yet.
+    fn store_small(&mut self, file: &fs::File, size: u64) -> std::io::Result<(String, u64, u64)> {
+        let mut buf = vec![0u8; size as usize];
+        let size = read_data(file, size, |offset, bytes| {
+            buf[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
+            Ok(())
+        })?;
+        let content = &buf[..size as usize];
+        let mut hasher = ContentHasher::new();
+        let runs = hasher.update(0, content);
+        let hash = hasher.finish(size);
+        let object = self.objects.join(&hash);
+        if object.exists() {
+            return Ok((hash, size, 0));
+        }
+        let tmp = self.tmp_path();
+        let written = create_object_file(&tmp).and_then(|out| {
+            write_runs(&out, 0, content, &runs)?;
+            out.set_len(size)?;
+            Ok(runs.iter().map(|r| r.len() as u64).sum())
+        });
+        match written.and_then(|written| fs::rename(&tmp, &object).map(|()| written)) {
+            Ok(written) => {
+                self.unsynced.push(object);
+                Ok((hash, size, written))
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// A fresh temporary name in the objects folder.
+    fn tmp_path(&mut self) -> PathBuf {
+        self.tmp_counter += 1;
+        self.objects
+            .join(format!(".tmp-{}-{}", std::process::id(), self.tmp_counter))
     }
 
     /// Stores a tree (once) and returns its hash and the bytes written.
@@ -160,4 +177,42 @@ pub(super) fn write_new(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
     out.flush()?;
     drop(out);
     fs::rename(&tmp, path)
+}
+
+/// Files up to this size are read whole before their object is written.
+const SMALL: u64 = 64 << 10;
+
+/// Creates an object file, read-only from the start (written through the
+/// handle that created it).
+fn create_object_file(path: &Path) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(path)
+}
+
+/// Writes the data `runs` of `bytes`, found at `offset` of the content.
+fn write_runs(out: &fs::File, offset: u64, bytes: &[u8], runs: &[std::ops::Range<usize>]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    for run in runs {
+        out.write_all_at(&bytes[run.clone()], offset + run.start as u64)?;
+    }
+    Ok(())
+}
+
+/// Copies the content of `file` (its first `size` bytes) to `out`, data
+/// blocks only; its name, size and the bytes written.
+fn copy_content(file: &fs::File, out: &fs::File, size: u64) -> std::io::Result<(String, u64, u64)> {
+    let mut hasher = ContentHasher::new();
+    let mut written = 0u64;
+    let read = read_data(file, size, |offset, bytes| {
+        let runs = hasher.update(offset, bytes);
+        write_runs(out, offset, bytes, &runs)?;
+        written += runs.iter().map(|r| r.len() as u64).sum::<u64>();
+        Ok(())
+    })?;
+    out.set_len(read)?;
+    Ok((hasher.finish(read), read, written))
 }

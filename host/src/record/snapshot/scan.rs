@@ -36,6 +36,9 @@ pub(super) struct Walk<'a> {
     refused: Vec<Refused>,
     stats: SnapshotStats,
     capped: bool,
+    /// The latest ctime (ns since the epoch) of a file this walk vouches
+    /// for by its `stat`.
+    latest_ctime: i128,
 }
 
 /// What a walk found.
@@ -45,6 +48,7 @@ pub(super) struct Walked {
     pub(super) refused: Vec<Refused>,
     pub(super) stats: SnapshotStats,
     pub(super) capped: bool,
+    pub(super) latest_ctime: i128,
 }
 
 impl<'a> Walk<'a> {
@@ -67,6 +71,7 @@ impl<'a> Walk<'a> {
             refused: Vec::new(),
             stats: SnapshotStats::default(),
             capped: false,
+            latest_ctime: 0,
         }
     }
 
@@ -90,6 +95,7 @@ impl<'a> Walk<'a> {
             refused: self.refused,
             stats: self.stats,
             capped: self.capped,
+            latest_ctime: self.latest_ctime,
         })
     }
 
@@ -435,23 +441,17 @@ impl<'a> Walk<'a> {
         if let Some(over) = self.over_caps(stat) {
             return Ok(Err((Kind::File, over)));
         }
-        let left = self.limits.workspace_bytes - self.stats.bytes;
-        match self.objects.store_object(file, left)? {
-            Some((hash, _size, written)) => {
-                self.stats.written_bytes += written;
-                Ok(Ok(self.file_entry(stat, StatKey::of(stat), hash)))
-            }
-            None => {
-                self.capped = true;
-                Ok(Err((
-                    Kind::File,
-                    format!(
-                        "it grew past the workspace's cap of {} bytes while being read",
-                        self.limits.workspace_bytes
-                    ),
-                )))
-            }
+        let (hash, size, written) = self.objects.store_object(file, stat.st_size as u64)?;
+        self.stats.written_bytes += written;
+        let mut remembered = self.file_entry(stat, StatKey::of(stat), hash);
+        if let TreeEntry::File { size: recorded, .. } = &mut remembered.entry
+            && *recorded != size
+        {
+            // It shrank while read: what was read is what is recorded.
+            self.stats.bytes -= *recorded - size;
+            *recorded = size;
         }
+        Ok(Ok(remembered))
     }
 
     /// Records the subdirectory `sub` at `rel` (unless too deep).
@@ -496,6 +496,7 @@ impl<'a> Walk<'a> {
         self.stats.bytes += size;
         self.stats.allocated_bytes += allocated;
         let executable = stat.st_mode & 0o111 != 0;
+        self.latest_ctime = self.latest_ctime.max(key.changed_ns());
         Remembered {
             entry: TreeEntry::File { hash, size, executable },
             key: Some(key),

@@ -23,7 +23,7 @@ pub struct SnapshotStore {
     manifests: PathBuf,
     limits: Limits,
     /// What the last snapshot recorded and what changed since.
-    tracking: Tracking,
+    pub(super) tracking: Tracking,
     next_id: u64,
     last: Option<Manifest>,
     /// Bytes all snapshots of this store added to it.
@@ -184,7 +184,9 @@ impl SnapshotStore {
             mut refused,
             mut stats,
             capped,
+            latest_ctime,
         } = walked;
+        wait_past(latest_ctime);
         self.tracking.dirs = dirs;
         self.tracking.capped = capped;
         self.tracking.materialized.clear();
@@ -258,6 +260,25 @@ impl SnapshotStore {
                 budget >> 20
             )
         })
+    }
+}
+
+/// The coarsest tick by which a kernel stamps file times (HZ=100), with
+/// room to spare.
+const TICK_NS: i128 = 20_000_000;
+
+/// Returns once the clock is a tick past `ctime` (ns since the epoch): a
+/// file the walk vouched for by its `stat` then gets another ctime from
+/// any change to come, even one within the tick of its last (which a
+/// coarse clock would otherwise stamp the same, and a script can set its
+/// size and mtime back). At most a tick's wait, and only after a file
+/// changed just before the walk.
+fn wait_past(ctime: i128) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let now = now.map_or(0, |d| d.as_nanos() as i128);
+    let wait = (ctime + TICK_NS - now).clamp(0, TICK_NS);
+    if wait > 0 {
+        std::thread::sleep(std::time::Duration::from_nanos(wait as u64));
     }
 }
 

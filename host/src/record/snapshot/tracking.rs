@@ -28,6 +28,11 @@ impl StatKey {
             dev: stat.st_dev,
         }
     }
+
+    /// Its ctime, in ns since the epoch: what no script can set back.
+    pub(super) fn changed_ns(&self) -> i128 {
+        self.ctime_ns
+    }
 }
 
 /// One entry of a directory as the last snapshot recorded it.
