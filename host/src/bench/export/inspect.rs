@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::transcript::{Call, Transcript, error_kind, result_text};
+use super::inspect_events::error_type;
+use super::transcript::{Transcript, result_text};
 use super::{AgentRun, Episode};
 use crate::bench::across::{AcrossTasks, Aggregate};
 use crate::bench::ranked;
@@ -285,15 +286,4 @@ fn messages(t: &Transcript) -> Vec<Value> {
     };
     messages.push(json!({"role": "assistant", "content": content, "source": "generate"}));
     messages
-}
-
-/// Inspect's tool-error type for a host error kind.
-pub(super) fn error_type(call: &Call) -> &'static str {
-    match error_kind(call) {
-        Some("not-found") => "file_not_found",
-        Some("permission-denied") => "permission",
-        Some("timeout") => "timeout",
-        Some("too-large" | "budget-exhausted" | "limit") => "limit",
-        _ => "unknown",
-    }
 }

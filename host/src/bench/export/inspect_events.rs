@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::transcript::{Call, Transcript, result_text};
+use super::transcript::{Call, Transcript, error_kind, result_text};
 
 /// The events of an episode, in the order they happened, then its scores.
 pub fn events(t: &Transcript, scores: &Value, target: &str) -> Vec<Value> {
@@ -59,7 +59,7 @@ fn tool_event(call: &Call, completed: &str) -> Value {
                            "arguments": call.arguments, "result": result_text(call), "completed": completed,
                            "working_time": call.duration_us as f64 / 1e6});
     if let Some(error) = &call.error {
-        event["error"] = json!({"type": super::inspect::error_type(call), "message": error});
+        event["error"] = json!({"type": error_type(call), "message": error});
     }
     event
 }
@@ -147,6 +147,17 @@ fn stop_reason(finish: Option<&str>) -> &'static str {
         Some("stop" | "stop-sequence") => "stop",
         Some("length") => "max_tokens",
         Some("tool-calls") => "tool_calls",
+        _ => "unknown",
+    }
+}
+
+/// Inspect's tool-error type for a host error kind.
+pub(super) fn error_type(call: &Call) -> &'static str {
+    match error_kind(call) {
+        Some("not-found") => "file_not_found",
+        Some("permission-denied") => "permission",
+        Some("timeout") => "timeout",
+        Some("too-large" | "budget-exhausted" | "limit") => "limit",
         _ => "unknown",
     }
 }
