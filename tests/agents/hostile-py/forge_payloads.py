@@ -114,16 +114,16 @@ def steal_channel():
     return found
 
 
+# Burns `seconds` of CPU time (not of the wall clock: load cannot shorten it).
 def spin(seconds):
-    """Burns `seconds` of CPU time (not of the wall clock: load cannot shorten it)."""
     end = time.process_time() + seconds
     while time.process_time() < end:
         pass
 
 
+# `seconds` of CPU work, half in a thread, half in a grandchild that leaves
+# the session (setsid) and is gone before this returns.
 def hidden_work(seconds):
-    """`seconds` of CPU work, half in a thread, half in a grandchild that
-    leaves the session (setsid) and is gone before this returns."""
     import threading
     worker = threading.Thread(target=spin, args=(seconds / 2,))
     worker.start()
