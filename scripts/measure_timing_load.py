@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Whether a timed score survives load: the vectorize task's score (CPU time
-against the reference solution's, in rounds) and the wall-clock seconds
+against the unmodified forward()'s, in rounds) and the wall-clock seconds
 kept beside it, for the same submission scored on an idle machine and with
 busy loops beside the evaluation, and whether `mlrb verify` passes the
-recorded score each time.
+recorded score each time; for two submissions, the unmodified train.py (a
+call of about a second) and the reference solution (a few milliseconds).
 
 Usage: scripts/measure_timing_load.py [--evals N] [--busy B] [--sandbox local|docker]
-(after scripts/build.sh; CARGO_TARGET_DIR is honoured). It runs the
-baseline agent (the unmodified train.py) once, which records a score, then
+(after scripts/build.sh; CARGO_TARGET_DIR is honoured). For each
+submission it runs the baseline agent once (on a copy of the task whose
+train.py is that submission), which records a score, then
 for each load (no busy loop, then B of them: `while :; do :; done`, ended by
 pid) scores the episode's final snapshot N times with `mlrb eval` on a copy
 and runs `mlrb verify` on the recorded episode once. It prints, per
@@ -71,9 +73,48 @@ def verify(episode, sandbox):
 
 def row(label, score):
     spread, measures = score.get("spread") or {}, score.get("measures") or {}
-    return (f"{label:14s} {score['score']:9.2f}  {spread.get('low', 0):8.2f}-{spread.get('high', 0):<8.2f}"
+    return (f"{label:14s} {score['score']:9.5f}  {spread.get('low', 0):8.5f}-{spread.get('high', 0):<8.5f}"
             f" {measures.get('seconds', 0):9.4f} {measures.get('cpu_seconds', 0):9.4f}"
             f" {measures.get('reference_cpu_seconds', 0):9.5f}")
+
+
+def task_with(tmp, solution):
+    """A copy of vectorize whose train.py is `solution` (a path in the task)."""
+    task = os.path.join(tmp, solution.replace("/", "-"), "vectorize")
+    shutil.copytree(os.path.join(ROOT, "tasks", "vectorize"), task)
+    shutil.copy(os.path.join(task, solution), os.path.join(task, "env", "train.py"))
+    return task
+
+
+def measure(args, tmp, label, task):
+    out = tempfile.mkdtemp(prefix="runs-", dir=tmp)
+    ran = subprocess.run([MLRB, "run", "--agent", AGENT, "--task", task, "--out", out, "--run-name", "r",
+                          "--sandbox", args.sandbox, "--json"], capture_output=True, text=True)
+    if ran.returncode != 0:
+        sys.exit(f"mlrb run failed ({ran.returncode}): {ran.stderr.strip()[-2000:]}")
+    episode = os.path.join(out, "r", "vectorize", "baseline", "0")
+    with open(os.path.join(episode, "score.json")) as f:
+        recorded = json.load(f)
+    print(f"{label}, {args.sandbox} sandbox, {os.cpu_count()} CPUs")
+    print(f"{'':14s} {'score':>9s}  {'rounds low-high':17s} {'seconds':>9s} {'cpu s':>9s} {'ref cpu s':>9s}")
+    print(row("recorded", recorded))
+    summary = []
+    for busy in (0, args.busy):
+        with BusyLoops(busy):
+            scores = [evaluate(episode, args.sandbox, tmp) for _ in range(args.evals)]
+            load = load_average()
+            passed, said = verify(episode, args.sandbox)
+        for n, score in enumerate(scores, 1):
+            print(row(f"{busy} busy #{n}", score))
+        median = statistics.median(s["score"] for s in scores)
+        seconds = statistics.median(s["measures"]["seconds"] for s in scores)
+        summary.append((busy, load, median, seconds, passed, said))
+    base_score, base_seconds = recorded["score"], recorded["measures"]["seconds"]
+    for busy, load, median, seconds, passed, said in summary:
+        print(f"  {busy} busy loops (load {load:.1f}): score {median:.5g} ({median / base_score:.2f}x recorded), "
+              f"seconds {seconds:.4f} ({seconds / base_seconds:.2f}x recorded); "
+              f"verify {'passes' if passed else 'FAILS: ' + said}")
+    print()
 
 
 def main():
@@ -83,32 +124,8 @@ def main():
     parser.add_argument("--sandbox", default="local", choices=["local", "docker"])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "runs")
-        subprocess.run([MLRB, "run", "--agent", AGENT, "--task", "vectorize", "--out", out, "--run-name", "r",
-                        "--sandbox", args.sandbox, "--json"], check=True, capture_output=True)
-        episode = os.path.join(out, "r", "vectorize", "baseline", "0")
-        with open(os.path.join(episode, "score.json")) as f:
-            recorded = json.load(f)
-        print(f"vectorize, the unmodified train.py, {args.sandbox} sandbox, {os.cpu_count()} CPUs")
-        print(f"{'':14s} {'score':>9s}  {'rounds low-high':17s} {'seconds':>9s} {'cpu s':>9s} {'ref cpu s':>9s}")
-        print(row("recorded", recorded))
-        summary = []
-        for busy in (0, args.busy):
-            with BusyLoops(busy):
-                scores = [evaluate(episode, args.sandbox, tmp) for _ in range(args.evals)]
-                load = load_average()
-                passed, said = verify(episode, args.sandbox)
-            for n, score in enumerate(scores, 1):
-                print(row(f"{busy} busy #{n}", score))
-            median = statistics.median(s["score"] for s in scores)
-            seconds = statistics.median(s["measures"]["seconds"] for s in scores)
-            summary.append((busy, load, median, seconds, passed, said))
-        print()
-        base_score, base_seconds = recorded["score"], recorded["measures"]["seconds"]
-        for busy, load, median, seconds, passed, said in summary:
-            print(f"{busy} busy loops (load {load:.1f}): score {median:.2f} ({median / base_score:.2f}x recorded), "
-                  f"seconds {seconds:.3f} ({seconds / base_seconds:.2f}x recorded); "
-                  f"verify {'passes' if passed else 'FAILS: ' + said}")
+        measure(args, tmp, "vectorize, the unmodified train.py", os.path.join(ROOT, "tasks", "vectorize"))
+        measure(args, tmp, "vectorize, the reference solution", task_with(tmp, "scripts/reference/train.py"))
     return 0
 
 

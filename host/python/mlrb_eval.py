@@ -213,7 +213,9 @@ def cpu_ratio(one_round, rounds, rounds_for=None):
     is the subject's CPU time over the reference's; the score is the
     median ratio, its spread the lowest and highest, and its measures the
     subject's median ``seconds`` (wall clock), ``cpu_seconds`` and the
-    reference's ``reference_cpu_seconds``. Raises RuntimeError (the
+    reference's ``reference_cpu_seconds``. Choose a reference whose call
+    takes a second or so: CPU time of a call of a few milliseconds gains
+    10-15 % under load, which the ratio would carry. Raises RuntimeError (the
     evaluator fails: no score) where mlrb measured no CPU time."""
     import statistics
     subjects, references = [], []
