@@ -541,7 +541,12 @@ fn forge_timing(score_path: &Path, by: f64, spread_low: Option<f64>) {
 /// whose spread was also widened to reach the re-scoring.
 fn check_timed_score_under_load(sandbox: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
-    let finished = common::run_episode(&common::agent("baseline"), "vectorize", &tmp.path().join("runs"), sandbox);
+    let finished = common::run_episode(
+        &common::agent("baseline"),
+        "vectorize",
+        &tmp.path().join("runs"),
+        sandbox,
+    );
     let score = &finished.json["score"];
     assert_eq!(score["valid"], true, "{score}");
     let spread = &score["spread"];

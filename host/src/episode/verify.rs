@@ -361,7 +361,10 @@ mod tests {
         let again = timed(150.0, 141.0, 171.0);
         assert_eq!(compare_scores(&timed(162.0, 158.0, 180.0), &again, (1e-9, 0.0)), None);
         let forged = compare_scores(&timed(40.0, 38.0, 42.0), &again, (1e-9, 0.0)).unwrap();
-        assert!(forged.contains("score.json says 40") && forged.contains("rounds 141 to 171"), "{forged}");
+        assert!(
+            forged.contains("score.json says 40") && forged.contains("rounds 141 to 171"),
+            "{forged}"
+        );
         // Widened to swallow anything: trusted only up to twice the re-scoring's.
         assert!(compare_scores(&timed(40.0, 1.0, 400.0), &again, (1e-9, 0.0)).is_some());
         let mut bare = timed(150.0, 150.0, 150.0);
@@ -369,8 +372,16 @@ mod tests {
         let said = compare_scores(&bare, &again, (1e-9, 0.0)).unwrap();
         assert!(said.contains("keeps no spread"), "{said}");
         let allowed = spread_tolerance(
-            Spread { low: 1.0, high: 400.0, rounds: 5 },
-            Spread { low: 141.0, high: 171.0, rounds: 5 },
+            Spread {
+                low: 1.0,
+                high: 400.0,
+                rounds: 5,
+            },
+            Spread {
+                low: 141.0,
+                high: 171.0,
+                rounds: 5,
+            },
             150.0,
         );
         assert!((allowed - (30.0 + SPREAD_FLOOR * 150.0)).abs() < 1e-9, "{allowed}");

@@ -422,7 +422,9 @@ fn figures_fault(parsed: &EvalLine, score: f64) -> Option<String> {
     let bad = |(name, value): (&String, &f64)| name.len() > 64 || !value.is_finite();
     match parsed.measures.iter().find(|m| bad(*m)) {
         _ if parsed.measures.len() > MAX_MEASURES => Some(format!("measures: more than {MAX_MEASURES}")),
-        Some((name, value)) => Some(format!("measure {name:.64} = {value}: a name of at most 64 bytes and a finite number")),
+        Some((name, value)) => Some(format!(
+            "measure {name:.64} = {value}: a name of at most 64 bytes and a finite number"
+        )),
         None => None,
     }
 }

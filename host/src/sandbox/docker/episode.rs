@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 use super::cgroup_procs::CgroupProcs;
 use super::container::Container;
 use super::oom::OomWatch;
-use crate::sandbox::{EpisodeSetup, cpu_time};
 use crate::sandbox::launcher::{Launcher, Warm};
+use crate::sandbox::{EpisodeSetup, cpu_time};
 
 /// The container of one episode (or of one prepare/evaluate step).
 pub struct DockerEpisode {
@@ -87,7 +87,10 @@ impl DockerEpisode {
             id: self.container.id.clone(),
         };
         let inspected = self.container.docker.inspect_container(&self.container.id, None).await;
-        let pid = inspected.ok().and_then(|i| i.state?.pid).and_then(|p| i32::try_from(p).ok());
+        let pid = inspected
+            .ok()
+            .and_then(|i| i.state?.pid)
+            .and_then(|p| i32::try_from(p).ok());
         pid.filter(|&p| p > 0)
             .and_then(cpu_time::of_process)
             .unwrap_or_else(engine)
