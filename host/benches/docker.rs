@@ -93,6 +93,7 @@ fn main() {
                 gpus: Vec::new(),
                 log_prefix: None,
                 stop: Default::default(),
+                meter: Default::default(),
             };
             let started = Instant::now();
             assert!(sandbox.run(command).await.unwrap().success());

@@ -188,6 +188,7 @@ async fn from_a_sandbox(origin: SocketAddr) {
             gpus: Vec::new(),
             log_prefix: None,
             stop: Default::default(),
+            meter: Default::default(),
         })
         .await
         .unwrap();

@@ -52,6 +52,7 @@ __all__ = [
     "read_file", "read_text", "read_submission", "read_answers",
     "integer_id", "string_id", "class_label", "finite_float", "probability",
     "one_of", "boolean", "format_cell", "write_csv", "prepare_args", "Run", "run_submission",
+    "Timed", "cpu_ratio",
 ]
 
 MAX_BYTES = 50 * 1024 * 1024  # never read more than this from a workspace file
@@ -102,7 +103,7 @@ def finish(score=None, error=None, kind=None, folds=None):
     """Prints the final JSON line and exits with status 0.
 
     ``finish(score=x)``: a valid submission, ``{"score": x}`` with x rounded
-    to 6 decimals. ``finish(error=e)``: an invalid one,
+    to 6 decimals; a :class:`Timed` score adds its ``spread`` and ``measures``. ``finish(error=e)``: an invalid one,
     ``{"score": null, "error": "<e on one line>", "kind": ...}`` (the kind
     from ``kind`` or an :class:`Invalid` ``error``). A score that is not a
     finite number is an evaluator bug: it raises ValueError (non-zero exit).
@@ -114,6 +115,8 @@ def finish(score=None, error=None, kind=None, folds=None):
         if not math.isfinite(value):
             raise ValueError(f"the evaluator computed a non-finite score: {value!r}")
         result = {"score": round(value, SCORE_DIGITS)}
+        if isinstance(score, Timed):
+            result.update(score.fields())
         if folds:
             result["folds"] = folds
     else:
@@ -171,6 +174,70 @@ def _fold_scores(score_fn, argv, k):
         finally:
             del os.environ["MLRB_FOLD"]
     return scores if _folds_used[0] else None
+
+
+class Timed(float):
+    """A score measured in rounds (a speed): the float is the score, and
+    ``low``/``high`` the lowest and highest round (mlrb's ``verify`` allows
+    a re-scoring the spread the rounds showed), ``rounds`` how many there
+    were, ``measures`` other figures kept beside the score in
+    ``score.json`` (``{name: number}``, e.g. the median seconds)."""
+
+    def __new__(cls, score, low, high, rounds, measures=None):
+        value = super().__new__(cls, score)
+        value.low, value.high, value.rounds = float(low), float(high), int(rounds)
+        value.measures = {k: float(v) for k, v in (measures or {}).items()}
+        return value
+
+    def fields(self):
+        for number in (float(self), self.low, self.high, *self.measures.values()):
+            if not math.isfinite(number):
+                raise ValueError(f"the evaluator computed a non-finite timing: {number!r}")
+        if not self.low <= float(self) <= self.high:
+            raise ValueError(f"the score {float(self)} lies outside its rounds {self.low}-{self.high}")
+        digits = lambda v: float(f"{v:.6g}")  # noqa: E731
+        low, high = (round(v, SCORE_DIGITS) for v in (self.low, self.high))  # as the score is
+        fields = {"spread": {"low": low, "high": high, "rounds": self.rounds}}
+        if self.measures:
+            fields["measures"] = {k: digits(v) for k, v in self.measures.items()}
+        return fields
+
+
+def cpu_ratio(one_round, rounds, rounds_for=None):
+    """A speed measured against a reference, as a :class:`Timed` score.
+
+    ``one_round()`` runs the subject and its reference once each, one
+    right after the other (timed runs of :func:`run_submission`), and
+    returns them as ``(subject, reference)``; ``rounds_for(first_subject)``
+    may change how many rounds there are after the first. A round's ratio
+    is the subject's CPU time over the reference's; the score is the
+    median ratio, its spread the lowest and highest, and its measures the
+    subject's median ``seconds`` (wall clock), ``cpu_seconds`` and the
+    reference's ``reference_cpu_seconds``. Choose a reference whose call
+    takes a second or so: CPU time of a call of a few milliseconds gains
+    10-15 % under load, which the ratio would carry. Raises RuntimeError (the
+    evaluator fails: no score) where mlrb measured no CPU time."""
+    import statistics
+    subjects, references = [], []
+    while len(subjects) < rounds:
+        subject, reference = one_round()
+        for run in (subject, reference):
+            if run.cpu_seconds is None:
+                raise RuntimeError(
+                    "mlrb measured no CPU time for a timed run: scoring a speed needs the runs' control "
+                    "groups (a host with a writable cgroup, or --sandbox docker)")
+        subjects.append(subject)
+        references.append(reference)
+        if len(subjects) == 1 and rounds_for is not None:
+            rounds = rounds_for(subject)
+    ratios = [s.cpu_seconds / max(r.cpu_seconds, 1e-6) for s, r in zip(subjects, references)]
+    median = statistics.median
+    measures = {
+        "seconds": median(s.seconds for s in subjects),
+        "cpu_seconds": median(s.cpu_seconds for s in subjects),
+        "reference_cpu_seconds": median(r.cpu_seconds for r in references),
+    }
+    return Timed(median(ratios), min(ratios), max(ratios), len(ratios), measures)
 
 
 # ---------------------------------------------------------------------------
@@ -486,7 +553,10 @@ class Run:
     ``killed``; ``exit_code`` the exit code when it exited; ``result`` the
     bytes it sent on its channel (``None`` without a complete one);
     ``seconds`` mlrb's own measure of a timed run (from its ``ready`` to the
-    result's last byte) or of the whole run; ``outputs`` the folder where
+    result's last byte) or of the whole run; ``cpu_seconds`` the CPU time
+    the timed run's processes used in that span, as mlrb read it from the
+    run's control group (``None`` where the sandbox has none): unlike
+    ``seconds`` it does not grow with the machine's load; ``outputs`` the folder where
     what it wrote to ``/mlrb/output`` was copied (regular files and folders
     only, sparse files sparse) and ``outputs_left_out`` how many entries
     (links, special files) were not; ``stderr`` the end of what it printed
@@ -498,6 +568,7 @@ class Run:
         self.termination = reply.get("termination")
         self.exit_code = reply.get("exit_code")
         self.seconds = reply.get("seconds")
+        self.cpu_seconds = reply.get("cpu_seconds")
         self.stderr = reply.get("stderr", "")
         self.outputs = os.path.join(folder, "out")
         self.outputs_left_out = (reply.get("outputs") or {}).get("left_out", 0)
@@ -537,16 +608,24 @@ def _runner_call(request):
 
 
 # The part of a run's harness that speaks the channel (insert it after the
-# harness has loaded its inputs): opens $MLRB_CHANNEL and defines send(data),
-# which writes all of data, and send_array(array), which sends a numpy
-# array as the run's result (its length as 8 little-endian bytes, then .npy).
+# harness has loaded its inputs): opens $MLRB_CHANNEL (and a timed run's
+# $MLRB_GO) and defines send(data), which writes all of data; ready(), which
+# starts mlrb's clocks (it says `ready`, then waits on $MLRB_GO until mlrb
+# has read the run's CPU time); and send_array(array), which sends a numpy
+# array as the run's result (its length as 8 little-endian bytes, then
+# .npy) and, in a timed run, then waits, idle, until mlrb ends the run.
 HARNESS_CHANNEL = r"""
 import os
 _channel = os.open(os.environ["MLRB_CHANNEL"], os.O_WRONLY)
+_go = os.open(os.environ["MLRB_GO"], os.O_RDONLY) if "MLRB_GO" in os.environ else None
 def send(data):
     view = memoryview(data)
     while view:
         view = view[os.write(_channel, view):]
+def ready():
+    send(b"ready\n")
+    if _go is not None:
+        os.read(_go, 3)
 def send_array(array):
     import io
     import numpy
@@ -554,6 +633,8 @@ def send_array(array):
     numpy.save(buffer, numpy.asarray(array), allow_pickle=False)
     payload = buffer.getvalue()
     send(len(payload).to_bytes(8, "little") + payload)
+    if _go is not None:
+        os.read(_go, 1)
 """
 
 
@@ -573,8 +654,12 @@ def run_submission(argv, inputs=None, timeout=60.0, timed=False, result_max_byte
     with ``open(os.environ["MLRB_CHANNEL"], "wb", buffering=0)``): the
     result's length as 8 little-endian bytes, then its bytes. A ``timed``
     run first writes ``b"ready\\n"`` there, once its inputs are loaded and
-    before any submitted code runs; mlrb's clock runs from that line to the
-    result's last byte, and the run is ended as soon as the result is in.
+    before any submitted code runs, and waits for ``go`` on ``$MLRB_GO``
+    (``ready()`` of :data:`HARNESS_CHANNEL` does both); mlrb's clocks (wall
+    and CPU time) run from that line to the result's last byte, and the run
+    is ended as soon as the result is in. A timed run's numerical libraries
+    get one thread each (``OMP_NUM_THREADS=1`` and the like): CPU time sums
+    threads, and a pool's idle threads may spin.
     A run whose ``/mlrb/output`` grows past mlrb's bounds (256 MiB, each
     file counted whole even where sparse, or 4096 entries) is stopped and
     refused: this raises :class:`Invalid` (kind ``too-large`` or ``rules``).

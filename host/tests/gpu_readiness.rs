@@ -71,6 +71,7 @@ fn command(argv: &[&str], workspace: &Path, limits: CommandLimits) -> Command {
         gpus: vec![],
         log_prefix: None,
         stop: Default::default(),
+        meter: Default::default(),
     }
 }
 

@@ -310,6 +310,7 @@ fn no_descriptor_of_the_host_reaches_a_script_in_bubblewrap() {
         gpus: vec![],
         log_prefix: None,
         stop: Default::default(),
+        meter: Default::default(),
     };
     let alone = held(&episode.runtime.block_on(sandbox.run(step)).unwrap());
     assert_eq!(alone.len(), 3, "a task step holds more than its streams: {alone:?}");

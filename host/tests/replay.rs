@@ -484,6 +484,108 @@ fn verify_finds_one_changed_byte_in_any_artefact_and_a_signature_holds_only_with
     }
 }
 
+/// Processes that keep the CPUs busy (`while :; do :; done`), each ended
+/// by its own pid when dropped.
+struct BusyLoops(Vec<std::process::Child>);
+
+impl BusyLoops {
+    fn start(n: usize) -> Self {
+        let spin = || {
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap()
+        };
+        Self((0..n).map(|_| spin()).collect())
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A timed score with what follows from it made consistent, as a forger
+/// who edits `score.json` would: the score (and its rounds) divided by
+/// `by`, the improvement, normalised score, success and best score derived
+/// again.
+fn forge_timing(score_path: &Path, by: f64, spread_low: Option<f64>) {
+    let mut score: Value = serde_json::from_slice(&std::fs::read(score_path).unwrap()).unwrap();
+    let value = score["score"].as_f64().unwrap() / by;
+    let baseline = score["baseline"].as_f64().unwrap();
+    let reference = score["reference"].as_f64().unwrap();
+    let improvement = (baseline - value) / baseline;
+    score["score"] = value.into();
+    score["best_score"] = value.into();
+    score["improvement"] = improvement.into();
+    score["normalized"] = ((value - baseline) / (reference - baseline)).into();
+    score["success"] = (improvement > 0.1).into();
+    for end in ["low", "high"] {
+        let edge = score["spread"][end].as_f64().unwrap() / by;
+        score["spread"][end] = edge.into();
+    }
+    if let Some(low) = spread_low {
+        score["spread"]["low"] = low.into();
+    }
+    std::fs::write(score_path, serde_json::to_vec(&score).unwrap()).unwrap();
+}
+
+/// A timed score (vectorize's: CPU time against the reference solution's,
+/// in rounds) re-verifies with four busy loops beside `mlrb verify`, where
+/// a time on the wall clock would have grown several times over; a score
+/// edited better, with everything that follows from it, does not, nor one
+/// whose spread was also widened to reach the re-scoring.
+fn check_timed_score_under_load(sandbox: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let finished = common::run_episode(
+        &common::agent("baseline"),
+        "vectorize",
+        &tmp.path().join("runs"),
+        sandbox,
+    );
+    let score = &finished.json["score"];
+    assert_eq!(score["valid"], true, "{score}");
+    let spread = &score["spread"];
+    assert!(spread["rounds"].as_u64().unwrap() >= 5, "{score}");
+    assert!(score["measures"]["seconds"].as_f64().unwrap() > 0.0, "{score}");
+    let recorded = score["score"].as_f64().unwrap();
+    assert!(
+        spread["low"].as_f64().unwrap() <= recorded && recorded <= spread["high"].as_f64().unwrap(),
+        "{score}"
+    );
+    let load = BusyLoops::start(4);
+    let (ok, said) = verify(&finished.dir, sandbox);
+    drop(load);
+    assert!(ok, "an honest timing did not re-verify under load: {said}");
+
+    let forged = tmp.path().join("forged");
+    common::copy_dir(&finished.dir, &forged);
+    forge_timing(&forged.join("score.json"), 3.0, None);
+    let (ok, said) = verify(&forged, sandbox);
+    assert!(!ok && said.contains("score.json says"), "{said}");
+    assert!(!said.contains("improvement is"), "consistent, as forged: {said}");
+    // A spread widened down to anything: trusted no wider than the re-scoring's.
+    forge_timing(&forged.join("score.json"), 1.0, Some(0.0));
+    let (ok, said) = verify(&forged, sandbox);
+    assert!(!ok && said.contains("score.json says"), "{said}");
+}
+
+#[test]
+fn a_timed_score_verifies_under_load_and_a_forged_one_does_not() {
+    check_timed_score_under_load(&[]);
+}
+
+#[test]
+fn a_timed_score_verifies_under_load_and_a_forged_one_does_not_in_docker() {
+    if common::docker_ready() {
+        check_timed_score_under_load(&["--sandbox", "docker"]);
+    }
+}
+
 #[test]
 fn an_episode_whose_task_folder_is_gone_does_not_verify() {
     let tmp = tempfile::tempdir().unwrap();

@@ -45,6 +45,11 @@ pub fn differences(task: &Task, score: &ScoreRecord) -> Vec<String> {
     {
         failures.push(format!("score.json: a valid score, but {why}"));
     }
+    if let (Some(spread), Some(value)) = (score.spread, score.score)
+        && let Some(why) = spread.fault(value)
+    {
+        failures.push(format!("score.json: {why}"));
+    }
     failures
 }
 

@@ -309,6 +309,14 @@ pub struct ScoreRecord {
     pub higher_is_better: Option<bool>,
     /// The evaluator's score of the final snapshot; null when there is none.
     pub score: Option<f64>,
+    /// The rounds a timed score was measured in (their lowest, highest and
+    /// count): `mlrb verify` allows a re-scoring what they spread over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<crate::task::Spread>,
+    /// Figures the evaluator kept beside the score (a timed task's median
+    /// seconds, for a reader comparing with a number in seconds).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub measures: std::collections::BTreeMap<String, f64>,
     /// Whether the evaluator accepted the submission.
     pub valid: bool,
     /// Whether the metric's direction is known; when it is not, there is
@@ -423,6 +431,8 @@ impl ScoreRecord {
     pub fn from_evaluation(task: &Task, record: &EpisodeRecord, snapshot: (u64, &str), evaluation: Evaluation) -> Self {
         let mut score = Self {
             score: evaluation.score,
+            spread: evaluation.spread,
+            measures: evaluation.measures,
             valid: evaluation.valid,
             error: evaluation.error,
             evaluator_failed: evaluation.evaluator_failed,
@@ -465,6 +475,8 @@ impl ScoreRecord {
             metric: metric.name.clone(),
             higher_is_better: metric.direction_known.then_some(metric.higher_is_better),
             score: None,
+            spread: None,
+            measures: Default::default(),
             valid: false,
             direction_known: metric.direction_known,
             baseline: metric.baseline,

@@ -264,8 +264,10 @@ fn check_validations(record: &EpisodeRecord, recording: &Recording) -> Option<St
 }
 
 /// A score's re-computation against the recorded one: `None` when they
-/// agree (within `relative` of the larger, or `absolute`: what the task
-/// allows a metric that is not deterministic), else what differs.
+/// agree, else what differs. A score measured in rounds (a speed) is
+/// allowed what its rounds spread over ([`spread_tolerance`]); any other
+/// within `relative` of the larger, or `absolute` (what the task allows a
+/// metric that is not deterministic).
 pub fn compare_scores(recorded: &ScoreRecord, again: &ScoreRecord, (relative, absolute): (f64, f64)) -> Option<String> {
     if again.evaluator_failed {
         return Some(format!(
@@ -273,20 +275,53 @@ pub fn compare_scores(recorded: &ScoreRecord, again: &ScoreRecord, (relative, ab
             again.error.as_deref().unwrap_or("the evaluator failed")
         ));
     }
-    let close = match (recorded.score, again.score) {
-        (Some(a), Some(b)) => (a - b).abs() <= (relative * a.abs().max(b.abs())).max(absolute),
-        (None, None) => true,
-        _ => false,
+    let (Some(a), Some(b)) = (recorded.score, again.score) else {
+        return (recorded.score.is_some() != again.score.is_some() || recorded.valid != again.valid)
+            .then(|| differs(recorded, again, String::new()));
     };
+    let allowed = match (recorded.spread, again.spread) {
+        (Some(was), Some(now)) => spread_tolerance(was, now, b),
+        (None, Some(_)) => {
+            return Some(format!(
+                "score.json keeps no spread for its score {a}, which its task measures in rounds"
+            ));
+        }
+        _ => (relative * a.abs().max(b.abs())).max(absolute),
+    };
+    let close = (a - b).abs() <= allowed;
     (!close || recorded.valid != again.valid).then(|| {
-        format!(
-            "score.json says {} (valid: {}), the final snapshot scores {} (valid: {})",
-            shown(recorded.score),
-            recorded.valid,
-            shown(again.score),
-            again.valid
-        )
+        let within = match again.spread {
+            Some(now) => format!(" (rounds {} to {}; allowed ±{})", now.low, now.high, round3(allowed)),
+            None => String::new(),
+        };
+        differs(recorded, again, within)
     })
+}
+
+/// How far a re-scoring `b` may land from a score measured in rounds: the
+/// wider half-spread of the two measurements, the recorded one trusted up
+/// to twice the re-scoring's (a spread edited wider buys nothing), plus
+/// [`SPREAD_FLOOR`] of `b`, for rounds that happened to agree closely.
+pub fn spread_tolerance(recorded: crate::task::Spread, again: crate::task::Spread, b: f64) -> f64 {
+    let trusted = recorded.half_width().min(2.0 * again.half_width());
+    trusted.max(again.half_width()) + SPREAD_FLOOR * b.abs()
+}
+
+/// The part of a re-scored timing it may always differ by.
+pub const SPREAD_FLOOR: f64 = 0.05;
+
+fn round3(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
+}
+
+fn differs(recorded: &ScoreRecord, again: &ScoreRecord, within: String) -> String {
+    format!(
+        "score.json says {} (valid: {}), the final snapshot scores {}{within} (valid: {})",
+        shown(recorded.score),
+        recorded.valid,
+        shown(again.score),
+        again.valid
+    )
 }
 
 fn shown(score: Option<f64>) -> String {
@@ -318,5 +353,56 @@ pub fn json_differs(recorded: &Value, expected: &Value, path: &str) -> Option<St
             .find_map(|(i, (x, y))| json_differs(x, y, &format!("{path}[{i}]"))),
         _ if recorded == expected => None,
         _ => Some(format!("{path} is {recorded}, its records give {expected}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::Spread;
+
+    fn timed(score: f64, low: f64, high: f64) -> ScoreRecord {
+        serde_json::from_value(serde_json::json!({
+            "task": "t", "metric": "cpu_time_ratio", "higher_is_better": false,
+            "score": score, "valid": true, "baseline": 160.0,
+            "spread": {"low": low, "high": high, "rounds": 5},
+            "improvement": null, "success": null, "end_reason": null, "error": null,
+            "evaluator_failed": false, "snapshot": 1, "evaluated_at": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap()
+    }
+
+    /// A timing re-scored on a busier machine lands within its rounds; an
+    /// edited one does not, nor one whose spread was edited wider, nor one
+    /// whose spread was taken out.
+    #[test]
+    fn a_timing_is_allowed_its_spread_and_no_more() {
+        let again = timed(150.0, 141.0, 171.0);
+        assert_eq!(compare_scores(&timed(162.0, 158.0, 180.0), &again, (1e-9, 0.0)), None);
+        let forged = compare_scores(&timed(40.0, 38.0, 42.0), &again, (1e-9, 0.0)).unwrap();
+        assert!(
+            forged.contains("score.json says 40") && forged.contains("rounds 141 to 171"),
+            "{forged}"
+        );
+        // Widened to swallow anything: trusted only up to twice the re-scoring's.
+        assert!(compare_scores(&timed(40.0, 1.0, 400.0), &again, (1e-9, 0.0)).is_some());
+        let mut bare = timed(150.0, 150.0, 150.0);
+        bare.spread = None;
+        let said = compare_scores(&bare, &again, (1e-9, 0.0)).unwrap();
+        assert!(said.contains("keeps no spread"), "{said}");
+        let allowed = spread_tolerance(
+            Spread {
+                low: 1.0,
+                high: 400.0,
+                rounds: 5,
+            },
+            Spread {
+                low: 141.0,
+                high: 171.0,
+                rounds: 5,
+            },
+            150.0,
+        );
+        assert!((allowed - (30.0 + SPREAD_FLOOR * 150.0)).abs() < 1e-9, "{allowed}");
     }
 }

@@ -134,6 +134,14 @@ impl Cgroup {
             let _ = write(&cpu.join("cpu.cfs_period_us"), "100000");
             let _ = write(&cpu.join("cpu.cfs_quota_us"), &((cpus * 100_000.0) as u64).to_string());
         }
+        // CPU accounting: `cpu,cpuacct` mounted together, or apart.
+        let accounted = group.dirs.iter().any(|d| d.join("cpuacct.usage").is_file());
+        if !accounted
+            && let Some(cpuacct) = controller_dir("cpuacct").map(|d| d.join(format!("mlrb-{name}")))
+            && std::fs::create_dir(&cpuacct).is_ok()
+        {
+            group.dirs.push(cpuacct);
+        }
         if let Some(freezer) = controller_dir("freezer").map(|d| d.join(format!("mlrb-{name}")))
             && std::fs::create_dir(&freezer).is_ok()
         {
@@ -145,6 +153,22 @@ impl Cgroup {
     /// Which cgroup version this group uses.
     pub fn version(&self) -> Version {
         self.version
+    }
+
+    /// Where the CPU time of the group's processes is read (see
+    /// `cpu_time`): v2's `cpu.stat`, v1's `cpuacct.usage`; none on a v1
+    /// host without the `cpuacct` controller.
+    pub fn cpu_source(&self) -> Option<super::cpu_time::Source> {
+        use super::cpu_time::Source;
+        match self.version {
+            Version::V2 => Some(Source::CpuStat(self.dirs[0].join("cpu.stat"))),
+            Version::V1 => self
+                .dirs
+                .iter()
+                .map(|d| d.join("cpuacct.usage"))
+                .find(|f| f.is_file())
+                .map(Source::Nanoseconds),
+        }
     }
 
     /// `cgroup.procs` of every directory, opened for writing before the fork
@@ -271,7 +295,7 @@ pub fn reap_stale() -> usize {
             Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')),
         ));
     }
-    for controller in ["memory", "pids", "cpu", "freezer"] {
+    for controller in ["memory", "pids", "cpu", "cpuacct", "freezer"] {
         if let Some((_, path)) = own.iter().find(|(c, _)| c.split(',').any(|c| c == controller)) {
             parents.push((
                 Version::V1,

@@ -536,6 +536,9 @@ impl Sandbox for LocalSandbox {
         let group = self
             .cgroups
             .and_then(|_| Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus));
+        if let Some(source) = group.as_ref().and_then(Cgroup::cpu_source) {
+            command.meter.set(source);
+        }
         let started = Instant::now();
         let mut command = command;
         if matches!(command.network, Reach::Proxy(_)) {

@@ -2,6 +2,7 @@
 //! prepare and evaluate steps. `local` is bubblewrap, the embedded default.
 
 pub mod cgroup;
+pub mod cpu_time;
 pub mod docker;
 pub mod egress;
 pub mod gpu;
@@ -198,6 +199,9 @@ pub struct Command {
     pub log_prefix: Option<PathBuf>,
     /// Ends the command early when the host says so.
     pub stop: Stopper,
+    /// Where the host reads the command's CPU time while it runs (set by
+    /// the sandbox once the command's control group exists).
+    pub meter: cpu_time::CpuMeter,
 }
 
 /// Lets the host end a running command early, saying why (the workspace
@@ -386,6 +390,7 @@ impl EpisodeSetup {
             gpus: self.gpus.clone(),
             log_prefix: exec.log_prefix,
             stop: exec.stop,
+            meter: Default::default(),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! The result comes back through a file in a folder only the evaluator's
 //! sandbox can write, never through output an agent's process could forge.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -47,7 +48,49 @@ pub struct Evaluation {
     /// (`MLRB_FOLDS`, to measure the metric's standard error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub folds: Option<Vec<f64>>,
+    /// The rounds a timed score was measured in (see [`Spread`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
+    /// Figures the evaluator keeps beside the score (`{name: number}`,
+    /// such as a timed task's median seconds): shown, never judged.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub measures: BTreeMap<String, f64>,
 }
+
+/// The rounds a score measured in rounds (a speed) came from: the lowest
+/// and the highest and how many; the score is their median. `mlrb verify`
+/// allows a re-scoring what the rounds spread over.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// The lowest round.
+    pub low: f64,
+    /// The highest round.
+    pub high: f64,
+    /// How many rounds there were.
+    pub rounds: u32,
+}
+
+impl Spread {
+    /// Why this spread cannot be the one of `score`, if it cannot.
+    pub fn fault(&self, score: f64) -> Option<String> {
+        if !(self.low.is_finite() && self.high.is_finite()) || self.rounds == 0 {
+            return Some(format!(
+                "spread of {} rounds from {} to {} is not one",
+                self.rounds, self.low, self.high
+            ));
+        }
+        let inside = self.low <= score && score <= self.high;
+        (!inside).then(|| format!("score {score} lies outside its rounds ({} to {})", self.low, self.high))
+    }
+
+    /// Half the width of the rounds.
+    pub fn half_width(&self) -> f64 {
+        (self.high - self.low) / 2.0
+    }
+}
+
+/// The most measures an evaluator may keep beside its score.
+const MAX_MEASURES: usize = 16;
 
 /// One evaluation to run.
 pub struct EvalRequest<'a> {
@@ -104,6 +147,12 @@ struct EvalLine {
     /// The score on each fold of the answers (`MLRB_FOLDS`).
     #[serde(default)]
     folds: Option<Vec<f64>>,
+    /// The rounds of a timed score.
+    #[serde(default)]
+    spread: Option<Spread>,
+    /// Figures kept beside the score.
+    #[serde(default)]
+    measures: BTreeMap<String, f64>,
     /// Whether the evaluator ran on the smoke profile's stand-in data.
     #[serde(default)]
     smoke: bool,
@@ -188,6 +237,7 @@ fn command(task: &Task, request: &EvalRequest<'_>, out: &Path) -> Result<sandbox
         gpus: request.gpus.clone(),
         log_prefix: request.log_prefix.clone(),
         stop: Default::default(),
+        meter: Default::default(),
     }))
 }
 
@@ -301,6 +351,8 @@ fn judge(task: &Task, outcome: &Outcome, line: &Option<String>, stderr_file: Opt
         told: super::feedback::EVALUATOR_FAILED.into(),
         kind: None,
         folds: None,
+        spread: None,
+        measures: BTreeMap::new(),
     };
     if !outcome.success() {
         let cause = failure_cause(&outcome.stderr.text);
@@ -330,6 +382,8 @@ fn judge(task: &Task, outcome: &Outcome, line: &Option<String>, stderr_file: Opt
             told: super::feedback::invalid(kind),
             kind: kind.map(String::from),
             folds: None,
+            spread: None,
+            measures: BTreeMap::new(),
         }
     };
     match parsed.score {
@@ -337,9 +391,10 @@ fn judge(task: &Task, outcome: &Outcome, line: &Option<String>, stderr_file: Opt
             format!("the evaluator's score {score} is not a finite number"),
             Some("out-of-range"),
         ),
-        Some(score) => match task.spec.metric.out_of_range(score) {
-            Some(why) => invalid(why, Some("out-of-range")),
-            None => Evaluation {
+        Some(score) => match (task.spec.metric.out_of_range(score), figures_fault(&parsed, score)) {
+            (Some(why), _) => invalid(why, Some("out-of-range")),
+            (None, Some(fault)) => failed(format!("the evaluator's {fault}")),
+            (None, None) => Evaluation {
                 score: Some(score),
                 valid: true,
                 error: None,
@@ -348,12 +403,29 @@ fn judge(task: &Task, outcome: &Outcome, line: &Option<String>, stderr_file: Opt
                 told: String::new(),
                 kind: None,
                 folds: parsed.folds.clone(),
+                spread: parsed.spread,
+                measures: parsed.measures.clone(),
             },
         },
         None => invalid(
             parsed.error.unwrap_or_else(|| "invalid submission".into()),
             parsed.kind.as_deref(),
         ),
+    }
+}
+
+/// What is wrong with the spread or the measures of a valid `score`.
+fn figures_fault(parsed: &EvalLine, score: f64) -> Option<String> {
+    if let Some(fault) = parsed.spread.and_then(|s| s.fault(score)) {
+        return Some(fault);
+    }
+    let bad = |(name, value): (&String, &f64)| name.len() > 64 || !value.is_finite();
+    match parsed.measures.iter().find(|m| bad(*m)) {
+        _ if parsed.measures.len() > MAX_MEASURES => Some(format!("measures: more than {MAX_MEASURES}")),
+        Some((name, value)) => Some(format!(
+            "measure {name:.64} = {value}: a name of at most 64 bytes and a finite number"
+        )),
+        None => None,
     }
 }
 

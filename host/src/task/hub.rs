@@ -245,6 +245,7 @@ async fn build(
             gpus: Vec::new(),
             log_prefix: Some(out.join("build")),
             stop: Default::default(),
+            meter: Default::default(),
         })
         .await?;
     if !outcome.success() {
@@ -331,6 +332,7 @@ mod tests {
             gpus: Vec::new(),
             log_prefix: None,
             stop: Default::default(),
+            meter: Default::default(),
         };
         let mut hub = for_tests(&[], &[]);
         let smoke = hub.apply(command());

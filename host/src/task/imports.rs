@@ -78,6 +78,7 @@ pub async fn probe(
             gpus: Vec::new(),
             log_prefix: None,
             stop: Default::default(),
+            meter: Default::default(),
         })
         .await?;
     if !outcome.success() {

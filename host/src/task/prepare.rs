@@ -290,6 +290,7 @@ fn step(
         gpus: Vec::new(),
         log_prefix: Some(log),
         stop: Default::default(),
+        meter: Default::default(),
     }))
 }
 

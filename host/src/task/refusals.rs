@@ -145,6 +145,8 @@ mod tests {
             told: String::new(),
             kind: None,
             folds: None,
+            spread: None,
+            measures: Default::default(),
         }
     }
 

@@ -143,6 +143,7 @@ async fn missing_modules(task: &Task, sandbox: &dyn Sandbox) -> Result<Vec<Strin
             gpus: Vec::new(),
             log_prefix: None,
             stop: Default::default(),
+            meter: Default::default(),
         })
         .await?;
     if !outcome.success() {

@@ -62,6 +62,7 @@ pub async fn run_in_workspace(
             gpus: gpus.to_vec(),
             log_prefix: Some(log_prefix(dir, label)),
             stop: Default::default(),
+            meter: Default::default(),
         }))
         .await
 }

@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 use super::cgroup_procs::CgroupProcs;
 use super::container::Container;
 use super::oom::OomWatch;
-use crate::sandbox::EpisodeSetup;
 use crate::sandbox::launcher::{Launcher, Warm};
+use crate::sandbox::{EpisodeSetup, cpu_time};
 
 /// The container of one episode (or of one prepare/evaluate step).
 pub struct DockerEpisode {
@@ -77,6 +77,23 @@ impl DockerEpisode {
     /// The container's id.
     pub fn id(&self) -> &str {
         &self.container.id
+    }
+
+    /// Where the container's CPU time is read: its control group on this
+    /// host, or else the engine's statistics.
+    pub(super) async fn cpu_source(&self) -> cpu_time::Source {
+        let engine = || cpu_time::Source::Engine {
+            docker: self.container.docker.clone(),
+            id: self.container.id.clone(),
+        };
+        let inspected = self.container.docker.inspect_container(&self.container.id, None).await;
+        let pid = inspected
+            .ok()
+            .and_then(|i| i.state?.pid)
+            .and_then(|p| i32::try_from(p).ok());
+        pid.filter(|&p| p > 0)
+            .and_then(cpu_time::of_process)
+            .unwrap_or_else(engine)
     }
 
     /// True when this host can see that no process but those the container

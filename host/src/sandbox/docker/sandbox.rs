@@ -133,6 +133,7 @@ impl Sandbox for DockerSandbox {
             lifetime: command.limits.timeout + LIFETIME_GRACE,
         };
         let container = self.open(&setup, "task-step", false).await?;
+        command.meter.set(container.cpu_source().await);
         let outcome = container
             .exec(Exec {
                 argv: command.argv,

@@ -33,5 +33,6 @@ pub fn command(devices: Vec<String>, workspace: &Path) -> Command {
         gpus: devices,
         log_prefix: None,
         stop: Default::default(),
+        meter: Default::default(),
     }
 }

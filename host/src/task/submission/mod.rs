@@ -9,11 +9,12 @@
 //! control group or container, killed as a whole, with the workspace
 //! read-only, the inputs read-only, a scratch output folder (bounded and
 //! copied back by `outputs.rs`) and a result channel (a FIFO this host
-//! reads, which the run may write but never read). What the records keep of the runs is bounded per evaluation
+//! reads, which the run may write but never read; a timed run also gets a
+//! `go` FIFO it may read but never write). What the records keep of the runs is bounded per evaluation
 //! (`logs.rs`). It sees neither the hidden files, nor
 //! the evaluator's processes, nor the evaluator's result file. The host
 //! times a run itself, from the run's `ready` to the last byte of its
-//! result, and answers with how it ended; the evaluator, apart, judges
+//! result, in wall-clock and in CPU time (`run.rs`), and answers with how it ended; the evaluator, apart, judges
 //! what it returned. `mlrb_eval.run_submission` is the evaluator's side.
 
 mod logs;
@@ -78,6 +79,10 @@ pub struct Reply {
     /// Seconds from `ready` to the result's last byte (timed runs), or the
     /// run's whole time.
     pub seconds: Option<f64>,
+    /// The CPU time the run's processes used from `ready` to the result's
+    /// last byte (timed runs), as this host read it from the run's control
+    /// group or container; none where the sandbox has no such meter.
+    pub cpu_seconds: Option<f64>,
     /// The end of what the run printed on stderr (at most 2 KiB): for the
     /// evaluator's records, never for the agent.
     pub stderr: String,
@@ -94,6 +99,7 @@ impl Reply {
             exit_code: None,
             result: false,
             seconds: None,
+            cpu_seconds: None,
             stderr: String::new(),
             outputs: None,
         }
