@@ -9,6 +9,8 @@
 
 mod common;
 
+use common::findings;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -34,25 +36,9 @@ fn upstream(name: &str, dir: &Path) -> PathBuf {
 
 /// `mlrb tasks test --smoke --keep --json` on `folders`: exit status, reports.
 fn smoke(folders: &[PathBuf]) -> (bool, Vec<Value>) {
-    let output = common::mlrb()
-        .args(["tasks", "test", "--smoke", "--keep", "--sandbox", "docker", "--json"])
-        .args(folders)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let reports: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&output.stderr)));
-    (output.status.success(), reports.as_array().unwrap().clone())
-}
-
-fn findings<'a>(report: &'a Value, check: &str, status: &str) -> Vec<&'a str> {
-    report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["check"] == check && f["status"] == status)
-        .filter_map(|f| f["detail"].as_str())
-        .collect()
+    let options = ["--smoke", "--keep", "--sandbox", "docker"].map(std::ffi::OsString::from);
+    let args: Vec<std::ffi::OsString> = options.into_iter().chain(folders.iter().map(|f| f.into())).collect();
+    common::tasks_test(&args)
 }
 
 /// The tag `mlrb image build [--with-torch]` reports.

@@ -7,31 +7,20 @@
 
 mod common;
 
+use common::findings;
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 /// `mlrb tasks test --smoke --json` on `tasks`: its exit status and reports.
 fn smoke(tasks: &[&str]) -> (bool, Vec<Value>) {
-    let output = common::mlrb()
-        .args(["tasks", "test", "--smoke", "--sandbox", "docker", "--json"])
-        .args(tasks)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let reports: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&output.stderr)));
-    (output.status.success(), reports.as_array().unwrap().clone())
-}
-
-fn findings<'a>(report: &'a Value, check: &str, status: &str) -> Vec<&'a str> {
-    report["findings"]
-        .as_array()
-        .unwrap()
+    let args: Vec<&str> = ["--smoke", "--sandbox", "docker"]
         .iter()
-        .filter(|f| f["check"] == check && f["status"] == status)
-        .filter_map(|f| f["detail"].as_str())
-        .collect()
+        .chain(tasks)
+        .copied()
+        .collect();
+    common::tasks_test(&args)
 }
 
 /// A copy of the built-in task `name` in `dir`.

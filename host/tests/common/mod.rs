@@ -413,3 +413,24 @@ pub fn docker_ready() -> bool {
         panic!("mlrb image build failed: {stderr}");
     })
 }
+
+/// `mlrb tasks test --json` with `args` (options, then tasks or folders):
+/// its exit status and its reports.
+pub fn tasks_test<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (bool, Vec<Value>) {
+    let output = mlrb().args(["tasks", "test", "--json"]).args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let reports: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&output.stderr)));
+    (output.status.success(), reports.as_array().unwrap().clone())
+}
+
+/// The details of a `tasks test` report's findings of `check` with `status`.
+pub fn findings<'a>(report: &'a Value, check: &str, status: &str) -> Vec<&'a str> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["check"] == check && f["status"] == status)
+        .filter_map(|f| f["detail"].as_str())
+        .collect()
+}
