@@ -6,7 +6,8 @@
 //! live, and the episode's calls, workspace snapshots and score equal an
 //! uninterrupted run's step for step, apart from the resume mark. Records
 //! whose replay diverges (here: forged) are started again from scratch,
-//! saying so.
+//! saying so. A stop whose signal reaches a script before the host does
+//! (Slurm, Ctrl-C) does not record the script as killed.
 
 mod common;
 
@@ -428,5 +429,122 @@ fn records_of_another_agent_component_are_never_resumed_with_it() {
     assert!(
         events.iter().all(|e| e["interface"] != "llm"),
         "the research agent's calls survived under the baseline"
+    );
+}
+
+/// The pid of a process under `root` whose arguments include `arg`.
+fn descendant_running(root: u32, arg: &str) -> Option<i32> {
+    let parent_of = |pid: i32| -> Option<i32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    };
+    let pids = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok());
+    pids.into_iter().find(|&pid| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let mut up = Some(pid);
+        let under_root = std::iter::from_fn(|| {
+            up = up.and_then(parent_of).filter(|&p| p > 1);
+            up
+        })
+        .any(|p| p == root as i32);
+        under_root && cmdline.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+    })
+}
+
+/// `mlrb bench` of the baseline on the hostile task with a 4 s train.py;
+/// the script is sent SIGTERM once it runs, and the bench SIGINT
+/// `host_stop_after` later (never, for `None`). Returns the run's folder.
+fn stopped_from_outside(tmp: &Path, name: &str, host_stop_after: Option<Duration>) -> PathBuf {
+    let task = common::cluster::slow_task(tmp, 4);
+    let run = tmp.join("runs").join(name);
+    let child = common::mlrb()
+        .args(["bench", "--quiet", "--json", "--seeds", "1", "--agent"])
+        .arg(common::agent("baseline"))
+        .arg("--task")
+        .arg(&task)
+        .arg("--out")
+        .arg(run.parent().unwrap())
+        .args(["--run-name", name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let script = loop {
+        if let Some(pid) = descendant_running(child.id(), "/workspace/train.py") {
+            break pid;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "train.py never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let signal = |pid: i32, name: &str| {
+        std::process::Command::new("kill")
+            .args(["-s", name, &pid.to_string()])
+            .status()
+            .unwrap();
+    };
+    signal(script, "TERM");
+    if let Some(after) = host_stop_after {
+        std::thread::sleep(after);
+        signal(child.id() as i32, "INT");
+    }
+    let output = child.wait_with_output().unwrap();
+    if host_stop_after.is_none() {
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    run
+}
+
+/// The `execute-script` results recorded in the run's one episode.
+fn script_results(run: &Path) -> Vec<Value> {
+    let episode = walkdir::WalkDir::new(run)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name() == "episode.json")
+        .map(|e| e.path().parent().unwrap().to_path_buf())
+        .expect("no episode");
+    events_in(&episode)
+        .into_iter()
+        .filter(|e| e["function"] == "execute-script" && e["step"].is_u64())
+        .map(|e| e["result"]["ok"].clone())
+        .collect()
+}
+
+/// Slurm and a terminal's Ctrl-C signal every process at once: a script can
+/// die of the host's own stop before the host acts on it. Recorded as the
+/// script killed, the resumed episode would go on without its output; the
+/// call in flight must instead run again on resume. A script killed from
+/// outside while the host goes on is still recorded as killed.
+#[test]
+fn a_stop_that_reaches_a_script_before_the_host_runs_the_script_again_on_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = stopped_from_outside(tmp.path(), "stopped", Some(Duration::from_millis(500)));
+    let output = common::mlrb()
+        .args(["bench", "--quiet", "--json", "--resume"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let outcomes = common::cluster::outcomes(&run);
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(
+        (&outcomes[0].1, &outcomes[0].2),
+        (&serde_json::json!(1.0), &Value::Bool(true)),
+        "the resumed episode lost its script's output: {:?}",
+        script_results(&run)
+    );
+    let results = script_results(&run);
+    assert!(
+        results.iter().all(|r| r["termination"] != "killed"),
+        "the host's own stop was recorded as the script killed: {results:?}"
+    );
+
+    let alone = stopped_from_outside(tmp.path(), "alone", None);
+    let results = script_results(&alone);
+    assert!(
+        results.iter().any(|r| r["termination"] == "killed"),
+        "a script killed while the host went on was not recorded so: {results:?}"
     );
 }

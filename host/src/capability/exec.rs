@@ -26,6 +26,11 @@ use crate::sandbox::{self, EpisodeSandbox, EpisodeSetup, Mount, Reach, Stopper, 
 /// How often the workspace's filesystem is looked at while a script runs.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
 
+/// How long a script killed from outside waits for the host's own stop
+/// before it is recorded as killed: a stop signals the host and its
+/// scripts at once, and a loaded host may act on its signal seconds later.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// Where the workspace appears inside the sandbox.
 pub const GUEST_WORKSPACE: &str = "/workspace";
 
@@ -46,6 +51,9 @@ pub struct ExecOutcome {
     pub duration_ms: u64,
     /// How the script ended.
     pub termination: Termination,
+    /// Ended by a stop the host did not send (see `Outcome::ended_from_outside`).
+    #[serde(skip)]
+    pub ended_from_outside: bool,
 }
 
 /// Runs an episode's scripts, one after another, in its sandbox.
@@ -218,6 +226,7 @@ impl ScriptRunner {
             stderr_truncated: outcome.stderr.truncated,
             duration_ms: outcome.duration.as_millis() as u64,
             termination: outcome.termination,
+            ended_from_outside: outcome.ended_from_outside,
         })
     }
 }
@@ -418,6 +427,11 @@ impl ExecView<'_> {
                     .runner
                     .execute(self.files, &script, &args, timeout_seconds, deadline, used)
                     .await;
+                if result.as_ref().is_ok_and(|o| o.ended_from_outside) {
+                    // Maybe the host's own stop, reaching the script first:
+                    // if so the call is not recorded and runs again on resume.
+                    self.recorder.await_stop(STOP_GRACE).await;
+                }
                 (Some(step), result)
             }
             Err(refused) => (None, Err(refused)),

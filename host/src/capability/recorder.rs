@@ -144,6 +144,14 @@ impl Recorder {
         }
     }
 
+    /// Waits up to `grace` for the host to stop (at once without a halt
+    /// to wait for, or once it has stopped).
+    pub async fn await_stop(&self, grace: std::time::Duration) {
+        if let Some(halt) = &self.halt {
+            let _ = tokio::time::timeout(grace, halt.cancelled()).await;
+        }
+    }
+
     /// Records no call once `halt` is cancelled (the host stopping).
     pub fn halted_by(&mut self, halt: Option<tokio_util::sync::CancellationToken>) {
         self.halt = halt;

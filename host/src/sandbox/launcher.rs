@@ -260,6 +260,7 @@ impl Checked {
     /// The outcome, given whether the sandbox saw the OOM killer strike
     /// under its memory limit of `memory_bytes`, and whether it may go on.
     pub fn outcome(self, out_of_memory: bool, memory_bytes: u64) -> (Outcome, bool) {
+        let launcher_lost = self.exit_code.is_none() && self.ended_by_host.is_none() && !out_of_memory;
         let ended_by_host = match (self.exit_code, self.ended_by_host) {
             (None, None) if !out_of_memory => Some((
                 Termination::Killed,
@@ -276,7 +277,8 @@ impl Checked {
             out_of_memory,
             memory_bytes,
         };
-        let outcome = Outcome::from_ending(ending, self.duration, self.stdout, self.stderr);
+        let mut outcome = Outcome::from_ending(ending, self.duration, self.stdout, self.stderr);
+        outcome.ended_from_outside |= launcher_lost;
         (outcome, self.keep)
     }
 }

@@ -263,7 +263,18 @@ pub struct Outcome {
     pub stdout: CapturedOutput,
     /// What it printed to stderr (head and tail).
     pub stderr: CapturedOutput,
+    /// Ended from outside the host: by a stop signal (SIGHUP, SIGINT,
+    /// SIGKILL, SIGTERM) the host did not send, or with its launcher
+    /// killed. A stopping host's own signal can reach a script before the
+    /// host acts on it (Slurm and a terminal signal every process at once,
+    /// in no set order), so such an ending may be the host's stop.
+    #[serde(skip)]
+    pub ended_from_outside: bool,
 }
+
+/// Signals that stop a job (Slurm's scancel, requeue and preemption, a
+/// terminal's Ctrl-C or hang-up, a container's stop).
+const STOP_SIGNALS: [i32; 4] = [1, 2, 9, 15];
 
 /// How a command ended, as the sandbox observed it.
 pub struct Ending {
@@ -290,6 +301,7 @@ impl Outcome {
             signal = Some(code - 128);
             exit_code = None;
         }
+        let by_host = ending.ended_by_host.is_some();
         let (termination, note) = match ending.ended_by_host {
             Some((termination, note)) => (termination, Some(note)),
             None if ending.out_of_memory => (
@@ -302,6 +314,8 @@ impl Outcome {
             ),
             None => (Termination::Exited, None),
         };
+        let ended_from_outside =
+            termination == Termination::Killed && !by_host && signal.is_some_and(|s| STOP_SIGNALS.contains(&s));
         if termination != Termination::Exited {
             exit_code = None;
         }
@@ -313,6 +327,7 @@ impl Outcome {
             duration,
             stdout,
             stderr,
+            ended_from_outside,
         }
     }
 

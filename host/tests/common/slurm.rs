@@ -28,7 +28,9 @@ fn have(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Starts munged if it is not running.
+/// Starts munged if it is not running. Clusters of tests running at once
+/// share one munged: the first to get the lock starts it, the others find
+/// it working.
 fn munge() -> Result<(), String> {
     let works = || {
         Command::new("sh")
@@ -38,6 +40,10 @@ fn munge() -> Result<(), String> {
             .status()
             .is_ok_and(|s| s.success())
     };
+    let lock = std::fs::File::create(std::env::temp_dir().join("mlrb-test-munged.lock"))
+        .map_err(|e| format!("the munged lock: {e}"))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| format!("locking the munged lock: {e}"))?;
     if works() {
         return Ok(());
     }
@@ -47,7 +53,15 @@ fn munge() -> Result<(), String> {
         .args(["-u", "munge", "--", "/usr/sbin/munged"])
         .status()
         .map_err(|e| format!("starting munged: {e}"))?;
-    if !started.success() || !works() {
+    // munged answers a moment after it forks into the background.
+    let answering = (0..50).any(|_| {
+        let answers = works();
+        if !answers {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        answers
+    });
+    if !started.success() || !answering {
         return Err("munged did not start (is /etc/munge/munge.key there?)".into());
     }
     Ok(())
