@@ -148,6 +148,7 @@ fn the_research_agent_episode_reads_as_a_conversation() {
         "{score}"
     );
     assert!(score.contains("validate() told the agent"), "{score}");
+    assert!(score.contains("public part: never validated"), "{score}");
     assert!(
         dom.contains("Replaced the tree with an RBF-kernel SVM."),
         "the answer: {dom}"

@@ -65,7 +65,13 @@ fn feedback(score: &Value) -> String {
     };
     let mut html = format!("<p id=\"feedback\">validate() told the agent: {}</p>", esc(told));
     let public = &score["public"];
-    if public.is_object() {
+    if public.is_object() && public["best"].is_null() {
+        let _ = write!(
+            html,
+            "<p id=\"public\">public part: never validated (its baseline {})</p>",
+            esc(&public["baseline"].to_string())
+        );
+    } else if public.is_object() {
         let lost = if score["public_gain_lost"] == true {
             " <strong class=\"flag\">public gain lost: the private improvement is under half the public one</strong>"
         } else {
