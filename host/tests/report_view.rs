@@ -1,7 +1,7 @@
 //! The HTML report of a bench and the `mlrb view` trace viewer, opened in
 //! headless Chromium (Debian's `chromium`): the rendered pages must show the
-//! tables, the plots, an episode's steps and a workspace diff, also for a
-//! trace of 10 000 events.
+//! tables, the plots, an episode's transcript, its raw steps and a
+//! workspace diff, also for a trace of 10 000 events.
 
 mod common;
 
@@ -112,13 +112,20 @@ fn the_viewer_shows_episodes_steps_and_a_workspace_diff() {
         "{index}"
     );
 
+    // The transcript by default; the raw steps a link away.
     let episode = render(&chromium, &format!("{}e/hostile/validator/1", served.url));
-    assert!(episode.contains("<table id=\"steps\">"), "{episode}");
+    assert!(episode.contains("<div id=\"transcript\">"), "{episode}");
     assert!(
-        episode.contains("episode.validate") && episode.contains("exec.execute-script"),
+        episode.contains("class=\"validation\"") && episode.contains("<b>exec.execute-script</b>"),
         "{episode}"
     );
     assert!(episode.contains("id=\"score\""), "{episode}");
+    let steps = render(&chromium, &format!("{}e/hostile/validator/1/steps", served.url));
+    assert!(steps.contains("<table id=\"steps\">"), "{steps}");
+    assert!(
+        steps.contains("episode.validate") && steps.contains("exec.execute-script"),
+        "{steps}"
+    );
 
     let diff = render(&chromium, &format!("{}e/hostile/validator/1/diff?a=0&b=2", served.url));
     assert!(diff.contains("class=\"diff\""), "{diff}");
@@ -142,6 +149,8 @@ fn the_viewer_pages_a_trace_of_ten_thousand_events() {
     for seq in 1..=10_000 {
         let mut event = template.clone();
         event["seq"] = seq.into();
+        event["interface"] = "workspace".into();
+        event["function"] = "write-file".into();
         event["args"] = serde_json::json!({ "path": format!("file-{seq}.txt"), "text": "x".repeat(2000) });
         big.push_str(&event.to_string());
         big.push('\n');
@@ -153,12 +162,19 @@ fn the_viewer_pages_a_trace_of_ten_thousand_events() {
     let first = render(&chromium, &served.url);
     let first_seconds = started.elapsed().as_secs_f64();
     assert!(first.contains("10000 events; page 1 of 50"), "{first}");
-    assert_eq!(first.matches("<tr class=").count(), 200, "one page of steps");
+    assert_eq!(
+        first.matches("<details class=\"call\"").count(),
+        200,
+        "one page of calls"
+    );
     assert!(first.contains("file-1.txt") && !first.contains("file-201.txt"));
-    let last = render(&chromium, &format!("{}e/.?page=50", served.url));
+    let last = render(&chromium, &format!("{}?page=50", served.url));
     assert!(last.contains("file-10000.txt"), "{last}");
-    // Long arguments are clipped in the list.
-    assert!(first.contains("bytes)"), "{first}");
+    // Long arguments are clipped on a call's line.
+    assert!(first.contains("(2000 bytes)"), "{first}");
+    let steps = render(&chromium, &format!("{}steps?page=2", served.url));
+    assert_eq!(steps.matches("<tr class=").count(), 200, "one page of steps");
+    assert!(steps.contains("file-201.txt") && !steps.contains("file-401.txt"));
     eprintln!("first page of 10 000 events rendered in {first_seconds:.2} s");
 }
 
