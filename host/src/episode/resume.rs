@@ -216,7 +216,7 @@ impl ResumePoint {
 }
 
 /// The snapshot an event says the workspace was in after it, if any.
-fn snapshot_of(event: &Value) -> Option<u64> {
+pub(super) fn snapshot_of(event: &Value) -> Option<u64> {
     if event["interface"] == "host" && event["function"] == "snapshot" {
         return event["args"]["id"].as_u64();
     }
