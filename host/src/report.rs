@@ -31,7 +31,10 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
             "agent",
             match &record.person {
                 Some(_) => format!("{agent} (a person)"),
-                None => format!("{agent} ({})", &record.agent.sha256[..12.min(record.agent.sha256.len())]),
+                None => format!(
+                    "{agent} ({})",
+                    &record.agent.sha256[..12.min(record.agent.sha256.len())]
+                ),
             },
         ),
         ("seed", record.seed.to_string()),

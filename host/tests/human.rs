@@ -51,11 +51,13 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
     pty.expect(PROMPT);
     pty.type_line("grep -c max_depth=12 train.py && cat notes.txt");
     pty.expect("deeper tree");
+    pty.expect(PROMPT);
     pty.type_line("python3 train.py");
     pty.expect("wrote submission.csv with 450 rows");
     pty.expect(PROMPT);
     pty.type_line("false");
     pty.expect("[exit 1]");
+    pty.expect(PROMPT);
     pty.type_line("task validate");
     let validated = pty.expect(PROMPT);
     assert!(validated.contains("valid submission; accuracy"), "{validated}");
@@ -86,7 +88,10 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
     assert!(train["result"]["ok"]["stdout_bytes"].as_u64().unwrap() > 0);
     assert!(train["step"].as_u64().is_some() && train["snapshot"].as_u64().is_some());
     let edit = lines[0];
-    assert!(edit["snapshot"].as_u64().is_some(), "the edit changed the workspace: {edit}");
+    assert!(
+        edit["snapshot"].as_u64().is_some(),
+        "the edit changed the workspace: {edit}"
+    );
     assert_eq!(lines[4]["result"]["ok"]["exit_code"], 1);
     let validations = episode["end"]["validations"].as_array().unwrap();
     assert_eq!(validations.len(), 1);
@@ -108,7 +113,8 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
     // A bench plan takes the episode in as agent human:ada, scored as recorded.
     let plan = out.path().join("plan.toml");
     let episodes = out.path().join("t");
-    let text = format!("agents = [{{ human = \"ada\", episodes = {episodes:?} }}]\ntasks = [\"digits\"]\nseeds = [0]\n");
+    let text =
+        format!("agents = [{{ human = \"ada\", episodes = {episodes:?} }}]\ntasks = [\"digits\"]\nseeds = [0]\n");
     std::fs::write(&plan, text).unwrap();
     let bench = common::mlrb()
         .args(["bench", "--quiet", "--run-name", "b", "--out"])
@@ -220,8 +226,13 @@ fn cannot_leave(sandbox: &str) {
     assert!(!hidden.is_empty(), "the fixture's hidden answers were not prepared");
     pty.type_line(&format!("cat {}", secret_path.display()));
     pty.expect("No such file");
+    pty.expect(PROMPT);
     for path in &hidden {
-        pty.type_line(&format!("cat {} ; ls {}", path.display(), path.parent().unwrap().display()));
+        pty.type_line(&format!(
+            "cat {} ; ls {}",
+            path.display(),
+            path.parent().unwrap().display()
+        ));
         pty.expect(PROMPT);
     }
     // Nowhere in the sandbox's own view of the file system either.
@@ -230,8 +241,15 @@ fn cannot_leave(sandbox: &str) {
     pty.type_line("task submit");
     pty.wait();
     let screen = pty.screen();
+    eprintln!("{screen}");
+    let episode = read_json(&out.join("t/hostile/human-ada/0/episode.json"));
+    let ran_in = episode["host"]["sandbox"].as_str().unwrap();
+    assert!(ran_in.starts_with(sandbox), "{ran_in}");
     assert!(!screen.contains(&secret), "the host's file was read:\n{screen}");
-    assert!(!screen.contains(&common::hidden_token()), "the hidden answers leaked:\n{screen}");
+    assert!(
+        !screen.contains(&common::hidden_token()),
+        "the hidden answers leaked:\n{screen}"
+    );
 }
 
 #[test]
@@ -251,7 +269,13 @@ fn the_persons_shell_cannot_leave_the_docker_sandbox() {
 fn bad_input_is_one_line_naming_what_to_fix() {
     let out = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
-        let output = common::mlrb().arg("human").args(args).arg("--out").arg(out.path()).output().unwrap();
+        let output = common::mlrb()
+            .arg("human")
+            .args(args)
+            .arg("--out")
+            .arg(out.path())
+            .output()
+            .unwrap();
         assert!(!output.status.success());
         String::from_utf8_lossy(&output.stderr).trim().to_string()
     };

@@ -164,9 +164,11 @@ impl Bench {
             .clone()
             .with_context(|| format!("{}: a person's episode is not run, only taken in", cell.id))?;
         let configured = self.tasks[cell.task].clone();
-        Ok(EpisodeRequest::new(agent, configured, cell.seed, self.dir.join(&cell.id))
-            .with_progress(progress)
-            .resuming(true))
+        Ok(
+            EpisodeRequest::new(agent, configured, cell.seed, self.dir.join(&cell.id))
+                .with_progress(progress)
+                .resuming(true),
+        )
     }
 
     /// Waits for the CPU and GPU slots `task` needs; they are held until

@@ -211,7 +211,9 @@ impl ScriptRunner {
             ));
         }
         let max = self.limits.script_timeout();
-        let asked = run.timeout_seconds.map_or(max, |s| Duration::from_secs(s.max(1) as u64));
+        let asked = run
+            .timeout_seconds
+            .map_or(max, |s| Duration::from_secs(s.max(1) as u64));
         let timeout = asked.min(max).min(left);
 
         self.runs += 1;
@@ -479,7 +481,9 @@ impl ExecView<'_> {
         let call = ("shell", "command");
         let (step, result) = match self.recorder.begin_step()? {
             Ok(step) => {
-                let argv: Vec<String> = ["sh", "-c", SHELL_LINE, "mlrb-shell", cwd, line].map(String::from).into();
+                let argv: Vec<String> = ["sh", "-c", SHELL_LINE, "mlrb-shell", cwd, line]
+                    .map(String::from)
+                    .into();
                 let run = Run {
                     argv,
                     timeout_seconds: None,
@@ -500,7 +504,8 @@ impl ExecView<'_> {
             Some(step) => self.snapshot_and_restore(&format!("step {step}: command"))?,
             None => None,
         };
-        self.recorder.write_result(call, step, &call_args, &result, started, snapshot)?;
+        self.recorder
+            .write_result(call, step, &call_args, &result, started, snapshot)?;
         if let Some(connections) = self.exec.runner.new_connections() {
             self.recorder.record_host("egress", connections);
         }

@@ -78,13 +78,16 @@ impl HumanArgs {
         };
         check_name(&name)?;
         self.limits.check()?;
-        let task_name = self.task.as_deref().context("--task NAME|PATH is needed (or --resume DIR)")?;
+        let task_name = self
+            .task
+            .as_deref()
+            .context("--task NAME|PATH is needed (or --resume DIR)")?;
         let configured = Configured::new(task::resolve(task_name)?, &self.limits)?;
         let task_dir = &configured.task.spec.name;
         let dir = episode_dir(&self.place.dir(), task_dir, &format!("human-{name}"), self.seed);
         let task = configured.task.clone();
         let start = HumanStart::Fresh {
-            configured,
+            configured: Box::new(configured),
             name,
             seed: self.seed,
             dir,

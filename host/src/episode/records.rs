@@ -256,7 +256,13 @@ impl EpisodeRecord {
             load_ms: agent.load_ms,
             wit: agent.wit.clone(),
         };
-        let mut record = Self::starting(provenance, (&request.task, &request.limits), request.seed, prepared, sandbox)?;
+        let mut record = Self::starting(
+            provenance,
+            (&request.task, &request.limits),
+            request.seed,
+            prepared,
+            sandbox,
+        )?;
         record.fork = request.fork.as_ref().map(ForkOrigin::record);
         Ok(record)
     }

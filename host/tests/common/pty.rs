@@ -36,9 +36,21 @@ impl Pty {
             let mut name = [0 as libc::c_char; 128];
             assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0, "ptsname_r");
             let path = CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
+            // A terminal of a usual size (a new pty has none).
+            let size = libc::winsize {
+                ws_row: 40,
+                ws_col: 120,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            };
+            libc::ioctl(fd, libc::TIOCSWINSZ as _, &size);
             (File::from_raw_fd(fd), path)
         };
-        let slave = std::fs::OpenOptions::new().read(true).write(true).open(&slave_path).unwrap();
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&slave_path)
+            .unwrap();
         command
             .stdin(slave.try_clone().unwrap())
             .stdout(slave.try_clone().unwrap())

@@ -141,7 +141,10 @@ mod tests {
     fn session_commands_are_told_from_shell_lines() {
         assert_eq!(parse("  task   submit "), Typed::Task(TaskCommand::Submit));
         assert_eq!(parse("task"), Typed::Task(TaskCommand::Help));
-        assert_eq!(parse("task submitt"), Typed::Task(TaskCommand::Unknown("submitt".into())));
+        assert_eq!(
+            parse("task submitt"),
+            Typed::Task(TaskCommand::Unknown("submitt".into()))
+        );
         assert_eq!(parse("cd data"), Typed::Cd("cd data".into()));
         assert_eq!(parse("exit"), Typed::Exit);
         assert_eq!(parse("# a comment"), Typed::Empty);

@@ -29,7 +29,7 @@ pub enum HumanStart {
     /// recorded in `dir`.
     Fresh {
         /// The task and its limits.
-        configured: crate::task::overrides::Configured,
+        configured: Box<crate::task::overrides::Configured>,
         /// The person's name (`--name`).
         name: String,
         /// The episode's seed.
@@ -53,9 +53,7 @@ pub enum HumanOutcome {
 pub fn check_name(name: &str) -> Result<()> {
     let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
     if name.is_empty() || name.len() > 40 || !name.chars().all(fine) || name.starts_with('.') {
-        anyhow::bail!(
-            "--name {name:?}: use 1 to 40 letters, digits, '-', '_' or '.' (not first), e.g. --name ada"
-        );
+        anyhow::bail!("--name {name:?}: use 1 to 40 letters, digits, '-', '_' or '.' (not first), e.g. --name ada");
     }
     Ok(())
 }
@@ -70,7 +68,7 @@ impl Runner {
                 name,
                 seed,
                 dir,
-            } => (self.open_fresh(configured, &name, seed, &dir).await?, false),
+            } => (self.open_fresh(*configured, &name, seed, &dir).await?, false),
             HumanStart::Resume(dir) => (self.open_paused(&dir).await?, true),
         };
         console.keep_transcript(&opened.dir.join("transcript.txt"))?;
@@ -107,7 +105,9 @@ impl Runner {
         }
         let charged_ms = state.recorder.started.elapsed().as_millis() as u64;
         let steps = state.recorder.steps();
-        state.recorder.record_host("pause", json!({ "charged_ms": charged_ms, "steps": steps }));
+        state
+            .recorder
+            .record_host("pause", json!({ "charged_ms": charged_ms, "steps": steps }));
         state.recorder.trace.finish()?;
         if let Some(person) = &mut record.person {
             person.paused_at = Some(crate::format::now_rfc3339());
@@ -123,7 +123,12 @@ impl Runner {
 
     /// Ends the episode as an agent's ends (the final snapshot, the
     /// records), then scores it with the task's evaluator.
-    async fn finish(&self, opened: Opened, (reason, detail): (EndReason, String), console: &mut Console) -> Result<HumanOutcome> {
+    async fn finish(
+        &self,
+        opened: Opened,
+        (reason, detail): (EndReason, String),
+        console: &mut Console,
+    ) -> Result<HumanOutcome> {
         let Opened {
             state,
             mut record,

@@ -76,7 +76,10 @@ impl<'a> Session<'a> {
     /// A session over `state`, shown on `console`.
     pub fn new(state: &'a mut AgentState, console: &'a mut Console) -> Self {
         let deadline = Instant::from_std(state.recorder.deadline);
-        let wall = state.recorder.deadline.saturating_duration_since(state.recorder.started);
+        let wall = state
+            .recorder
+            .deadline
+            .saturating_duration_since(state.recorder.started);
         let lead = (wall / 5).min(Duration::from_secs(300));
         Self {
             state,
@@ -238,7 +241,8 @@ impl<'a> Session<'a> {
                 self.console.say(&text::status(&usage, left, validations));
             }
             TaskCommand::Validate => {
-                self.console.say("scoring a copy of the workspace as validate() does ...");
+                self.console
+                    .say("scoring a copy of the workspace as validate() does ...");
                 let mut view = crate::capability::episode::view(self.state);
                 let told = view.validate_recorded().await.map_err(|trap| stopped(&trap))?;
                 match told {
@@ -264,7 +268,8 @@ impl<'a> Session<'a> {
     }
 
     fn time_up(&mut self) -> Finish {
-        self.console.say("\nmlrb: the wall-clock budget ran out: the session ends, and the workspace is scored as it is");
+        self.console
+            .say("\nmlrb: the wall-clock budget ran out: the session ends, and the workspace is scored as it is");
         Finish::TimeUp
     }
 }

@@ -71,7 +71,9 @@ impl Runner {
         let ready = self.ready(&task).await?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         task::populate(&task, &ready.prepared, &dir.join("workspace"))?;
-        let (files, scripts, network) = self.files_and_scripts((dir, &task, &limits), &ready.devices, false).await?;
+        let (files, scripts, network) = self
+            .files_and_scripts((dir, &task, &limits), &ready.devices, false)
+            .await?;
         let started = Instant::now();
         let snapshots = SnapshotStore::create(&dir.join("snapshots"), &limits)?;
         let trace = Trace::create(&dir.join("events.jsonl"), started, limits.trace_bytes)?;
@@ -80,7 +82,8 @@ impl Runner {
         recorder.snapshot_now(files.handle(), "start")?;
         let info = task_info(&task, &limits);
         recorder.record_host("run", json!({ "task": info, "seed": seed, "person": name }));
-        let mut record = EpisodeRecord::of_person(name, (&task, &limits), seed, &ready.prepared, self.sandbox.as_ref())?;
+        let mut record =
+            EpisodeRecord::of_person(name, (&task, &limits), seed, &ready.prepared, self.sandbox.as_ref())?;
         record.llm = "none".into();
         record.gpus = ready.devices.clone();
         record.write(dir)?;
@@ -126,7 +129,9 @@ impl Runner {
         }
         let manifest = snapshot::read_manifest(&snapshots_dir, last)?;
         snapshot::materialize_writable(&snapshots_dir, &manifest, &workspace)?;
-        let parts = self.files_and_scripts((dir, &task, &limits), &ready.devices, true).await?;
+        let parts = self
+            .files_and_scripts((dir, &task, &limits), &ready.devices, true)
+            .await?;
         let resume = resume_record(dir, &recording);
         let mut snapshots = SnapshotStore::resumed(&snapshots_dir, last, &limits)?;
         snapshots.remember_materialized(&workspace, &manifest);
@@ -167,8 +172,8 @@ impl Runner {
         (files, scripts, network): FilesAndScripts,
         info: TaskInfoRecord,
     ) -> AgentState {
-        let validation = (task.spec.validation.enabled)
-            .then(|| self.validation_policy(task, &ready.prepared, &ready.devices, dir));
+        let validation =
+            (task.spec.validation.enabled).then(|| self.validation_policy(task, &ready.prepared, &ready.devices, dir));
         AgentState::new(Parts {
             limits,
             seed,
@@ -217,7 +222,9 @@ fn paused_record(dir: &Path) -> Result<EpisodeRecord> {
 fn resume_record(dir: &Path, recording: &Recording) -> ResumeRecord {
     let events = &recording.events;
     let charged_ms = events.last().and_then(|e| e["t_ms"].as_f64()).unwrap_or(0.0) as u64;
-    let paused = events.last().is_some_and(|e| e["interface"] == "host" && e["function"] == "pause");
+    let paused = events
+        .last()
+        .is_some_and(|e| e["interface"] == "host" && e["function"] == "pause");
     let uncharged_ms = std::fs::metadata(dir.join("events.jsonl"))
         .and_then(|m| m.modified())
         .ok()
@@ -268,7 +275,9 @@ fn continued(
 
 /// The validations the episode made before it was paused.
 fn validations(recording: &Recording) -> Vec<ValidationRecord> {
-    let kept = |e: &Value| (e["interface"] == "episode" && e["function"] == "validate").then(|| e["result"]["validation"].clone());
+    let kept = |e: &Value| {
+        (e["interface"] == "episode" && e["function"] == "validate").then(|| e["result"]["validation"].clone())
+    };
     recording
         .events
         .iter()

@@ -45,7 +45,9 @@ pub fn duration(d: Duration) -> String {
 /// The task as an agent is told it (`episode.task()`).
 pub fn task_info(info: &TaskInfoRecord) -> String {
     let direction = if info.higher_is_better { "higher" } else { "lower" };
-    let baseline = info.baseline.map_or(String::new(), |b| format!(", the starter scores {b}"));
+    let baseline = info
+        .baseline
+        .map_or(String::new(), |b| format!(", the starter scores {b}"));
     format!(
         "task {} {}\n\n{}\n\nmetric: {} ({direction} is better{baseline})\nbudget: {} steps, {} of wall-clock time\n",
         info.name,
@@ -112,9 +114,12 @@ impl Tail {
     /// Shows what the logs gained since last time.
     pub fn more(&mut self, console: &mut Console) {
         for (path, offset) in &mut self.streams {
-            let Ok(mut file) = std::fs::File::open(&*path) else { continue };
+            let Ok(mut file) = std::fs::File::open(&*path) else {
+                continue;
+            };
             let mut bytes = Vec::new();
-            if file.seek(SeekFrom::Start(*offset)).is_ok() && file.read_to_end(&mut bytes).is_ok() && !bytes.is_empty() {
+            if file.seek(SeekFrom::Start(*offset)).is_ok() && file.read_to_end(&mut bytes).is_ok() && !bytes.is_empty()
+            {
                 *offset += bytes.len() as u64;
                 console.show(&String::from_utf8_lossy(&bytes));
             }

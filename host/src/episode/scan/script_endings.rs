@@ -16,7 +16,10 @@ pub fn check(evidence: &Evidence, _: &ScanOptions) -> Vec<Flag> {
     let run = |e: &serde_json::Value| e["function"] == "execute-script" || e["function"] == "command";
     for (index, event) in evidence.calls().filter(|(_, e)| run(e)) {
         let outcome = &event["result"]["ok"];
-        let script = event["args"]["script"].as_str().or(event["args"]["line"].as_str()).unwrap_or("?");
+        let script = event["args"]["script"]
+            .as_str()
+            .or(event["args"]["line"].as_str())
+            .unwrap_or("?");
         // A command keeps the host's note apart; a script has it in its stderr.
         let note = outcome["note"].as_str().map(String::from).or_else(|| {
             evidence
