@@ -106,6 +106,15 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
         String::from_utf8_lossy(&verify.stdout),
         String::from_utf8_lossy(&verify.stderr)
     );
+    // The trace viewer shows it: the person, each command line.
+    let served = common::viewer::serve(&dir);
+    let (status, page) = common::viewer::http_get(&served.url);
+    assert!(status.contains("200"), "{status}");
+    assert!(
+        page.contains("human:ada") && page.contains("python3 train.py"),
+        "{page}"
+    );
+    drop(served);
     let scan = common::mlrb().args(["scan", "--json"]).arg(&dir).output().unwrap();
     let flags: Value = serde_json::from_slice(&scan.stdout).expect("scan's JSON");
     assert!(flags.is_array() || flags.is_object(), "{flags}");

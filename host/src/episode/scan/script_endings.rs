@@ -92,4 +92,34 @@ mod tests {
         assert!(flags[0].detail.contains("printed more than"), "{}", flags[0].detail);
         assert_eq!(flags[2].detail, "train.py: timed out after 20 s");
     }
+
+    #[test]
+    fn a_persons_command_line_is_looked_at_as_a_script() {
+        let mut episode = Synthetic::new();
+        let flood = json!({"ok": {"termination": "killed", "exit_code": null, "stdout": "", "stderr": "",
+                                  "note": "killed: printed more than 8388608 bytes"}});
+        episode.call_with(
+            "shell",
+            "command",
+            json!({"line": "yes", "cwd": "/workspace"}),
+            flood,
+            None,
+        );
+        let slow = json!({"ok": {"termination": "timed-out", "exit_code": null, "stdout": "", "stderr": ""}});
+        episode.call_with(
+            "shell",
+            "command",
+            json!({"line": "sleep 99", "cwd": "/workspace"}),
+            slow,
+            None,
+        );
+        let flags = check(&episode.evidence(), &ScanOptions::default());
+        let found: Vec<(Kind, Option<u32>)> = flags.iter().map(|f| (f.kind, f.step)).collect();
+        assert_eq!(found, [(Kind::ScriptKilled, Some(1)), (Kind::ScriptLimit, Some(2))]);
+        assert!(
+            flags[0].detail.starts_with("yes: killed: printed more than"),
+            "{}",
+            flags[0].detail
+        );
+    }
 }
