@@ -172,6 +172,42 @@ fn the_time_limit_warns_then_ends_the_session_and_scores_what_is_there() {
 }
 
 #[test]
+fn ctrl_c_stops_the_command_running_and_the_step_budget_holds() {
+    let out = tempfile::tempdir().unwrap();
+    let mut pty = human("digits", out.path(), &["--max-steps", "2"]);
+    pty.expect(PROMPT);
+    pty.type_line("echo started; sleep 300");
+    // Ctrl-C goes to the terminal's foreground, mlrb, which stops the
+    // command running only.
+    pty.expect("\nstarted");
+    pty.type_raw(b"\x03");
+    pty.expect("interrupted (Ctrl-C)");
+    pty.expect(PROMPT);
+    pty.type_line("echo second");
+    pty.expect(PROMPT);
+    pty.type_line("echo third");
+    let refused = pty.expect(PROMPT);
+    assert!(
+        refused.contains("budget exhausted") && refused.contains("task submit"),
+        "{refused}"
+    );
+    pty.type_line("task submit");
+    assert!(pty.wait().success(), "{}", pty.screen());
+    let dir = out.path().join("t/digits/human-ada/0");
+    let events = common::read_events(&dir);
+    let lines = commands(&events);
+    assert_eq!(
+        lines[0]["result"]["ok"]["note"], "killed: interrupted (Ctrl-C)",
+        "{}",
+        lines[0]
+    );
+    // The third line was refused, not run: no step, an error recorded.
+    assert!(lines[2]["step"].is_null() && lines[2]["result"]["error"]["kind"] == "budget-exhausted");
+    let episode = read_json(&dir.join("episode.json"));
+    assert_eq!(episode["end"]["steps"], 2);
+}
+
+#[test]
 fn a_paused_session_goes_on_where_it_stopped_without_charging_the_pause() {
     let out = tempfile::tempdir().unwrap();
     let mut pty = human("digits", out.path(), &[]);

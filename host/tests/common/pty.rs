@@ -93,6 +93,11 @@ impl Pty {
         self.master.write_all(format!("{line}\n").as_bytes()).unwrap();
     }
 
+    /// Types `bytes` as they are (Ctrl-C is `\x03`).
+    pub fn type_raw(&mut self, bytes: &[u8]) {
+        self.master.write_all(bytes).unwrap();
+    }
+
     /// Types Ctrl-D at the start of a line: the end of input.
     pub fn type_eof(&mut self) {
         self.master.write_all(b"\x04").unwrap();

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::time::Instant;
 
 use super::console::Console;
@@ -49,6 +50,18 @@ pub struct Session<'a> {
     console: &'a mut Console,
     cwd: String,
     clock: Clock,
+    /// Ctrl-C (SIGINT from the terminal), each one kept until it is read.
+    interrupts: Option<Signal>,
+}
+
+/// Resolves at the next Ctrl-C (never, where none can be listened for).
+async fn interrupted(interrupts: &mut Option<Signal>) {
+    match interrupts {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// The session's deadline, and when to warn of it.
@@ -89,6 +102,7 @@ impl<'a> Session<'a> {
                 deadline,
                 warn_at: Some(deadline.checked_sub(lead).unwrap_or(deadline)),
             },
+            interrupts: signal(SignalKind::interrupt()).ok(),
         }
     }
 
@@ -126,15 +140,16 @@ impl<'a> Session<'a> {
     /// Waits for `future` (which must not touch the console), waking to
     /// warn of the time left, at the deadline and at Ctrl-C.
     async fn wait<T>(
-        deadline: Instant,
-        warn_at: Option<Instant>,
+        clock: &Clock,
         future: &mut (impl std::future::Future<Output = T> + Unpin),
+        interrupts: &mut Option<Signal>,
     ) -> Wake<T> {
+        let (deadline, warn_at) = (clock.deadline, clock.warn_at);
         tokio::select! {
             done = future => Wake::Done(done),
             _ = tokio::time::sleep_until(deadline) => Wake::TimeUp,
             _ = tokio::time::sleep_until(warn_at.unwrap_or(deadline)), if warn_at.is_some() => Wake::Warn,
-            _ = tokio::signal::ctrl_c() => Wake::Interrupt,
+            _ = interrupted(interrupts) => Wake::Interrupt,
         }
     }
 
@@ -147,7 +162,7 @@ impl<'a> Session<'a> {
         loop {
             let wake = {
                 let mut line = Box::pin(self.console.read_line());
-                Self::wait(self.clock.deadline, self.clock.warn_at, &mut line).await
+                Self::wait(&self.clock, &mut line, &mut self.interrupts).await
             };
             match wake {
                 Wake::Done(None) => return Ok(None),
@@ -189,7 +204,7 @@ impl<'a> Session<'a> {
                 let wake = tokio::select! {
                     result = &mut run => Wake::Done(result),
                     _ = &mut tick => Wake::Warn,
-                    _ = tokio::signal::ctrl_c() => Wake::Interrupt,
+                    _ = interrupted(&mut self.interrupts) => Wake::Interrupt,
                 };
                 match wake {
                     Wake::Done(result) => break result,
@@ -204,7 +219,11 @@ impl<'a> Session<'a> {
         match result {
             Err(trap) => Err(stopped(&trap)),
             Ok(Err(refused)) => {
-                self.console.say(&format!("mlrb: {refused}"));
+                let hint = match refused {
+                    crate::capability::ToolError::BudgetExhausted(_) => " (`task submit` ends the session)",
+                    _ => "",
+                };
+                self.console.say(&format!("mlrb: {refused}{hint}"));
                 Ok(None)
             }
             Ok(Ok(outcome)) => {
