@@ -119,11 +119,14 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
     let flags: Value = serde_json::from_slice(&scan.stdout).expect("scan's JSON");
     assert!(flags.is_array() || flags.is_object(), "{flags}");
 
-    // A bench plan takes the episode in as agent human:ada, scored as recorded.
+    // A bench plan takes the episode in as agent human:ada, scored as
+    // recorded, beside an agent that runs.
     let plan = out.path().join("plan.toml");
     let episodes = out.path().join("t");
-    let text =
-        format!("agents = [{{ human = \"ada\", episodes = {episodes:?} }}]\ntasks = [\"digits\"]\nseeds = [0]\n");
+    let baseline = common::agent("baseline");
+    let text = format!(
+        "agents = [{baseline:?}, {{ human = \"ada\", episodes = {episodes:?} }}]\ntasks = [\"digits\"]\nseeds = [0]\n"
+    );
     std::fs::write(&plan, text).unwrap();
     let bench = common::mlrb()
         .args(["bench", "--quiet", "--run-name", "b", "--out"])
@@ -134,9 +137,23 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
         .unwrap();
     assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
     let results = std::fs::read_to_string(out.path().join("b/results.jsonl")).unwrap();
-    let line: Value = serde_json::from_str(results.lines().next().unwrap()).unwrap();
-    assert_eq!(line["agent"], "human:ada");
-    assert_eq!(line["score"].as_f64(), Some(scored));
+    let lines: Vec<Value> = results.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let person = lines
+        .iter()
+        .find(|l| l["agent"] == "human:ada")
+        .expect("the person's result");
+    assert_eq!(person["score"].as_f64(), Some(scored));
+    let agent = lines
+        .iter()
+        .find(|l| l["agent"] == "baseline")
+        .expect("the agent's result");
+    assert_eq!(
+        agent["score"].as_f64(),
+        score["baseline"].as_f64(),
+        "the starter, unchanged"
+    );
+    let report = common::mlrb().arg("report").arg(out.path().join("b")).output().unwrap();
+    assert!(String::from_utf8_lossy(&report.stdout).contains("human:ada"));
     assert!(out.path().join("b/digits/human:ada/0/score.json").is_file());
     // A seed the person never worked on is refused by name.
     std::fs::write(&plan, std::fs::read_to_string(&plan).unwrap().replace("[0]", "[0, 5]")).unwrap();
