@@ -266,6 +266,38 @@ fn a_paused_session_goes_on_where_it_stopped_without_charging_the_pause() {
     assert!(!again.status.success() && stderr.contains("already ended"), "{stderr}");
 }
 
+#[test]
+fn a_session_whose_host_died_goes_on_from_its_last_command() {
+    let out = tempfile::tempdir().unwrap();
+    let mut pty = human("digits", out.path(), &[]);
+    pty.expect(PROMPT);
+    pty.type_line("echo kept > kept.txt");
+    pty.expect(PROMPT);
+    pty.kill();
+    let dir = out.path().join("t/digits/human-ada/0");
+    // Killed while writing a line: half of it.
+    let mut events = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("events.jsonl"))
+        .unwrap();
+    std::io::Write::write_all(&mut events, b"{\"prev\":\"torn").unwrap();
+    drop(events);
+
+    let mut command = common::mlrb();
+    command.args(["human", "--resume"]).arg(&dir);
+    let mut pty = Pty::spawn(command);
+    pty.expect(PROMPT);
+    pty.type_line("cat kept.txt");
+    pty.expect("\nkept");
+    pty.type_line("task submit");
+    assert!(pty.wait().success(), "{}", pty.screen());
+    let episode = read_json(&dir.join("episode.json"));
+    assert_eq!(episode["resumes"][0]["why"], "host killed");
+    assert_eq!(episode["end"]["steps"], 2);
+    let verify = common::mlrb().args(["verify"]).arg(&dir).output().unwrap();
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+}
+
 /// A file outside the workspace only the host may read, and where the
 /// hostile task's hidden answers lie on the host.
 fn host_secrets(tmp: &Path) -> (PathBuf, String, Vec<PathBuf>) {

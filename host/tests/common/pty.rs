@@ -135,6 +135,12 @@ impl Pty {
         self.screen.lock().unwrap().len() != before
     }
 
+    /// Kills the child (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Waits for the child to exit.
     pub fn wait(&mut self) -> ExitStatus {
         let started = Instant::now();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use super::super::resume::{ResumeRecord, remove_records, snapshot_of};
+use super::super::resume::{ResumeRecord, chained_lines, remove_records, snapshot_of};
 use super::super::run::{FilesAndScripts, recorded_task, task_info};
 use super::super::{EpisodeRecord, Runner};
 use crate::capability::agent_log::AgentLog;
@@ -20,7 +20,7 @@ use crate::limits::Limits;
 use crate::llm::LlmSource;
 use crate::record::recording::Recording;
 use crate::record::snapshot::{self, SnapshotStore};
-use crate::record::trace::Trace;
+use crate::record::trace::{GENESIS, Trace, line_hash};
 use crate::sandbox::gpu::GpuLease;
 use crate::task::overrides::Configured;
 use crate::task::{self, Prepared, Task, requirements};
@@ -116,7 +116,7 @@ impl Runner {
         }
         let limits = record.limits.clone();
         let ready = self.ready(&task).await?;
-        let recording = Recording::open(dir)?;
+        let recording = recorded(dir)?;
         let last = recording
             .events
             .iter()
@@ -214,6 +214,28 @@ fn paused_record(dir: &Path) -> Result<EpisodeRecord> {
         );
     }
     Ok(record)
+}
+
+/// The session's trace as far as it chains: a last line its dead host
+/// left half written is dropped (and cut from the file, which goes on
+/// after the lines kept); a break before that is refused.
+fn recorded(dir: &Path) -> Result<Recording> {
+    let path = dir.join("events.jsonl");
+    let text = crate::record::read_record_file(&path, crate::record::MAX_EVENTS)?;
+    let (lines, events) = chained_lines(&text).with_context(|| path.display().to_string())?;
+    let whole: usize = lines.iter().map(|l| l.len() + 1).sum();
+    if whole != text.len() {
+        let tmp = dir.join("events.jsonl.resume");
+        std::fs::write(&tmp, &text.as_bytes()[..whole]).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("replacing {}", path.display()))?;
+    }
+    let head = lines.last().map_or(GENESIS.to_string(), |l| line_hash(l.as_bytes()));
+    Ok(Recording {
+        dir: dir.to_path_buf(),
+        lines,
+        events,
+        head,
+    })
 }
 
 /// This resume: the time used so far (to the last event: the pause, or
