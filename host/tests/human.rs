@@ -117,7 +117,7 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
     drop(served);
     let scan = common::mlrb().args(["scan", "--json"]).arg(&dir).output().unwrap();
     let flags: Value = serde_json::from_slice(&scan.stdout).expect("scan's JSON");
-    assert!(flags.is_array() || flags.is_object(), "{flags}");
+    assert!(scan.status.success(), "nothing for review: {flags}");
 
     // A bench plan takes the episode in as agent human:ada, scored as
     // recorded, beside an agent that runs.
@@ -339,6 +339,13 @@ fn cannot_leave(sandbox: &str) {
     let episode = read_json(&out.join("t/hostile/human-ada/0/episode.json"));
     let ran_in = episode["host"]["sandbox"].as_str().unwrap();
     assert!(ran_in.starts_with(sandbox), "{ran_in}");
+    // What was tried is there for a reviewer: the line that searched /mlrb.
+    let scan = common::mlrb().arg("scan").arg(out.join("t")).output().unwrap();
+    let said = String::from_utf8_lossy(&scan.stdout);
+    assert!(
+        !scan.status.success() && said.contains("a command line names"),
+        "{said}"
+    );
     assert!(!screen.contains(&secret), "the host's file was read:\n{screen}");
     assert!(
         !screen.contains(&common::hidden_token()),
