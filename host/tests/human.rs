@@ -55,8 +55,8 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
     pty.type_line("python3 train.py");
     pty.expect("wrote submission.csv with 450 rows");
     pty.expect(PROMPT);
-    pty.type_line("false");
-    pty.expect("[exit 1]");
+    pty.type_line("printf no-newline; false");
+    pty.expect("no-newline\r\n[exit 1]");
     pty.expect(PROMPT);
     pty.type_line("task validate");
     let validated = pty.expect(PROMPT);

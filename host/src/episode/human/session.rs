@@ -42,6 +42,8 @@ enum Wake<T> {
     TimeUp,
     Warn,
     Interrupt,
+    /// Time to show more of a running command's output.
+    Tick,
 }
 
 /// One person's session over an episode's state.
@@ -181,7 +183,7 @@ impl<'a> Session<'a> {
                     self.clock.warn_if_due(self.console);
                     self.console.show(if typed.is_empty() { &prompt } else { "> " });
                 }
-                Wake::Interrupt => {
+                Wake::Interrupt | Wake::Tick => {
                     self.console.say(text::INTERRUPT_HINT);
                     typed.clear();
                     self.console.show(&prompt);
@@ -203,7 +205,7 @@ impl<'a> Session<'a> {
                 let mut tick = Box::pin(tokio::time::sleep(SHOW_EVERY));
                 let wake = tokio::select! {
                     result = &mut run => Wake::Done(result),
-                    _ = &mut tick => Wake::Warn,
+                    _ = &mut tick => Wake::Tick,
                     _ = interrupted(&mut self.interrupts) => Wake::Interrupt,
                 };
                 match wake {
@@ -216,6 +218,10 @@ impl<'a> Session<'a> {
             }
         };
         shown.more(self.console);
+        // What follows starts a line of its own.
+        if !shown.at_line_start() {
+            self.console.show("\n");
+        }
         match result {
             Err(trap) => Err(stopped(&trap)),
             Ok(Err(refused)) => {

@@ -101,6 +101,8 @@ fn termination(t: Termination) -> &'static str {
 /// A running command's stdout and stderr logs, shown as they grow.
 pub struct Tail {
     streams: [(PathBuf, u64); 2],
+    /// Whether what was shown last ended a line (or nothing was shown).
+    at_line_start: bool,
 }
 
 impl Tail {
@@ -108,7 +110,13 @@ impl Tail {
     pub fn new(prefix: &Path) -> Self {
         Self {
             streams: ["stdout", "stderr"].map(|s| (prefix.with_extension(s), 0)),
+            at_line_start: true,
         }
+    }
+
+    /// Whether the output shown so far ended its last line.
+    pub fn at_line_start(&self) -> bool {
+        self.at_line_start
     }
 
     /// Shows what the logs gained since last time.
@@ -121,6 +129,7 @@ impl Tail {
             if file.seek(SeekFrom::Start(*offset)).is_ok() && file.read_to_end(&mut bytes).is_ok() && !bytes.is_empty()
             {
                 *offset += bytes.len() as u64;
+                self.at_line_start = bytes.ends_with(b"\n");
                 console.show(&String::from_utf8_lossy(&bytes));
             }
         }
