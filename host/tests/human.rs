@@ -154,6 +154,13 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
     );
     let report = common::mlrb().arg("report").arg(out.path().join("b")).output().unwrap();
     assert!(String::from_utf8_lossy(&report.stdout).contains("human:ada"));
+    // The bench's records hold together, the person's episode re-scored with the agent's.
+    let verified = common::mlrb().arg("verify").arg(out.path().join("b")).output().unwrap();
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
     assert!(out.path().join("b/digits/human:ada/0/score.json").is_file());
     // A seed the person never worked on is refused by name.
     std::fs::write(&plan, std::fs::read_to_string(&plan).unwrap().replace("[0]", "[0, 5]")).unwrap();
