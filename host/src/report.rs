@@ -29,10 +29,13 @@ pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
         ("task", format!("{} {}", record.task.name, record.task.version)),
         (
             "agent",
-            format!(
-                "{agent} ({})",
-                &record.agent.sha256[..12.min(record.agent.sha256.len())]
-            ),
+            match &record.person {
+                Some(_) => format!("{agent} (a person)"),
+                None => format!(
+                    "{agent} ({})",
+                    &record.agent.sha256[..12.min(record.agent.sha256.len())]
+                ),
+            },
         ),
         ("seed", record.seed.to_string()),
         (

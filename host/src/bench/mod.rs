@@ -7,6 +7,7 @@ pub mod compare;
 pub mod epochs;
 pub mod export;
 pub mod html;
+mod humans;
 pub mod invalidate;
 pub mod journal;
 mod matrix;

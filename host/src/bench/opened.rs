@@ -23,7 +23,8 @@ pub(super) struct Bench {
     pub(super) dir: PathBuf,
     pub(super) tasks: Vec<Configured>,
     pub(super) agent_names: Vec<String>,
-    pub(super) agents: Vec<Arc<LoadedAgent>>,
+    /// Each agent's component; `None` for a person's recorded episodes.
+    pub(super) agents: Vec<Option<Arc<LoadedAgent>>>,
     pub(super) runner: Runner,
     pub(super) gpu_slots: tokio::sync::Semaphore,
     pub(super) cpu_slots: tokio::sync::Semaphore,
@@ -49,7 +50,14 @@ impl Bench {
         let agent_names: Vec<String> = plan.agents.iter().map(AgentEntry::name).collect();
         let mut agents = Vec::new();
         for agent in &plan.agents {
-            agents.push(runner.load_agent(agent.path()).await?);
+            match agent.person() {
+                Some((name, episodes)) => {
+                    let configured: Vec<&Task> = plain.iter().collect();
+                    super::humans::check(name, episodes, &configured, &plan.seeds.list())?;
+                    agents.push(None);
+                }
+                None => agents.push(Some(runner.load_agent(agent.path()).await?)),
+            }
         }
         let cpu_total = plan
             .cpu_slots
@@ -117,6 +125,12 @@ impl Bench {
                 continue;
             }
             let episode_dir = self.dir.join(&cell.id);
+            // A person's episode is taken in as it was recorded.
+            if let Some((name, episodes)) = self.plan.agents[cell.agent].person() {
+                let task = &self.tasks[cell.task].task.spec.name;
+                let from = super::humans::recorded(episodes, name, task, cell.seed);
+                super::humans::copy_in(&from, &episode_dir)?;
+            }
             if let Some(result) = self.adopt(cell, &episode_dir) {
                 let done = Entry::Done {
                     id: cell.id.clone(),
@@ -145,12 +159,16 @@ impl Bench {
     }
 
     /// The episode of `cell`, under the plan's overrides.
-    fn request(&self, cell: &Cell, progress: Arc<AtomicU32>) -> EpisodeRequest {
-        let agent = self.agents[cell.agent].clone();
+    fn request(&self, cell: &Cell, progress: Arc<AtomicU32>) -> Result<EpisodeRequest> {
+        let agent = self.agents[cell.agent]
+            .clone()
+            .with_context(|| format!("{}: a person's episode is not run, only taken in", cell.id))?;
         let configured = self.tasks[cell.task].clone();
-        EpisodeRequest::new(agent, configured, cell.seed, self.dir.join(&cell.id))
-            .with_progress(progress)
-            .resuming(true)
+        Ok(
+            EpisodeRequest::new(agent, configured, cell.seed, self.dir.join(&cell.id))
+                .with_progress(progress)
+                .resuming(true),
+        )
     }
 
     /// Waits for the CPU and GPU slots `task` needs; they are held until
@@ -198,7 +216,7 @@ impl Bench {
             })?;
             ran.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let steps = Arc::new(AtomicU32::new(0));
-            let request = self.request(cell, steps.clone()).halted_by(stop);
+            let request = self.request(cell, steps.clone())?.halted_by(stop);
             let line = progress.started(&cell.id, request.limits.max_steps, steps);
             let outcome = self.runner.run_episode(&request, stop.cancelled()).await;
             let attempted = Attempted {

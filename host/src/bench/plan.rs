@@ -12,7 +12,8 @@ use crate::episode::{HostSetup, agent_name, episode_id};
 use crate::limits::Overrides;
 use crate::task;
 
-/// An agent of the plan: a path, or a path and the name its results go by.
+/// An agent of the plan: a path, or a path and the name its results go by,
+/// or a person whose episodes `mlrb human` recorded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum AgentEntry {
@@ -25,6 +26,16 @@ pub enum AgentEntry {
         /// The name its results go by.
         name: String,
     },
+    /// A person's episodes, recorded earlier by `mlrb human --name NAME`
+    /// under the run folder `episodes` (`<task>/human-NAME/<seed>`): one
+    /// per task and seed of the plan, taken into the bench as they are.
+    /// Its results go by `human:NAME`.
+    Human {
+        /// The person's name.
+        human: String,
+        /// The run folder their episodes were recorded in.
+        episodes: PathBuf,
+    },
 }
 
 impl AgentEntry {
@@ -32,6 +43,15 @@ impl AgentEntry {
     pub fn path(&self) -> &Path {
         match self {
             Self::Path(path) | Self::Named { path, .. } => path,
+            Self::Human { episodes, .. } => episodes,
+        }
+    }
+
+    /// For a person: their name and the run folder of their episodes.
+    pub fn person(&self) -> Option<(&str, &Path)> {
+        match self {
+            Self::Human { human, episodes } => Some((human, episodes)),
+            _ => None,
         }
     }
     /// The name the agent's results go by, made safe for a path component.
@@ -39,6 +59,7 @@ impl AgentEntry {
         match self {
             Self::Named { name, .. } => crate::paths::safe_component(name),
             Self::Path(path) => agent_name(path),
+            Self::Human { human, .. } => format!("human:{}", crate::paths::safe_component(human)),
         }
     }
 }
@@ -233,6 +254,11 @@ impl Plan {
             bail!(
                 "`llm = \"replay:...\"` answers one recorded episode: replay it with `mlrb run --llm replay:<episode-dir>`"
             );
+        }
+        if let Some((name, _)) = self.agents.iter().find_map(AgentEntry::person)
+            && self.placement() != placement::On::Local
+        {
+            bail!("agent human:{name}: a person's episodes join only a bench on this host (`on = \"local\"`)");
         }
         let mut names = BTreeMap::new();
         for agent in &self.agents {

@@ -180,6 +180,17 @@ impl EpisodeState {
         &self.validations
     }
 
+    /// The validations an episode made before it was paused (a person's,
+    /// `mlrb human --resume`): they count against the same allowance.
+    pub fn restore_validations(&mut self, earlier: Vec<ValidationRecord>) {
+        self.validations = earlier;
+    }
+
+    /// How many validations the episode may make, where the task allows any.
+    pub fn validation_allowance(&self) -> Option<u32> {
+        self.validation.as_ref().map(|p| p.max_calls)
+    }
+
     /// Notes written so far.
     pub fn notes(&self) -> u32 {
         self.notes
@@ -264,7 +275,7 @@ impl EpisodeView<'_> {
 
     /// Scores a copy of the current workspace where the task allows it. A
     /// step; bounded by the task's number of validations and the deadline.
-    async fn validate_recorded(&mut self) -> wasmtime::Result<ToolResult<ScoreReportRecord>> {
+    pub async fn validate_recorded(&mut self) -> wasmtime::Result<ToolResult<ScoreReportRecord>> {
         if let Some(matched) = self.recorder.replayed(("episode", "validate"), &Value::Null)? {
             return self.replayed_validation(matched.result);
         }

@@ -177,43 +177,16 @@ impl ScriptRunner {
             other => other,
         })?;
         self.check_args(args)?;
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left < Duration::from_secs(1) {
-            return Err(ToolError::Timeout(
-                "the episode's wall-clock deadline has passed".into(),
-            ));
-        }
-        let max = self.limits.script_timeout();
-        let asked = timeout_seconds.map_or(max, |s| Duration::from_secs(s.max(1) as u64));
-        let timeout = asked.min(max).min(left);
-
-        self.runs += 1;
         let mut argv = vec![interpreter.to_string(), format!("{GUEST_WORKSPACE}/{rel}")];
         argv.extend(args.iter().cloned());
-        let stop = Stopper::default();
-        let exec = sandbox::Exec {
+        let run = Run {
             argv,
-            env: Vec::new(),
-            timeout,
-            log_prefix: Some(self.log_dir.join(format!("{:04}", self.runs))),
-            stop: stop.clone(),
+            timeout_seconds,
+            deadline,
+            used,
+            stop: Stopper::default(),
         };
-        let root = workspace
-            .handle()
-            .try_clone()
-            .map_err(|e| ToolError::Io(format!("the workspace: {e}")))?;
-        let caps = Usage {
-            entries: self.limits.workspace_files,
-            bytes: self.limits.workspace_bytes,
-            allocated_bytes: self.limits.workspace_bytes,
-            uncounted: 0,
-        };
-        let watch = watch_workspace(root, used, caps, stop);
-        let outcome = tokio::select! {
-            outcome = self.sandbox.exec(exec) => outcome,
-            never = watch => match never {},
-        }
-        .map_err(|e| ToolError::Unavailable(format!("the sandbox could not run {script}: {e:#}")))?;
+        let outcome = self.run_argv(workspace, run, script).await?;
         let mut stderr = outcome.stderr.text;
         if let Some(note) = &outcome.note {
             stderr.push_str(&format!("\n[mlrb: {note}]\n"));
@@ -229,6 +202,64 @@ impl ScriptRunner {
             ended_from_outside: outcome.ended_from_outside,
         })
     }
+
+    /// Where the next command's stdout and stderr are logged as they come
+    /// (`<prefix>.stdout`, `.stderr`): what a terminal shows while it runs.
+    pub fn next_log_prefix(&self) -> PathBuf {
+        self.log_dir.join(format!("{:04}", self.runs + 1))
+    }
+
+    /// Runs `run.argv` in the episode's sandbox, its output logged, under
+    /// the script timeout, the time left and the workspace's caps; `what`
+    /// names it in an error.
+    async fn run_argv(&mut self, workspace: &WorkspaceFiles, run: Run, what: &str) -> ToolResult<sandbox::Outcome> {
+        let left = run.deadline.saturating_duration_since(Instant::now());
+        if left < Duration::from_secs(1) {
+            return Err(ToolError::Timeout(
+                "the episode's wall-clock deadline has passed".into(),
+            ));
+        }
+        let max = self.limits.script_timeout();
+        let asked = run
+            .timeout_seconds
+            .map_or(max, |s| Duration::from_secs(s.max(1) as u64));
+        let timeout = asked.min(max).min(left);
+
+        self.runs += 1;
+        let exec = sandbox::Exec {
+            argv: run.argv,
+            env: Vec::new(),
+            timeout,
+            log_prefix: Some(self.log_dir.join(format!("{:04}", self.runs))),
+            stop: run.stop.clone(),
+        };
+        let root = workspace
+            .handle()
+            .try_clone()
+            .map_err(|e| ToolError::Io(format!("the workspace: {e}")))?;
+        let caps = Usage {
+            entries: self.limits.workspace_files,
+            bytes: self.limits.workspace_bytes,
+            allocated_bytes: self.limits.workspace_bytes,
+            uncounted: 0,
+        };
+        let watch = watch_workspace(root, run.used, caps, run.stop);
+        tokio::select! {
+            outcome = self.sandbox.exec(exec) => outcome,
+            never = watch => match never {},
+        }
+        .map_err(|e| ToolError::Unavailable(format!("the sandbox could not run {what}: {e:#}")))
+    }
+}
+
+/// One command for the sandbox: its argv, the timeout asked for, the
+/// episode's deadline, what the workspace held before, and its stop.
+struct Run {
+    argv: Vec<String>,
+    timeout_seconds: Option<u32>,
+    deadline: Instant,
+    used: Usage,
+    stop: Stopper,
 }
 
 /// Watches the workspace's filesystem while a script runs and stops the
@@ -449,6 +480,52 @@ impl ExecView<'_> {
         Ok(result)
     }
 
+    /// A person's command line (`mlrb human`): run by `sh` in the episode's
+    /// sandbox from `cwd`, as a step like a script (the same budget, caps
+    /// and snapshot after it, read-only files put back), recorded as
+    /// `shell command`; `stop` ends it early (the person's Ctrl-C).
+    pub async fn command_line(
+        &mut self,
+        line: &str,
+        cwd: &str,
+        stop: Stopper,
+    ) -> wasmtime::Result<ToolResult<CommandOutcome>> {
+        let started = Instant::now();
+        let call_args = json!({ "line": text(line), "cwd": text(cwd) });
+        let call = ("shell", "command");
+        let (step, result) = match self.recorder.begin_step()? {
+            Ok(step) => {
+                let argv: Vec<String> = ["sh", "-c", SHELL_LINE, "mlrb-shell", cwd, line]
+                    .map(String::from)
+                    .into();
+                let run = Run {
+                    argv,
+                    timeout_seconds: None,
+                    deadline: self.recorder.deadline,
+                    used: self.recorder.used(),
+                    stop,
+                };
+                let checked = self.exec.runner.check_args(&run.argv[3..]);
+                let result = match checked {
+                    Ok(()) => self.exec.runner.run_argv(self.files, run, "the command").await,
+                    Err(refused) => Err(refused),
+                };
+                (Some(step), result.map(CommandOutcome::from))
+            }
+            Err(refused) => (None, Err(refused)),
+        };
+        let snapshot = match step {
+            Some(step) => self.snapshot_and_restore(&format!("step {step}: command"))?,
+            None => None,
+        };
+        self.recorder
+            .write_result(call, step, &call_args, &result, started, snapshot)?;
+        if let Some(connections) = self.exec.runner.new_connections() {
+            self.recorder.record_host("egress", connections);
+        }
+        Ok(result)
+    }
+
     /// The snapshot after a script, and another if read-only files had to
     /// be put back.
     fn snapshot_and_restore(&mut self, label: &str) -> wasmtime::Result<Option<u64>> {
@@ -495,6 +572,48 @@ impl ExecView<'_> {
         self.recorder
             .record_host("restore-read-only", json!({ "paths": paths }));
         Ok(true)
+    }
+}
+
+/// How a person's command line runs: `sh -c` this, with the working
+/// folder and the line as `$1` and `$2` (never spliced into the script).
+const SHELL_LINE: &str = "cd -- \"$1\" || exit 125\neval \"$2\"";
+
+/// What a person's command line came to: its exit status, time, the sizes
+/// of its whole output and the head and tail of each stream.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct CommandOutcome {
+    /// The exit status; `None` when the process was ended by a signal.
+    pub exit_code: Option<i32>,
+    /// How it ended.
+    pub termination: Termination,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+    /// Bytes it wrote to stdout in all.
+    pub stdout_bytes: u64,
+    /// Bytes it wrote to stderr in all.
+    pub stderr_bytes: u64,
+    /// The head and tail of its stdout.
+    pub stdout: String,
+    /// The head and tail of its stderr.
+    pub stderr: String,
+    /// Why the host ended it, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl From<sandbox::Outcome> for CommandOutcome {
+    fn from(o: sandbox::Outcome) -> Self {
+        Self {
+            exit_code: o.exit_code,
+            termination: o.termination,
+            duration_ms: o.duration.as_millis() as u64,
+            stdout_bytes: o.stdout.total_bytes,
+            stderr_bytes: o.stderr.total_bytes,
+            stdout: o.stdout.text,
+            stderr: o.stderr.text,
+            note: o.note,
+        }
     }
 }
 

@@ -10,6 +10,7 @@ mod eval;
 mod export;
 mod fork;
 mod gc;
+mod human;
 mod image;
 mod keygen;
 mod llm;
@@ -63,6 +64,9 @@ pub struct Cli {
 enum Command {
     /// Run one agent on one task: a scored, fully recorded episode.
     Run(run::RunArgs),
+    /// Work on a task yourself, in an agent's place: a shell in the task's
+    /// sandbox, each command a recorded step, the final workspace scored.
+    Human(human::HumanArgs),
     /// Run every agent on every task over several seeds: a journalled
     /// benchmark run that `--resume` completes after a crash.
     Bench(bench::BenchArgs),
@@ -261,6 +265,7 @@ fn init_logging(verbose: u8) {
 async fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(args) => args.run().await,
+        Command::Human(args) => args.run().await,
         Command::Bench(args) => args.run().await,
         Command::Serve(args) => args.run().await,
         Command::Worker(args) => args.run().await,

@@ -10,6 +10,7 @@ pub mod basis;
 pub mod end;
 pub mod feedback;
 pub mod fork;
+pub mod human;
 pub mod judgement;
 pub mod records;
 mod replay;

@@ -186,8 +186,30 @@ pub struct EpisodeRecord {
     /// Each time the episode went on after its host died, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumes: Vec<super::resume::ResumeRecord>,
+    /// Set for a person's episode (`mlrb human`): who worked, and whether
+    /// the session is paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<PersonRecord>,
     /// How the episode ended; null while it runs or if the host was killed.
     pub end: Option<EpisodeEnd>,
+}
+
+/// The person who worked on a task in place of an agent.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PersonRecord {
+    /// The name they gave (`--name`).
+    pub name: String,
+    /// When they paused the session, as an RFC 3339 UTC time; null while
+    /// it is open or once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_at: Option<String>,
+}
+
+impl PersonRecord {
+    /// The agent name a person's episodes go by in tables: `human:NAME`.
+    pub fn agent_name(&self) -> String {
+        format!("human:{}", self.name)
+    }
 }
 
 /// Where a fork came from.
@@ -225,19 +247,64 @@ impl EpisodeRecord {
 
     /// The record of an episode starting now.
     pub fn new(request: &EpisodeRequest, prepared: &Prepared, sandbox: &dyn crate::sandbox::Sandbox) -> Result<Self> {
-        let (agent, task) = (&request.agent, &request.task);
+        let agent = &request.agent;
+        let provenance = AgentProvenance {
+            path: agent.path.display().to_string(),
+            sha256: agent.sha256.clone(),
+            size: agent.size,
+            compiled_from_cache: agent.from_cache,
+            load_ms: agent.load_ms,
+            wit: agent.wit.clone(),
+        };
+        let mut record = Self::starting(
+            provenance,
+            (&request.task, &request.limits),
+            request.seed,
+            prepared,
+            sandbox,
+        )?;
+        record.fork = request.fork.as_ref().map(ForkOrigin::record);
+        Ok(record)
+    }
+
+    /// The record of a person's episode (`mlrb human`) starting now: its
+    /// "agent" is `human:NAME`, with no component.
+    pub fn of_person(
+        name: &str,
+        configured: (&Task, &Limits),
+        seed: u64,
+        prepared: &Prepared,
+        sandbox: &dyn crate::sandbox::Sandbox,
+    ) -> Result<Self> {
+        let person = PersonRecord {
+            name: name.to_string(),
+            paused_at: None,
+        };
+        let provenance = AgentProvenance {
+            path: person.agent_name(),
+            sha256: String::new(),
+            size: 0,
+            compiled_from_cache: false,
+            load_ms: 0.0,
+            wit: None,
+        };
+        let mut record = Self::starting(provenance, configured, seed, prepared, sandbox)?;
+        record.person = Some(person);
+        Ok(record)
+    }
+
+    fn starting(
+        agent: AgentProvenance,
+        (task, limits): (&Task, &Limits),
+        seed: u64,
+        prepared: &Prepared,
+        sandbox: &dyn crate::sandbox::Sandbox,
+    ) -> Result<Self> {
         Ok(Self {
-            seed: request.seed,
+            seed,
             started_at: now(),
             ended_at: None,
-            agent: AgentProvenance {
-                path: agent.path.display().to_string(),
-                sha256: agent.sha256.clone(),
-                size: agent.size,
-                compiled_from_cache: agent.from_cache,
-                load_ms: agent.load_ms,
-                wit: agent.wit.clone(),
-            },
+            agent,
             task: TaskProvenance {
                 name: task.spec.name.clone(),
                 version: task.spec.version.clone(),
@@ -258,11 +325,12 @@ impl EpisodeRecord {
                 process: HostProcess::current(),
                 image_digest: sandbox.image_digest(),
             },
-            limits: request.limits.clone(),
+            limits: limits.clone(),
             llm: String::new(),
             gpus: Vec::new(),
-            fork: request.fork.as_ref().map(ForkOrigin::record),
+            fork: None,
             resumes: Vec::new(),
+            person: None,
             end: None,
         })
     }
@@ -278,11 +346,14 @@ impl EpisodeRecord {
         write_json(&dir.join("episode.json"), self)
     }
 
-    /// How the episode ended, "running" while its host runs, or "host
-    /// killed" when the host died before it could end it.
+    /// How the episode ended, "running" while its host runs, "paused" (a
+    /// person's, to go on with), or "host killed" when the host died
+    /// before it could end it.
     pub fn status(&self) -> String {
+        let paused = self.person.as_ref().is_some_and(|p| p.paused_at.is_some());
         match (&self.end, &self.host.process) {
             (Some(end), _) => end.reason.name(),
+            (None, _) if paused => "paused".into(),
             (None, Some(process)) if process.alive() => "running".into(),
             (None, _) => "host killed".into(),
         }

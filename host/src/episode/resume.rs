@@ -216,7 +216,7 @@ impl ResumePoint {
 }
 
 /// The snapshot an event says the workspace was in after it, if any.
-fn snapshot_of(event: &Value) -> Option<u64> {
+pub(super) fn snapshot_of(event: &Value) -> Option<u64> {
     if event["interface"] == "host" && event["function"] == "snapshot" {
         return event["args"]["id"].as_u64();
     }
@@ -226,7 +226,7 @@ fn snapshot_of(event: &Value) -> Option<u64> {
 /// The lines of a trace that chain from its first, and each parsed. A
 /// last line cut short (the host died writing it) is dropped; a break
 /// anywhere before it means the records were changed, and is an error.
-fn chained_lines(text: &str) -> Result<(Vec<String>, Vec<Value>)> {
+pub(super) fn chained_lines(text: &str) -> Result<(Vec<String>, Vec<Value>)> {
     let mut all: Vec<&str> = text.split('\n').collect();
     // Text after the last newline is a line the host never finished.
     all.pop();

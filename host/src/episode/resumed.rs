@@ -39,7 +39,9 @@ impl Runner {
         }
         let manifest = snapshot::read_manifest(&snapshots_dir, point.snapshot)?;
         snapshot::materialize_writable(&snapshots_dir, &manifest, &workspace)?;
-        let (files, scripts, network) = self.files_and_scripts(request, devices, true).await?;
+        let (files, scripts, network) = self
+            .files_and_scripts((dir, &request.task, limits), devices, true)
+            .await?;
         // The whole budget while it replays; from going live, what is left.
         let charged = Duration::from_millis(point.resume.charged_ms);
         let started = Instant::now();

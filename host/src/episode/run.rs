@@ -2,6 +2,7 @@
 //! the workspace and the sandbox, run the agent under its limits until it
 //! returns, traps or runs out, take the final snapshot, record and score.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,9 @@ pub(super) struct Ended {
 
 /// The episode's network: the tally and resolver its scripts and agent share.
 pub(super) type Network = (Arc<Tally>, Result<Resolver, String>);
+
+/// The episode's files, the sandbox opened for its scripts, and its network.
+pub(super) type FilesAndScripts = (WorkspaceFiles, ScriptRunner, Network);
 
 /// What every episode's state is built around, fresh or resumed.
 pub(super) struct Pieces {
@@ -200,7 +204,7 @@ impl Runner {
                 Some(manifest)
             }
         };
-        let (files, scripts, network) = self.files_and_scripts(request, devices, false).await?;
+        let (files, scripts, network) = self.files_and_scripts((dir, task, limits), devices, false).await?;
         let started = Instant::now();
         let snapshots = match (&request.fork, &forked_from) {
             (Some(fork), Some(manifest)) => {
@@ -233,15 +237,14 @@ impl Runner {
     /// its scripts, and its network.
     pub(super) async fn files_and_scripts(
         &self,
-        request: &EpisodeRequest,
+        (dir, task, limits): (&Path, &Task, &Limits),
         devices: &[String],
         resumed: bool,
-    ) -> Result<(WorkspaceFiles, ScriptRunner, Network)> {
-        let (dir, limits) = (&request.dir, &request.limits);
+    ) -> Result<FilesAndScripts> {
         let files = WorkspaceFiles::open(
             &dir.join("workspace"),
             &dir.join("history"),
-            &request.task.spec.files.read_only,
+            &task.spec.files.read_only,
             limits.clone(),
         )?;
         let exec_dir = dir.join("exec");
@@ -426,7 +429,7 @@ fn agent_store(engine: &wasmtime::Engine, state: AgentState, wall: Duration) -> 
 }
 
 /// Closes the sandbox, takes the final snapshot and says how it all ended.
-async fn close(
+pub(super) async fn close(
     state: AgentState,
     ended: Ended,
     limits: &Limits,
@@ -492,7 +495,7 @@ async fn close(
 }
 
 /// What the agent is told about its task.
-fn task_info(task: &Task, limits: &Limits) -> TaskInfoRecord {
+pub(super) fn task_info(task: &Task, limits: &Limits) -> TaskInfoRecord {
     TaskInfoRecord {
         name: task.spec.name.clone(),
         version: task.spec.version.clone(),

@@ -69,11 +69,12 @@ impl Recording {
     }
 }
 
-/// Whether an event is a call of the agent's to an mlrb interface.
+/// Whether an event is a call of the agent's to an mlrb interface (or a
+/// person's command line, `shell`, in an agent's place).
 pub fn is_call(event: &Value) -> bool {
     matches!(
         event["interface"].as_str(),
-        Some("workspace" | "exec" | "episode" | "llm")
+        Some("workspace" | "exec" | "episode" | "llm" | "shell")
     )
 }
 

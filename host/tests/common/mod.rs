@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod floods;
 pub mod gpu;
 pub mod llm_server;
+pub mod pty;
 pub mod service;
 pub mod slurm;
 pub mod viewer;

@@ -19,7 +19,8 @@ pub(super) async fn failures(options: &Options, dir: &Path, runner: &Runner, tas
         Some(Err(why)) => failures.push(why.clone()),
         None => {}
     }
-    if options.replay && record.end.is_some() {
+    // A person's episode has no agent to replay: its records and score are checked.
+    if options.replay && record.end.is_some() && record.person.is_none() {
         let replayed = async {
             let agent = runner.load_agent(Path::new(&record.agent.path)).await?;
             runner.replay(dir, &agent).await

@@ -2,7 +2,8 @@
 //! what only a hostile script does (flooding its output, growing the
 //! workspace past its caps or where the host cannot count, breaking the
 //! sandbox's launcher), or stopped at its time or memory limit, which an
-//! honest training run may also meet.
+//! honest training run may also meet. A person's command lines (`mlrb
+//! human`) are looked at alike.
 
 use super::evidence::Evidence;
 use super::flag::{Flag, Kind, ScanOptions, Severity, one_line};
@@ -12,12 +13,19 @@ const HOSTILE_KILLS: [&str; 3] = ["printed more than", "the workspace grew", "la
 
 pub fn check(evidence: &Evidence, _: &ScanOptions) -> Vec<Flag> {
     let mut flags = Vec::new();
-    for (index, event) in evidence.calls().filter(|(_, e)| e["function"] == "execute-script") {
+    let run = |e: &serde_json::Value| e["function"] == "execute-script" || e["function"] == "command";
+    for (index, event) in evidence.calls().filter(|(_, e)| run(e)) {
         let outcome = &event["result"]["ok"];
-        let script = event["args"]["script"].as_str().unwrap_or("?");
-        let note = evidence
-            .full_text(&outcome["stderr"])
-            .and_then(|stderr| host_note(&stderr));
+        let script = event["args"]["script"]
+            .as_str()
+            .or(event["args"]["line"].as_str())
+            .unwrap_or("?");
+        // A command keeps the host's note apart; a script has it in its stderr.
+        let note = outcome["note"].as_str().map(String::from).or_else(|| {
+            evidence
+                .full_text(&outcome["stderr"])
+                .and_then(|stderr| host_note(&stderr))
+        });
         let flag = match (outcome["termination"].as_str(), note) {
             (Some("killed"), Some(note)) if HOSTILE_KILLS.iter().any(|k| note.contains(k)) => {
                 let detail = format!("{script}: {}", one_line(&note, 160));
@@ -83,5 +91,35 @@ mod tests {
         );
         assert!(flags[0].detail.contains("printed more than"), "{}", flags[0].detail);
         assert_eq!(flags[2].detail, "train.py: timed out after 20 s");
+    }
+
+    #[test]
+    fn a_persons_command_line_is_looked_at_as_a_script() {
+        let mut episode = Synthetic::new();
+        let flood = json!({"ok": {"termination": "killed", "exit_code": null, "stdout": "", "stderr": "",
+                                  "note": "killed: printed more than 8388608 bytes"}});
+        episode.call_with(
+            "shell",
+            "command",
+            json!({"line": "yes", "cwd": "/workspace"}),
+            flood,
+            None,
+        );
+        let slow = json!({"ok": {"termination": "timed-out", "exit_code": null, "stdout": "", "stderr": ""}});
+        episode.call_with(
+            "shell",
+            "command",
+            json!({"line": "sleep 99", "cwd": "/workspace"}),
+            slow,
+            None,
+        );
+        let flags = check(&episode.evidence(), &ScanOptions::default());
+        let found: Vec<(Kind, Option<u32>)> = flags.iter().map(|f| (f.kind, f.step)).collect();
+        assert_eq!(found, [(Kind::ScriptKilled, Some(1)), (Kind::ScriptLimit, Some(2))]);
+        assert!(
+            flags[0].detail.starts_with("yes: killed: printed more than"),
+            "{}",
+            flags[0].detail
+        );
     }
 }
