@@ -45,6 +45,8 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// Each request's latency, by kind.
 #[derive(Default)]
 struct Latencies {
+    /// Each worker's first lease: all of them at the same moment.
+    first_lease: Vec<Duration>,
     lease: Vec<Duration>,
     renew: Vec<Duration>,
     report: Vec<Duration>,
@@ -158,7 +160,8 @@ fn main() {
     );
     let mut all = Vec::new();
     for (kind, times) in [
-        ("lease", latencies.lease),
+        ("first lease (all workers at once)", latencies.first_lease),
+        ("later lease", latencies.lease),
         ("renew", latencies.renew),
         ("report", latencies.report),
     ] {
@@ -247,7 +250,8 @@ impl Worker {
     /// Leases, holds (renewing) and reports episodes until none is left.
     async fn drain(&self, seed: u64) {
         let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        while let Some((episode, lease)) = self.lease().await {
+        let mut first = true;
+        while let Some((episode, lease)) = self.lease(std::mem::take(&mut first)).await {
             // A simulated episode of 1 to 3 s, renewed every second.
             state = state
                 .wrapping_mul(6364136223846793005)
@@ -263,7 +267,7 @@ impl Worker {
         }
     }
 
-    async fn lease(&self) -> Option<(String, String)> {
+    async fn lease(&self, first: bool) -> Option<(String, String)> {
         let asked = Instant::now();
         let answer: serde_json::Value = self
             .http
@@ -276,7 +280,12 @@ impl Worker {
             .json()
             .await
             .unwrap();
-        self.latencies.lock().unwrap().lease.push(asked.elapsed());
+        let mut latencies = self.latencies.lock().unwrap();
+        match first {
+            true => latencies.first_lease.push(asked.elapsed()),
+            false => latencies.lease.push(asked.elapsed()),
+        }
+        drop(latencies);
         let lease = answer["lease"].as_object()?;
         Some((
             lease["episode"].as_str()?.to_string(),

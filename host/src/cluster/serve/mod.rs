@@ -37,6 +37,9 @@ const IN_MEMORY: usize = 16 << 20;
 
 type Answer = Response<Full<Bytes>>;
 
+/// How many requests' queue and disk work may run at once (see `blocking`).
+const BLOCKING_SLOTS: usize = 4;
+
 /// A run's queue, served.
 pub struct Server {
     dir: PathBuf,
@@ -50,6 +53,8 @@ pub struct Server {
     journal: std::sync::Mutex<Journal>,
     // One report at a time is moved into the run and recorded.
     finalize: tokio::sync::Mutex<()>,
+    // Requests whose queue and disk work run on the blocking pool at once.
+    blocking_slots: tokio::sync::Semaphore,
     arrived: tokio::sync::mpsc::UnboundedSender<ResultLine>,
     last_request: std::sync::atomic::AtomicI64,
     shared: bool,
@@ -88,6 +93,7 @@ impl Server {
             max_leases: parts.max_leases,
             journal: std::sync::Mutex::new(parts.journal),
             finalize: tokio::sync::Mutex::new(()),
+            blocking_slots: tokio::sync::Semaphore::new(BLOCKING_SLOTS),
             arrived,
             last_request: std::sync::atomic::AtomicI64::new(now_ms()),
             shared: parts.info.shared_run_dir.is_some(),
@@ -115,7 +121,22 @@ impl Server {
         Ok(crate::http_server::serve(listener, "queue", settings, respond).await?)
     }
 
-    async fn respond(&self, request: Request<Incoming>) -> Answer {
+    /// Runs `work` on the blocking pool: the queue's SQLite and the journal
+    /// block (on disk and on their locks), and must not hold up the threads
+    /// that accept and read every worker's connection.
+    async fn blocking<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&Server) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        // A few at a time: they take one SQLite connection in turn, and a
+        // thousand workers asking at once would otherwise be a thousand
+        // threads waiting on its lock.
+        let _slot = self.blocking_slots.acquire().await?;
+        let server = self.clone();
+        tokio::task::spawn_blocking(move || work(&server)).await?
+    }
+
+    async fn respond(self: Arc<Self>, request: Request<Incoming>) -> Answer {
         self.last_request.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
         if !self.authorized(&request) {
             return refuse(
@@ -126,21 +147,27 @@ impl Server {
         let path = request.uri().path().to_string();
         let answer = match (request.method(), path.as_str()) {
             (&Method::GET, "/v1/run") => Ok(json_bytes(StatusCode::OK, self.info.clone())),
-            (&Method::GET, "/v1/status") => self.queue.counts(now_ms()).map(|c| json(StatusCode::OK, &c)),
+            (&Method::GET, "/v1/status") => {
+                self.blocking(|s| s.queue.counts(now_ms()).map(|c| json(StatusCode::OK, &c)))
+                    .await
+            }
             (&Method::GET, p) if p.starts_with("/v1/agents/") => Ok(self.agent(&p["/v1/agents/".len()..]).await),
             (&Method::POST, "/v1/lease") => match body::<LeaseRequest>(request).await {
-                Ok(ask) => self.lease(&ask.worker),
+                Ok(ask) => self.blocking(move |s| s.lease(&ask.worker)).await,
                 Err(refusal) => return refusal,
             },
             (&Method::POST, "/v1/renew") => match body::<TokenRequest>(request).await {
-                Ok(ask) => self.renew(&ask.token),
+                Ok(ask) => self.blocking(move |s| s.renew(&ask.token)).await,
                 Err(refusal) => return refusal,
             },
             (&Method::POST, "/v1/release") => match body::<TokenRequest>(request).await {
-                Ok(ask) => self
-                    .queue
-                    .release(&ask.token)
-                    .map(|released| json(StatusCode::OK, &serde_json::json!({ "released": released }))),
+                Ok(ask) => {
+                    self.blocking(move |s| {
+                        let released = s.queue.release(&ask.token)?;
+                        Ok(json(StatusCode::OK, &serde_json::json!({ "released": released })))
+                    })
+                    .await
+                }
                 Err(refusal) => return refusal,
             },
             (&Method::POST, "/v1/report") => self.report(request).await,
@@ -242,13 +269,13 @@ impl Server {
         Ok(reported)
     }
 
-    async fn report(&self, request: Request<Incoming>) -> Result<Answer> {
+    async fn report(self: &Arc<Self>, request: Request<Incoming>) -> Result<Answer> {
         let upload = match self.checked_upload(request).await? {
             Ok(upload) => upload,
             Err(refusal) => return Ok(refusal),
         };
         let staging = self.staging()?;
-        self.finish(upload, &staging.0).await
+        self.blocking(move |s| s.finish(upload, &staging.0)).await
     }
 
     /// A new folder beneath `cluster/staging/` for an upload to unpack in,
@@ -311,7 +338,7 @@ impl Server {
     }
 
     /// Unpacks a checked upload, moves it into the run and records it.
-    async fn finish(&self, upload: Upload, staging: &Path) -> Result<Answer> {
+    fn finish(&self, upload: Upload, staging: &Path) -> Result<Answer> {
         let Upload {
             episode,
             token,
@@ -348,7 +375,7 @@ impl Server {
                 ),
             ));
         }
-        let _one = self.finalize.lock().await;
+        let _one = self.finalize.blocking_lock();
         if let Some((_, true)) = self.queue.lease_of(episode, token)? {
             return Ok(
                 match self.queue.report(episode, token, &serde_json::to_value(&result)?) {
