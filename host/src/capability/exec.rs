@@ -467,16 +467,8 @@ impl ExecView<'_> {
             }
             Err(refused) => (None, Err(refused)),
         };
-        let snapshot = match step {
-            Some(step) => self.snapshot_and_restore(&format!("step {step}: execute-script {script}"))?,
-            None => None,
-        };
-        self.recorder
-            .write_result(call, step, &call_args, &result, started, snapshot)?;
-        // Where the script connected (or tried to): after the call, as the host's record.
-        if let Some(connections) = self.exec.runner.new_connections() {
-            self.recorder.record_host("egress", connections);
-        }
+        let label = format!("execute-script {script}");
+        self.record_step((call, step, &call_args, started), &result, &label)?;
         Ok(result)
     }
 
@@ -514,16 +506,28 @@ impl ExecView<'_> {
             }
             Err(refused) => (None, Err(refused)),
         };
+        self.record_step((call, step, &call_args, started), &result, "command")?;
+        Ok(result)
+    }
+
+    /// After a step's run: the snapshot of what it changed, its event, and
+    /// where it connected (or tried to), as the host's record.
+    fn record_step<T: Serialize>(
+        &mut self,
+        (call, step, args, started): ((&str, &str), Option<u32>, &serde_json::Value, Instant),
+        result: &ToolResult<T>,
+        label: &str,
+    ) -> wasmtime::Result<()> {
         let snapshot = match step {
-            Some(step) => self.snapshot_and_restore(&format!("step {step}: command"))?,
+            Some(step) => self.snapshot_and_restore(&format!("step {step}: {label}"))?,
             None => None,
         };
         self.recorder
-            .write_result(call, step, &call_args, &result, started, snapshot)?;
+            .write_result(call, step, args, result, started, snapshot)?;
         if let Some(connections) = self.exec.runner.new_connections() {
             self.recorder.record_host("egress", connections);
         }
-        Ok(result)
+        Ok(())
     }
 
     /// The snapshot after a script, and another if read-only files had to

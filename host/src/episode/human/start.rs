@@ -39,6 +39,29 @@ pub struct Opened {
     pub(super) opened_at: Instant,
 }
 
+impl Opened {
+    fn new(
+        state: AgentState,
+        record: EpisodeRecord,
+        log: AgentLog,
+        (task, limits): (Task, Limits),
+        dir: &Path,
+        ready: Ready,
+    ) -> Self {
+        Self {
+            state,
+            record,
+            log,
+            task,
+            limits,
+            dir: dir.to_path_buf(),
+            devices: ready.devices,
+            _lease: ready.lease,
+            opened_at: Instant::now(),
+        }
+    }
+}
+
 /// What both starts share: the task checked, its GPUs held, it prepared.
 struct Ready {
     lease: Option<GpuLease>,
@@ -90,17 +113,7 @@ impl Runner {
         let log = AgentLog::create(&dir.join("agent.log"), limits.agent_log_bytes)?;
         let parts = (files, scripts, network);
         let state = self.person_state((dir, &task, &limits), seed, &ready, &log, recorder, parts, info);
-        Ok(Opened {
-            state,
-            record,
-            log,
-            task,
-            limits,
-            dir: dir.to_path_buf(),
-            devices: ready.devices,
-            _lease: ready.lease,
-            opened_at: Instant::now(),
-        })
+        Ok(Opened::new(state, record, log, (task, limits), dir, ready))
     }
 
     /// The paused episode in `dir`, gone on with.
@@ -146,17 +159,7 @@ impl Runner {
         let log = AgentLog::create(&dir.join("agent.log"), limits.agent_log_bytes)?;
         let mut state = self.person_state((dir, &task, &limits), record.seed, &ready, &log, recorder, parts, info);
         state.episode.restore_validations(validations(&recording));
-        Ok(Opened {
-            state,
-            record,
-            log,
-            task,
-            limits,
-            dir: dir.to_path_buf(),
-            devices: ready.devices,
-            _lease: ready.lease,
-            opened_at: Instant::now(),
-        })
+        Ok(Opened::new(state, record, log, (task, limits), dir, ready))
     }
 
     /// Each interface's state, as an agent's would be (validation as the
