@@ -300,6 +300,16 @@ fn check_forged_score(agent: &Path, sandbox: Sandbox) {
     let ratio = score["score"].as_f64().unwrap();
     assert!(ratio >= SLOW_IMPORT_RATIO, "a forged time was recorded: {score}");
     assert!(score["spread"]["low"].as_f64().unwrap() <= ratio, "{score}");
+    // A run that spoiled its own channel (the pre-writing train.py) is
+    // stopped at once, never held by its waiting harness until its timeout.
+    let runs = walkdir::WalkDir::new(&finished.dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with("-runs.jsonl"));
+    for path in runs.map(|e| e.path().to_path_buf()) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("\"timed-out\""), "{}: {text}", path.display());
+    }
     // What the submitted code found, from every run of it: no result to
     // forge, no hidden file, no evaluator, and its daemon gone with it.
     let logs = stderr_logs(&finished.dir);

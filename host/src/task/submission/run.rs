@@ -193,8 +193,9 @@ struct Ends {
     meter: sandbox::cpu_time::CpuMeter,
 }
 
-/// Runs `command` while reading its channel; once a complete result is in,
-/// the run is ended (nothing it does afterwards can change what was sent).
+/// Runs `command` while reading its channel; once a complete result is in
+/// (or the channel is spoiled), the run is ended (nothing it does
+/// afterwards can change what was sent).
 async fn run_and_read(
     context: &Runs<'_>,
     command: sandbox::Command,
@@ -209,7 +210,10 @@ async fn run_and_read(
     let (outcome, channel) = tokio::select! {
         biased;
         channel = &mut read => {
-            stop.stop("the run's result is in");
+            stop.stop(match channel.result {
+                Some(_) => "the run's result is in",
+                None => "the run spoiled its result channel",
+            });
             (run.await?, Some(channel))
         }
         outcome = &mut run => {
@@ -228,8 +232,10 @@ const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Reads `ready` (when timed: then reads the meter and says `go`) and then
 /// a result framed as its length (8 bytes, little-endian) and its bytes;
-/// resolves once it is complete. A result over `cap` bytes, or a wrong
-/// first line, never completes.
+/// resolves once it is complete, or at once without a result when the
+/// channel is spoiled (a wrong first line, a result over `cap` bytes):
+/// no frame can follow, and the harness, waiting on `go`, would otherwise
+/// hold the run until its timeout.
 async fn read_channel(ends: Ends, timed: bool, cap: u64) -> Channel {
     // `go` stays open until the result is in and measured: closing it
     // would let the waiting harness go on (and exit) before.
@@ -246,7 +252,7 @@ async fn read_channel(ends: Ends, timed: bool, cap: u64) -> Channel {
     if timed {
         let mut line = [0u8; READY.len()];
         if receiver.read_exact(&mut line).await.is_err() || line != READY {
-            return std::future::pending().await;
+            return channel;
         }
         let at = Instant::now();
         channel.ready = Some((at, meter.read().await));
@@ -258,15 +264,15 @@ async fn read_channel(ends: Ends, timed: bool, cap: u64) -> Channel {
     }
     let mut length = [0u8; 8];
     if receiver.read_exact(&mut length).await.is_err() {
-        return std::future::pending().await;
+        return channel;
     }
     let length = u64::from_le_bytes(length);
     if length > cap {
-        return std::future::pending().await;
+        return channel;
     }
     let mut bytes = vec![0u8; length as usize];
     if receiver.read_exact(&mut bytes).await.is_err() {
-        return std::future::pending().await;
+        return channel;
     }
     let at = Instant::now();
     channel.done = Some((at, if timed { meter.read().await } else { None }));
