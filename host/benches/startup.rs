@@ -12,11 +12,13 @@
 //!   starts the episode's bubblewrap and its launcher) and as each later
 //!   script (one `exec` through the running launcher), against the bare
 //!   interpreter (`/usr/bin/python3 -c pass` spawned by this process, timed
-//!   the same way): the difference of the medians is what the sandbox adds.
+//!   the same way, before each script, so the machine's load weighs on
+//!   both alike): the difference of the medians is what the sandbox adds.
 //!   Goal 10 ms beyond the bare interpreter, first and later. The phases
-//!   are printed too: the launcher's start (first − later), a fresh
-//!   bubblewrap per command running `true` (bwrap's own exec) and running
-//!   `python3 -c pass`.
+//!   are printed too: the launcher's start (first − later), and a fresh
+//!   sandbox per command (`Sandbox::run`, as task steps use) running
+//!   `true` (the sandbox's own exec), the launcher's interpreter with its
+//!   imports, and `python3 -c pass`.
 //! * `docker`: the same in the Docker sandbox with its image already built
 //!   (warm): the first script creates and starts the episode's container.
 //!   Goal 300 ms for the first. Skipped, saying why, when the engine or the
@@ -26,8 +28,8 @@
 //!   answers mounted, the result file read back and judged) of the fixture
 //!   task, whose `eval.py` only checks that two files exist and prints a
 //!   score, from the call to its result; against the same `eval.py` run
-//!   bare by this process (the script's own work), so the difference is
-//!   the start-up. No goal was set; printed for reference.
+//!   bare by this process before each evaluation (the script's own work),
+//!   so the difference is the start-up. No goal was set; printed for reference.
 //!
 //! p99 is the nearest rank: with 30 runs it is the largest. Run with
 //! `scripts/bench.sh` (or `cargo bench --profile dev -p mlrb-host --bench
@@ -69,7 +71,7 @@ fn line(what: &str, samples: &[f64], goal: &str) -> f64 {
     sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let p50 = quantile(&sorted, 0.5);
     println!(
-        "{what:<58} n={:<3} p50 {p50:8.2} ms  p99 {:8.2} ms  max {:8.2} ms  goal: {goal}",
+        "{what:<62} n={:<3} p50 {p50:8.2} ms  p99 {:8.2} ms  max {:8.2} ms  goal: {goal}",
         sorted.len(),
         quantile(&sorted, 0.99),
         sorted[sorted.len() - 1],
@@ -77,22 +79,25 @@ fn line(what: &str, samples: &[f64], goal: &str) -> f64 {
     p50
 }
 
-/// Times `runs` runs of a program this process spawns directly.
-fn bare(argv: &[&str], cwd: &Path, runs: usize) -> Vec<f64> {
-    (0..runs)
-        .map(|_| {
-            let started = Instant::now();
-            let status = std::process::Command::new(argv[0])
-                .args(&argv[1..])
-                .current_dir(cwd)
-                .stdout(std::process::Stdio::null())
-                .status()
-                .unwrap();
-            assert!(status.success(), "{argv:?}");
-            ms(started.elapsed())
-        })
-        .collect()
+/// One run of a program this process spawns directly, timed.
+fn bare(argv: &[&str], cwd: &Path) -> f64 {
+    let started = Instant::now();
+    let status = std::process::Command::new(argv[0])
+        .args(&argv[1..])
+        .current_dir(cwd)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{argv:?}");
+    ms(started.elapsed())
 }
+
+/// The bare interpreter the sandboxed scripts are compared with.
+const BARE: &[&str] = &["/usr/bin/python3", "-c", "pass"];
+
+/// What the episode's launcher (`sandbox/launcher.py`, run with `python3
+/// -I -S`) imports before it says it is ready.
+const LAUNCHER_IMPORTS: &str = "import json, os, select, signal, socket, sys, time, ctypes";
 
 fn limits() -> CommandLimits {
     CommandLimits::new(&mlrb::limits::Limits::default(), Duration::from_secs(60))
@@ -155,33 +160,51 @@ fn episode_setup(name: &Path, ws: &Path) -> EpisodeSetup {
     }
 }
 
-/// `RUNS` episodes in `sandbox`, each one first script and
-/// [`LATER_PER_EPISODE`] later ones: the times of `open_episode`, of the
-/// first script (open included) and of the later scripts.
-fn episodes(runtime: &tokio::runtime::Runtime, sandbox: &dyn Sandbox, ws: &Path) -> [Vec<f64>; 3] {
+/// Times of `RUNS` episodes in `sandbox`, each one first script and
+/// [`LATER_PER_EPISODE`] later ones.
+struct Episodes {
+    /// `open_episode`.
+    open: Vec<f64>,
+    /// The first script, `open_episode` included.
+    first: Vec<f64>,
+    /// Each later script.
+    later: Vec<f64>,
+    /// The bare interpreter, run before each script (interleaved, so
+    /// that the machine's load weighs on both alike).
+    bare: Vec<f64>,
+}
+
+fn episodes(runtime: &tokio::runtime::Runtime, sandbox: &dyn Sandbox, ws: &Path) -> Episodes {
     let script = exec(&["python3", "-c", "pass"]);
-    let (mut open, mut first, mut later) = (Vec::new(), Vec::new(), Vec::new());
+    let mut times = Episodes {
+        open: Vec::new(),
+        first: Vec::new(),
+        later: Vec::new(),
+        bare: Vec::new(),
+    };
     runtime.block_on(async {
         for run in 0..RUNS {
+            times.bare.push(bare(BARE, ws));
             let started = Instant::now();
             let episode = sandbox
                 .open_episode(episode_setup(&ws.with_extension(run.to_string()), ws))
                 .await
                 .unwrap();
-            open.push(ms(started.elapsed()));
+            times.open.push(ms(started.elapsed()));
             let outcome = episode.exec(script.clone()).await.unwrap();
-            first.push(ms(started.elapsed()));
+            times.first.push(ms(started.elapsed()));
             assert!(outcome.success(), "{outcome:?}");
             for _ in 0..LATER_PER_EPISODE {
+                times.bare.push(bare(BARE, ws));
                 let started = Instant::now();
                 let outcome = episode.exec(script.clone()).await.unwrap();
-                later.push(ms(started.elapsed()));
+                times.later.push(ms(started.elapsed()));
                 assert!(outcome.success(), "{outcome:?}");
             }
             episode.close().await.unwrap();
         }
     });
-    [open, first, later]
+    times
 }
 
 /// A command run in a sandbox of its own (as task steps and evaluators are).
@@ -205,10 +228,23 @@ fn scripts(runtime: &tokio::runtime::Runtime, which: &str, sandbox: &dyn Sandbox
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     println!("{which} sandbox: {}", sandbox.describe());
-    let bare_p50 = line("bare `/usr/bin/python3 -c pass`", &bare(&["/usr/bin/python3", "-c", "pass"], &ws, RUNS), "(baseline)");
-    let [open, first, later] = episodes(runtime, sandbox, &ws);
-    let first_p50 = line(&format!("{which}: first script of an episode (open + exec)"), &first, first_goal);
-    let later_p50 = line(&format!("{which}: each later script (exec)"), &later, "10 ms beyond bare");
+    let Episodes {
+        open,
+        first,
+        later,
+        bare,
+    } = episodes(runtime, sandbox, &ws);
+    let bare_p50 = line("bare `/usr/bin/python3 -c pass`, interleaved", &bare, "(baseline)");
+    let first_p50 = line(
+        &format!("{which}: first script of an episode (open + exec)"),
+        &first,
+        first_goal,
+    );
+    let later_p50 = line(
+        &format!("{which}: each later script (exec)"),
+        &later,
+        "10 ms beyond bare",
+    );
     println!(
         "  beyond bare (p50 − p50): first {:+.1} ms, later {:+.1} ms",
         first_p50 - bare_p50,
@@ -221,8 +257,21 @@ fn scripts(runtime: &tokio::runtime::Runtime, which: &str, sandbox: &dyn Sandbox
         .zip(later.chunks(LATER_PER_EPISODE))
         .map(|(f, l)| f - l[0])
         .collect();
-    line("    sandbox + launcher start (first − next, per episode)", &launcher, "—");
-    line("    fresh sandbox per command: `true`", &one_off(runtime, sandbox, &ws, &["true"]), "—");
+    line(
+        "    sandbox + launcher start (first − next, per episode)",
+        &launcher,
+        "—",
+    );
+    line(
+        "    fresh sandbox per command: `true`",
+        &one_off(runtime, sandbox, &ws, &["true"]),
+        "—",
+    );
+    line(
+        "    fresh sandbox per command: the launcher's python, imports",
+        &one_off(runtime, sandbox, &ws, &["python3", "-I", "-S", "-c", LAUNCHER_IMPORTS]),
+        "—",
+    );
     line(
         "    fresh sandbox per command: `python3 -c pass`",
         &one_off(runtime, sandbox, &ws, &["python3", "-c", "pass"]),
@@ -255,21 +304,29 @@ fn eval(runtime: &tokio::runtime::Runtime) {
         ws.to_str().unwrap(),
         hidden.to_str().unwrap(),
     ];
-    let bare_p50 = line("bare `python3 eval.py` (the script's own work)", &bare(&argv, &ws, RUNS), "(baseline)");
-    let times: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            runtime.block_on(async {
-                let request = mlrb::task::EvalRequest::final_of(&task, &ws, &prepared, &cache);
-                let started = Instant::now();
-                let evaluation = mlrb::task::evaluate(&task, &sandbox, request).await.unwrap();
-                let took = ms(started.elapsed());
-                assert_eq!(evaluation.score, Some(1.0), "{evaluation:?}");
-                took
-            })
-        })
-        .collect();
+    // The bare script and the evaluation by turns, so that the machine's
+    // load weighs on both alike.
+    let (mut own_work, mut times) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        own_work.push(bare(&argv, &ws));
+        runtime.block_on(async {
+            let request = mlrb::task::EvalRequest::final_of(&task, &ws, &prepared, &cache);
+            let started = Instant::now();
+            let evaluation = mlrb::task::evaluate(&task, &sandbox, request).await.unwrap();
+            times.push(ms(started.elapsed()));
+            assert_eq!(evaluation.score, Some(1.0), "{evaluation:?}");
+        });
+    }
+    let bare_p50 = line(
+        "bare `python3 eval.py` (the script's own work)",
+        &own_work,
+        "(baseline)",
+    );
     let p50 = line("evaluation, call to result (local sandbox)", &times, "none set");
-    println!("  start-up beyond the script's own work (p50 − p50): {:+.1} ms", p50 - bare_p50);
+    println!(
+        "  start-up beyond the script's own work (p50 − p50): {:+.1} ms",
+        p50 - bare_p50
+    );
 }
 
 fn main() {
@@ -282,7 +339,12 @@ fn main() {
         agent(&runtime);
     }
     if wanted("local") {
-        scripts(&runtime, "local", &LocalSandbox::detect().expect("bubblewrap"), "10 ms beyond bare");
+        scripts(
+            &runtime,
+            "local",
+            &LocalSandbox::detect().expect("bubblewrap"),
+            "10 ms beyond bare",
+        );
     }
     if wanted("docker") {
         docker(&runtime);

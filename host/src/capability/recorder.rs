@@ -549,7 +549,9 @@ mod tests {
         recorder.record_host("run", json!({ "seed": 0 }));
         assert_eq!(recorder.first_call_at(), None);
         let before = Instant::now();
-        recorder.record_plain("episode", "note", json!({ "text": "first" }), Value::Null).unwrap();
+        recorder
+            .record_plain("episode", "note", json!({ "text": "first" }), Value::Null)
+            .unwrap();
         assert!(recorder.first_call_at().is_some_and(|t| t >= before));
     }
 }
