@@ -9,7 +9,9 @@
 # one step costs (tool call, snapshots of large workspaces, script start in
 # each sandbox against bare python3, peak memory), and what a step costs
 # after a script left an 8 GiB sparse file, 200,000 files, a deep tree or
-# a 1 GiB file rewritten in place, in each sandbox.
+# a 1 GiB file rewritten in place, in each sandbox, and start-up as
+# distributions (p50, p99 of 30 runs or more: an agent's instantiation, an
+# episode's first and later scripts in each sandbox, an evaluation).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -31,5 +33,6 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 cargo bench --profile dev -p mlrb-host --bench docker
 cargo bench --profile dev -p mlrb-host --bench step_costs
 cargo bench --profile dev -p mlrb-host --bench workspace_shapes
+cargo bench --profile dev -p mlrb-host --bench startup
 /usr/bin/python3 scripts/bench_scheduling.py "$target_dir/debug/mlrb" \
     "$target_dir/wasm32-wasip2/release/examples/first_call.wasm" --episodes 200 -j 2

@@ -58,6 +58,10 @@ pub fn result_json<T: Serialize>(result: &ToolResult<T>) -> Value {
     serde_json::from_str(recorded(result).get()).unwrap_or(Value::Null)
 }
 
+/// The interface the host's own records (the run, snapshots, egress) go
+/// under: no agent calls it.
+const HOST: &str = "host";
+
 /// One call's event before it is numbered and timed.
 pub struct Call<'a> {
     /// The WIT interface called, e.g. `workspace`.
@@ -359,7 +363,10 @@ impl Recorder {
                 "the host is stopping: the call in flight is not recorded, and runs again on resume",
             ));
         }
-        self.first_call_at.get_or_insert(call.started);
+        // What the host records of its own doing is not the agent's call.
+        if call.interface != HOST {
+            self.first_call_at.get_or_insert(call.started);
+        }
         // Clock reads come before the call that follows them.
         self.record_observed(false)?;
         let event = Event {
@@ -419,7 +426,7 @@ impl Recorder {
     /// Records something the host did on its own (not a call of the
     /// agent's); a full trace only loses the record, with a warning.
     pub fn record_host(&mut self, function: &str, args: Value) {
-        if let Err(error) = self.record_plain("host", function, args, Value::Null) {
+        if let Err(error) = self.record_plain(HOST, function, args, Value::Null) {
             tracing::warn!(%error, function, "recording what the host did");
         }
     }
@@ -520,5 +527,31 @@ impl Recorder {
             allocated_bytes: stats.allocated_bytes,
             uncounted: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The host's own records, written before the agent is instantiated
+    /// (the run, the first snapshot), are not the agent's first call:
+    /// otherwise `first_call_ms` would read 0 for every agent.
+    #[test]
+    fn host_records_are_not_the_agents_first_call() {
+        let tmp = tempfile::tempdir().unwrap();
+        let limits = crate::limits::Limits::default();
+        let started = Instant::now();
+        let trace = Trace::create(&tmp.path().join("events.jsonl"), started, u64::MAX).unwrap();
+        let snapshots = SnapshotStore::create(&tmp.path().join("snapshots"), &limits).unwrap();
+        let deadline = started + std::time::Duration::from_secs(60);
+        let mut recorder = Recorder::new(trace, snapshots, 10, started, deadline);
+        recorder.record_host("run", json!({ "seed": 0 }));
+        assert_eq!(recorder.first_call_at(), None);
+        let before = Instant::now();
+        recorder
+            .record_plain("episode", "note", json!({ "text": "first" }), Value::Null)
+            .unwrap();
+        assert!(recorder.first_call_at().is_some_and(|t| t >= before));
     }
 }
