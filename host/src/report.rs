@@ -324,12 +324,12 @@ pub fn summary_tables(summary: &crate::bench::summary::Summary, wide: bool) -> S
     let mut text = headline_text(summary);
     if !wide {
         text.push_str(&format!(
-            "\nPer task and agent (↑ higher is better, ↓ lower):\n{}\nPer agent across tasks (clustered by task):\n{}\n{}",
+            "\nPer task and agent (↑ higher is better, ↓ lower):\n{}\nPer agent across tasks (clustered by task):\n{}\n",
             compact_table(summary.by_task_compact()),
             compact_table(summary.by_agent_compact()),
-            "More: --wide (every column, seeds as epochs, aggregates across tasks), --json (everything)."
         ));
-        return text + &crate::columns::wrap(&notes(summary));
+        let more = "More: --wide (every column, seeds as epochs, aggregates across tasks), --json (everything).";
+        return text + &crate::columns::wrap(&format!("{}{more}{}", marks(summary), notes(summary)));
     }
     text.push_str(&format!(
         "\n{}\n{}\nSeeds as epochs (each column names its reducer):\n{}\nAcross tasks (clustered by task):\n{}",
@@ -352,6 +352,21 @@ fn headline_text(summary: &crate::bench::summary::Summary) -> String {
         ));
     }
     crate::columns::wrap(&lines.join("\n")) + "\n"
+}
+
+/// What a reader must know of a group's numbers before trusting them
+/// (the wide tables' "marks" column), one line per group that has any.
+fn marks(summary: &crate::bench::summary::Summary) -> String {
+    let tasks = summary
+        .by_task_and_agent
+        .iter()
+        .map(|g| (format!("{}, {}", g.task, g.agent), g.stats.marks()));
+    let agents = summary.by_agent.iter().map(|a| (a.agent.clone(), a.stats.marks()));
+    tasks
+        .chain(agents)
+        .filter(|(_, marks)| !marks.is_empty())
+        .map(|(who, marks)| format!("mark: {who}: {marks}\n"))
+        .collect()
 }
 
 /// AUP and the stale results left out, where there are any.

@@ -9,9 +9,9 @@ use super::epochs::EpochStats;
 use super::plots::colour;
 use crate::format::{esc, number};
 
-const WIDTH: f64 = 640.0;
+const WIDTH: f64 = 760.0;
 const LEFT: f64 = 130.0;
-const RIGHT: f64 = 190.0;
+const RIGHT: f64 = 250.0;
 const TITLE: f64 = 22.0;
 const ROW: f64 = 20.0;
 

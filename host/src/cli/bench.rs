@@ -115,13 +115,14 @@ impl BenchArgs {
             say!("{}", serde_json::to_string_pretty(&outcome.summary)?);
         } else {
             say!("{}", report::summary_tables(&outcome.summary, self.wide));
-            say!(
+            let done = format!(
                 "{} of {} episodes have results ({} run now); results in {}",
                 outcome.results.len(),
                 outcome.summary.episodes.max(outcome.results.len()),
                 outcome.ran,
                 dir.display()
             );
+            say!("{}", crate::columns::wrap(&done));
         }
         if outcome.interrupted {
             eprintln!("interrupted: `mlrb bench --resume {}` runs what is left", dir.display());

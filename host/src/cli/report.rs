@@ -34,12 +34,13 @@ impl ReportArgs {
             say!("{}", serde_json::to_string_pretty(&summary)?);
         } else {
             say!("{}", report::summary_tables(&summary, self.wide));
-            say!(
+            let done = format!(
                 "{} episode(s) in {}; the HTML report is {}",
                 results.len(),
                 dir.display(),
                 dir.join("report.html").display()
             );
+            say!("{}", crate::columns::wrap(&done));
         }
         Ok(ExitCode::SUCCESS)
     }
