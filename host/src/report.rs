@@ -160,6 +160,8 @@ pub fn tasks_table(tasks: &[Task], wide: bool) -> Table {
         return tasks_list(tasks);
     }
     let mut table = new_table();
+    // Every column at its full width: --wide is wider than the terminal.
+    table.set_content_arrangement(ContentArrangement::Disabled);
     table.set_header(vec![
         "task",
         "suite",
