@@ -12,6 +12,7 @@ pub mod bench;
 pub mod capability;
 pub mod cli;
 pub mod cluster;
+pub mod columns;
 pub mod doctor;
 pub mod engine;
 pub mod episode;

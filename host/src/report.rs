@@ -8,12 +8,11 @@ use crate::task::Task;
 use crate::task::item::{Item, Status};
 use crate::task::selftest::Report;
 
-/// A table in mlrb's style, fitted to the terminal.
+/// A table in mlrb's style, fitted to the terminal (or 100 columns).
 fn new_table() -> Table {
     let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
+    table.load_preset(UTF8_FULL_CONDENSED);
+    crate::columns::fit(&mut table);
     table
 }
 
@@ -161,6 +160,8 @@ pub fn tasks_table(tasks: &[Task], wide: bool) -> Table {
         return tasks_list(tasks);
     }
     let mut table = new_table();
+    // Every column at its full width: --wide is wider than the terminal.
+    table.set_content_arrangement(ContentArrangement::Disabled);
     table.set_header(vec![
         "task",
         "suite",
@@ -316,11 +317,62 @@ pub fn selftest_table(reports: &[Report]) -> Table {
     table
 }
 
-/// The tables of `mlrb bench` and `mlrb report`: per task and agent, then
-/// per agent across tasks, then the seeds as epochs with their reducers,
-/// the aggregates across tasks with their uncertainty, and AUP.
-pub fn summary_tables(summary: &crate::bench::summary::Summary) -> String {
+/// What `mlrb bench` and `mlrb report` print: the headline (each agent
+/// against the reference, per task and overall), then compact tables per
+/// task and agent and per agent; with `wide`, the full tables, the seeds as
+/// epochs, the aggregates across tasks and AUP.
+pub fn summary_tables(summary: &crate::bench::summary::Summary, wide: bool) -> String {
     use crate::bench::{across, epochs};
+    let mut text = headline_text(summary);
+    if !wide {
+        text.push_str(&format!(
+            "\nPer task and agent (↑ higher is better, ↓ lower):\n{}\nPer agent across tasks (clustered by task):\n{}\n",
+            compact_table(summary.by_task_compact()),
+            compact_table(summary.by_agent_compact()),
+        ));
+        let more = "More: --wide (every column, seeds as epochs, aggregates across tasks), --json (everything).";
+        return text + &crate::columns::wrap(&format!("{}{more}{}", marks(summary), notes(summary)));
+    }
+    text.push_str(&format!(
+        "\n{}\n{}\nSeeds as epochs (each column names its reducer):\n{}\nAcross tasks (clustered by task):\n{}",
+        wide_table(summary.by_task_table()),
+        wide_table(summary.by_agent_table()),
+        wide_table(epochs::epochs_table(&summary.epochs)),
+        wide_table(across::across_table(&summary.across_tasks))
+    ));
+    text + &crate::columns::wrap(&notes(summary))
+}
+
+/// The headline: one block per agent compared with the reference.
+fn headline_text(summary: &crate::bench::summary::Summary) -> String {
+    let mut lines: Vec<String> = summary.headline.iter().flat_map(|h| h.lines()).collect();
+    if lines.is_empty() {
+        let agents: Vec<&str> = summary.by_agent.iter().map(|a| a.agent.as_str()).collect();
+        lines.push(format!(
+            "one agent ({}): no other to compare it with",
+            agents.join(", ")
+        ));
+    }
+    crate::columns::wrap(&lines.join("\n")) + "\n"
+}
+
+/// What a reader must know of a group's numbers before trusting them
+/// (the wide tables' "marks" column), one line per group that has any.
+fn marks(summary: &crate::bench::summary::Summary) -> String {
+    let tasks = summary
+        .by_task_and_agent
+        .iter()
+        .map(|g| (format!("{}, {}", g.task, g.agent), g.stats.marks()));
+    let agents = summary.by_agent.iter().map(|a| (a.agent.clone(), a.stats.marks()));
+    tasks
+        .chain(agents)
+        .filter(|(_, marks)| !marks.is_empty())
+        .map(|(who, marks)| format!("mark: {who}: {marks}\n"))
+        .collect()
+}
+
+/// AUP and the stale results left out, where there are any.
+fn notes(summary: &crate::bench::summary::Summary) -> String {
     let stale: usize = summary.by_task_and_agent.iter().map(|g| g.stats.stale).sum();
     let note = match stale {
         0 => String::new(),
@@ -337,16 +389,10 @@ pub fn summary_tables(summary: &crate::bench::summary::Summary) -> String {
             each.join(", ")
         )
     });
-    format!(
-        "{}\n{}\nSeeds as epochs (each column names its reducer):\n{}\nAcross tasks (clustered by task):\n{}{aup}{note}",
-        text_table(summary.by_task_table()),
-        text_table(summary.by_agent_table()),
-        text_table(epochs::epochs_table(&summary.epochs)),
-        text_table(across::across_table(&summary.across_tasks))
-    )
+    aup + &note
 }
 
-/// A text table as a terminal table.
+/// A text table fitted to the width, in mlrb's style.
 fn text_table(text: crate::bench::text_table::TextTable) -> Table {
     let mut table = new_table();
     table.set_header(text.header);
@@ -356,33 +402,63 @@ fn text_table(text: crate::bench::text_table::TextTable) -> Table {
     table
 }
 
-/// What `mlrb compare` prints: the sides, the measure, the table, the
-/// pairs left out and the verdict.
-pub fn comparison_text(c: &crate::bench::compare::Comparison) -> String {
-    use crate::bench::compare::Verdict;
-    let mut text = format!(
-        "A: {} in {}\nB: {} in {}\nmeasure: {}, of the final scores (the private part where a task splits its answers); differences are B − A (positive: B better)\n{}\n",
+/// A text table without borders, fitted to the width: the compact tables.
+fn compact_table(text: crate::bench::text_table::TextTable) -> Table {
+    let mut table = text_table(text);
+    table.load_preset(comfy_table::presets::NOTHING);
+    table
+}
+
+/// A text table at its full width (`--wide`).
+fn wide_table(text: crate::bench::text_table::TextTable) -> Table {
+    let mut table = text_table(text);
+    table.set_content_arrangement(ContentArrangement::Disabled);
+    table
+}
+
+/// What `mlrb compare` prints: the verdict first, per task and overall,
+/// then the table (every column with `wide`), the pairs left out, and the
+/// sides and the measure.
+pub fn comparison_text(c: &crate::bench::compare::Comparison, wide: bool) -> String {
+    let mut text = format!("{}\n", verdict_line(c));
+    text.push_str(&crate::bench::headline::of_comparison(c).lines().join("\n"));
+    let table = match wide {
+        true => wide_table(c.table(true)),
+        false => compact_table(c.table(false)),
+    };
+    text.push_str(&format!(
+        "\n\n{table}\nSE and t interval: over a task's seed pairs; all tasks: clustered by task{}\n",
+        if wide { "" } else { " (every column: --wide)" }
+    ));
+    let mut prose = String::new();
+    if c.overall.is_none() && c.tasks.len() > 1 {
+        prose.push_str("no overall difference: the tasks' own scores are not averaged across metrics (use --measure normalized or improvement)\n");
+    }
+    if !c.unpaired.is_empty() {
+        prose.push_str(&format!(
+            "{} (task, seed) without a pair, left out:\n",
+            c.unpaired.len()
+        ));
+        for u in &c.unpaired {
+            prose.push_str(&format!("  {} seed {}: {}\n", u.task, u.seed, u.why));
+        }
+    }
+    prose.push_str(&format!(
+        "A: {} in {}\nB: {} in {}\nmeasure: {}, of the final scores (the private part where a task splits its answers); differences are B − A (positive: B better)",
         c.a.agent,
         c.a.run,
         c.b.agent,
         c.b.run,
         c.measure.describe(),
-        text_table(c.table())
-    );
-    if c.overall.is_none() && c.tasks.len() > 1 {
-        text.push_str("no overall difference: the tasks' own scores are not averaged across metrics (use --measure normalized or improvement)\n");
-    }
-    if !c.unpaired.is_empty() {
-        text.push_str(&format!(
-            "{} (task, seed) without a pair, left out:\n",
-            c.unpaired.len()
-        ));
-        for u in &c.unpaired {
-            text.push_str(&format!("  {} seed {}: {}\n", u.task, u.seed, u.why));
-        }
-    }
+    ));
+    crate::columns::wrap(&text) + "\n" + &crate::columns::wrap(&prose)
+}
+
+/// The verdict of a comparison at its margin, in one sentence.
+fn verdict_line(c: &crate::bench::compare::Comparison) -> String {
+    use crate::bench::compare::Verdict;
     let margin = c.margin;
-    text.push_str(&match c.verdict {
+    match c.verdict {
         Verdict::Worse => {
             format!("verdict: B is worse than A beyond the margin {margin} (95 % t interval below −{margin})")
         }
@@ -404,8 +480,7 @@ pub fn comparison_text(c: &crate::bench::compare::Comparison) -> String {
             ),
             _ => "verdict: undetermined (too few pairs for an interval)".to_string(),
         },
-    });
-    text
+    }
 }
 
 /// The table of `mlrb agent check`.

@@ -108,6 +108,7 @@ fn dependencies_point_from_the_command_line_down_to_the_engine() {
             "relpath",
             "stats",
             "format",
+            "columns",
             "http_server",
         ],
     ];

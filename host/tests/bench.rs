@@ -145,8 +145,15 @@ fn a_bench_of_two_agents_two_tasks_three_seeds_has_twelve_results_and_a_true_sum
         report.status.success() && table.contains("validator") && table.contains("house-prices"),
         "{table}"
     );
-    // Every score says its part: the baseline's private final score, the
-    // validator's public one told by validate(); house-prices is an MAE.
+    assert!(
+        table.starts_with("validator against baseline ("),
+        "the headline first: {table}"
+    );
+    // Every score says its part (every column: --wide): the baseline's
+    // private final score, the validator's public one told by validate();
+    // house-prices is an MAE.
+    let wide = common::mlrb().args(["report", "--wide"]).arg(&run).output().unwrap();
+    let table = String::from_utf8_lossy(&wide.stdout);
     for shown in ["0.8051 [private]", "0.8832 [public]", "house-prices (↓)"] {
         assert!(table.contains(shown), "{shown}: {table}");
     }

@@ -83,8 +83,11 @@ fn fail_if_worse_exits_four_for_a_worse_agent_and_zero_otherwise() {
         !out.contains("± 0.0000") && !out.contains("[-0.5000, -0.5000]") && !out.contains(" 0.00 "),
         "no zero width, no zero smallest detectable, no P(B > A) of certainty: {out}"
     );
-    assert!(out.contains("cannot tell (runs do not vary)"), "{out}");
+    assert!(out.starts_with("verdict: "), "the verdict first: {out}");
     assert!(out.contains("relative improvement over the baseline"), "{out}");
+    // P(B > A) is among the columns of --wide.
+    let (_, wide, _) = compare(&[run, "--agents", "baseline", "validator", "--wide"]);
+    assert!(wide.contains("cannot tell (runs do not vary)"), "{wide}");
     assert!(out.contains("0 / 3 / 0"), "three pairs, all worse: {out}");
 
     let (code, json, err) = compare(&[run, "--agents", "baseline", "validator", "--json"]);

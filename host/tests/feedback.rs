@@ -79,7 +79,7 @@ fn selecting_on_the_public_part_is_shown_when_it_does_not_carry_over() {
     assert!(!ok && said.contains("score.json: public_gain_lost is"), "{said}");
     // Every score says its part: the tables, and the episode's own table
     // (as `mlrb run` prints it) with what validate() told the agent.
-    let tables = text(&report);
+    let tables = text(&mlrb(&["report", runs.join("r").to_str().unwrap(), "--wide"]));
     let told = format!("{best:.4} [public]");
     assert!(
         tables.contains(&format!("{private:.4} [private]")) && tables.contains(&told),

@@ -56,6 +56,16 @@ impl Measure {
         }
     }
 
+    /// A short name, for headlines.
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::Normalized => "normalised score: starter 0, reference 1",
+            Self::Improvement => "relative improvement over the baseline",
+            Self::Success => "success, more than 10 % better than the baseline",
+            Self::Score => "the task's score, higher is better",
+        }
+    }
+
     /// The first measure every one of `results` has: normalised, else
     /// improvement, else the score.
     fn auto(results: &[&ResultLine]) -> Self {
@@ -276,7 +286,7 @@ fn check_same_tasks(a: &[&ResultLine], b: &[&ResultLine]) -> Result<()> {
 }
 
 /// What the t interval says at `margin`.
-fn verdict(paired: Option<&Paired>, margin: f64) -> Verdict {
+pub fn verdict(paired: Option<&Paired>, margin: f64) -> Verdict {
     match paired.and_then(|p| p.interval) {
         None => Verdict::Undetermined,
         Some(i) if i.upper < -margin => Verdict::Worse,
@@ -306,8 +316,9 @@ impl Comparison {
         }
     }
 
-    /// Per task and overall, as text cells.
-    pub fn table(&self) -> TextTable {
+    /// Per task and overall, as text cells; without `wide`, only the
+    /// pairs, means, difference, its t interval and the wins.
+    pub fn table(&self, wide: bool) -> TextTable {
         let header = vec![
             "task",
             "pairs",
@@ -335,10 +346,17 @@ impl Comparison {
             })
             .collect();
         if let Some(overall) = &self.overall {
-            let label = format!("all {} tasks (clustered by task)", overall.clusters);
+            let label = match wide {
+                true => format!("all {} tasks (clustered by task)", overall.clusters),
+                false => format!("all {} tasks", overall.clusters),
+            };
             rows.push(row(&label, None, None, Some(overall), self.probability_of_improvement));
         }
-        TextTable { header, rows }
+        let table = TextTable { header, rows };
+        match wide {
+            true => table,
+            false => table.columns(&[0, 1, 2, 3, 4, 5, 7]).shortened(),
+        }
     }
 }
 
@@ -465,7 +483,7 @@ mod tests {
         )
         .unwrap();
         assert!((scored.tasks[0].paired.unwrap().mean + 0.196).abs() < 1e-12);
-        assert_eq!(scored.table().rows.len(), 2, "one task and the overall row");
+        assert_eq!(scored.table(true).rows.len(), 2, "one task and the overall row");
     }
 
     #[test]
@@ -483,7 +501,7 @@ mod tests {
         assert!(turned.fails_gate() && turned.verdict == Verdict::Undetermined);
         let within = compare((&refs(&b), &refs(&a)), sides(), None, 0.5, &Bootstrap::default()).unwrap();
         assert!(!within.fails_gate(), "a margin larger than the difference lets it pass");
-        let rows = c.table().rows;
+        let rows = c.table(true).rows;
         let cells = rows[0].join(" | ");
         assert!(!cells.contains("0.0000") && !cells.contains("1.00"), "{cells}");
         assert!(cells.contains("cannot tell"), "{cells}");

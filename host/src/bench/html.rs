@@ -1,5 +1,7 @@
 //! The self-contained HTML report of a bench run (`report.html`): the
-//! summary tables, the seeds as epochs with their reducers, aggregates
+//! headline (which agent is better, by how much, whether the design can
+//! tell), the scores per task with their intervals, the summary tables
+//! (each in a box that scrolls sideways, so the page fits a laptop), the seeds as epochs with their reducers, aggregates
 //! across tasks with their uncertainty, and inline SVG plots (performance
 //! profiles, score against cost, score distribution per task and agent,
 //! success rate per agent, score over steps). One file, no script,
@@ -30,6 +32,7 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
             .collect::<std::collections::BTreeSet<_>>()
             .len()
     );
+    page.push_str(&headline_html(summary));
     page.push_str(&summary_html(summary));
     page.push_str(&statistics_html(summary));
     page.push_str(&plots_html(summary, results));
@@ -38,10 +41,37 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
     page
 }
 
-/// The two summary tables: by task and agent, and by agent.
+/// What the page says first: each agent against the reference one, per
+/// task and overall, then the scores per task as a plot with intervals,
+/// then the compact tables.
+fn headline_html(summary: &Summary) -> String {
+    let mut page = String::from("<section id=\"headline\">\n");
+    for h in &summary.headline {
+        let lines = h.lines();
+        let _ = write!(page, "<p><b>{}</b></p>\n<ul>", esc(&lines[0]));
+        for line in &lines[1..] {
+            let _ = write!(page, "<li>{}</li>", esc(line.trim()));
+        }
+        page.push_str("</ul>\n");
+    }
+    if summary.headline.is_empty() {
+        page.push_str("<p>One agent: no other to compare it with.</p>\n");
+    }
+    let _ = write!(
+        page,
+        "</section>\n<h2>Scores per task</h2>\n<p>Each agent's mean score over its valid seeds, the bar its 95 % t interval over the seeds (none where the seeds do not vary); the dashed line is the task's baseline.</p>\n{}\
+         <h2>Per task and agent</h2>\n{}<h2>Per agent, across tasks</h2>\n{}",
+        super::score_plot::scores_plot(&summary.epochs),
+        table_html("tasks-compact", summary.by_task_compact()),
+        table_html("agents-compact", summary.by_agent_compact())
+    );
+    page
+}
+
+/// The two summary tables with every column: by task and agent, and by agent.
 fn summary_html(summary: &Summary) -> String {
     format!(
-        "<h2>By task and agent</h2>\n{}<h2>By agent, across tasks</h2>\n{}",
+        "<h2>By task and agent, every column</h2>\n{}<h2>By agent across tasks, every column</h2>\n{}",
         table_html("summary", summary.by_task_table()),
         table_html("agents", summary.by_agent_table())
     )
@@ -82,7 +112,7 @@ fn statistics_html(summary: &Summary) -> String {
 fn scales_html(summary: &Summary) -> String {
     let mut seen = std::collections::BTreeSet::new();
     let mut table = String::from(
-        "<h2>Normalisation</h2>\n<p>normalised = (score − starter) / (reference − starter): the starter 0, the reference 1.</p>\n<table id=\"scales\"><thead><tr><th>task</th><th>metric</th><th>starter (baseline)</th><th>starter from</th><th>reference</th><th>reference from</th></tr></thead><tbody>\n",
+        "<h2>Normalisation</h2>\n<p>normalised = (score − starter) / (reference − starter): the starter 0, the reference 1.</p>\n<div class=\"wide\"><table id=\"scales\"><thead><tr><th>task</th><th>metric</th><th>starter (baseline)</th><th>starter from</th><th>reference</th><th>reference from</th></tr></thead><tbody>\n",
     );
     for e in summary.epochs.iter().filter(|e| seen.insert(e.task.clone())) {
         let _ = writeln!(
@@ -101,13 +131,13 @@ fn scales_html(summary: &Summary) -> String {
             },
         );
     }
-    table.push_str("</tbody></table>\n");
+    table.push_str("</tbody></table></div>\n");
     table
 }
 
 /// A table of text cells, escaped.
 fn table_html(id: &str, table: super::text_table::TextTable) -> String {
-    let mut html = format!("<table id=\"{id}\"><thead><tr>");
+    let mut html = format!("<div class=\"wide\"><table id=\"{id}\"><thead><tr>");
     for head in table.header {
         let _ = write!(html, "<th>{}</th>", esc(head));
     }
@@ -119,7 +149,7 @@ fn table_html(id: &str, table: super::text_table::TextTable) -> String {
         }
         html.push_str("</tr>\n");
     }
-    html.push_str("</tbody></table>\n");
+    html.push_str("</tbody></table></div>\n");
     html
 }
 
@@ -155,7 +185,7 @@ fn plots_html(summary: &Summary, results: &[ResultLine]) -> String {
 /// One row per episode.
 fn episodes_html(results: &[ResultLine]) -> String {
     let mut page = String::new();
-    page.push_str("<h2>Episodes</h2>\n<table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>score [part]</th><th>valid</th><th>improvement</th><th>steps</th><th>wall</th><th>network</th></tr></thead><tbody>\n");
+    page.push_str("<h2>Episodes</h2>\n<div class=\"wide\"><table id=\"episodes\"><thead><tr><th>episode</th><th>ended</th><th>score [part]</th><th>valid</th><th>improvement</th><th>steps</th><th>wall</th><th>network</th></tr></thead><tbody>\n");
     for r in results {
         // A stale result stays visible, struck out, with why.
         let (row, ended) = match &r.stale {
@@ -186,7 +216,7 @@ fn episodes_html(results: &[ResultLine]) -> String {
             r.network.as_ref().map_or("—".into(), |n| esc(&n.describe()))
         );
     }
-    page.push_str("</tbody></table>\n");
+    page.push_str("</tbody></table></div>\n");
     page.push_str(&connections_html(results));
     page
 }
@@ -216,7 +246,7 @@ fn connections_html(results: &[ResultLine]) -> String {
 /// A table of connections: where, how, allowed or not and why, bytes, time.
 pub fn connection_table(connections: &[crate::network::Connection]) -> String {
     let mut table = String::from(
-        "<table class=\"connections\"><thead><tr><th>destination</th><th>method</th><th>address</th><th>allowed</th><th>reason</th><th>out</th><th>in</th><th>ms</th></tr></thead><tbody>",
+        "<div class=\"wide\"><table class=\"connections\"><thead><tr><th>destination</th><th>method</th><th>address</th><th>allowed</th><th>reason</th><th>out</th><th>in</th><th>ms</th></tr></thead><tbody>",
     );
     for c in connections {
         let _ = write!(
@@ -232,11 +262,11 @@ pub fn connection_table(connections: &[crate::network::Connection]) -> String {
             c.ms
         );
     }
-    table.push_str("</tbody></table>");
+    table.push_str("</tbody></table></div>");
     table
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}tr.stale td{text-decoration:line-through;color:#999}svg{display:block;margin:1em 0;font-size:12px}.axis{stroke:#888}.label{fill:#444}";
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}h1,h2,h3,p,li{overflow-wrap:anywhere}.wide{overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}tr.stale td{text-decoration:line-through;color:#999}svg{display:block;margin:1em 0;font-size:12px}.axis{stroke:#888}.label{fill:#444}";
 
 const WIDTH: f64 = 640.0;
 const LEFT: f64 = 140.0;

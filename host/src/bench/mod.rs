@@ -3,9 +3,11 @@
 //! resumes exactly, and summarised into `results.jsonl` and `summary.json`.
 
 pub mod across;
+pub mod compact;
 pub mod compare;
 pub mod epochs;
 pub mod export;
+pub mod headline;
 pub mod html;
 mod humans;
 pub mod invalidate;
@@ -25,6 +27,7 @@ mod run;
 #[cfg(test)]
 mod sample;
 pub mod scan;
+pub mod score_plot;
 pub mod summary;
 pub mod text_table;
 pub mod verify;

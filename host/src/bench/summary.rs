@@ -107,7 +107,7 @@ const COUNT_HEADER: [&str; 5] = [
 ];
 
 /// "+12.0 ± 6.1 % (3 tasks)": a relative change with its clustered error.
-fn clustered_cell(c: Option<&Clustered>) -> String {
+pub(super) fn clustered_cell(c: Option<&Clustered>) -> String {
     let Some(c) = c else { return "—".into() };
     let mean = c.mean * 100.0;
     match c.se {
@@ -120,7 +120,7 @@ fn clustered_cell(c: Option<&Clustered>) -> String {
 impl Stats {
     /// How many runs, valid ones and failures (the agent's, the
     /// infrastructure's) and the success rate: both tables' first cells.
-    fn count_cells(&self) -> [String; 5] {
+    pub(super) fn count_cells(&self) -> [String; 5] {
         [
             self.runs.to_string(),
             self.valid.to_string(),
@@ -276,6 +276,10 @@ pub struct Summary {
     /// Performance profiles and AUP, for two agents or more.
     #[serde(default)]
     pub profiles: Option<super::profiles::Profiles>,
+    /// What the bench says first: each agent against the reference one,
+    /// per task and overall.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headline: Vec<super::headline::Headline>,
 }
 
 /// Per task, the values `f` gives of the results that count for `Stats`
@@ -394,6 +398,7 @@ pub fn summarize(results: &[ResultLine]) -> Summary {
         across_tasks: super::across::across_tasks(results, &epochs, &crate::stats::Bootstrap::default()),
         profiles: super::profiles::profiles(&epochs),
         epochs,
+        headline: super::headline::headlines(results),
     }
 }
 

@@ -62,6 +62,9 @@ pub struct BenchArgs {
     /// Print summary.json instead of tables.
     #[arg(long)]
     json: bool,
+    /// Every column of every table, unwrapped (wider than the terminal).
+    #[arg(long)]
+    wide: bool,
     #[command(flatten, next_help_heading = "Sandbox and model")]
     host: HostSetup,
     #[command(flatten, next_help_heading = "Limits (over the plan's and the tasks')")]
@@ -111,14 +114,15 @@ impl BenchArgs {
         if self.json {
             say!("{}", serde_json::to_string_pretty(&outcome.summary)?);
         } else {
-            say!("{}", report::summary_tables(&outcome.summary));
-            say!(
+            say!("{}", report::summary_tables(&outcome.summary, self.wide));
+            let done = format!(
                 "{} of {} episodes have results ({} run now); results in {}",
                 outcome.results.len(),
                 outcome.summary.episodes.max(outcome.results.len()),
                 outcome.ran,
                 dir.display()
             );
+            say!("{}", crate::columns::wrap(&done));
         }
         if outcome.interrupted {
             eprintln!("interrupted: `mlrb bench --resume {}` runs what is left", dir.display());

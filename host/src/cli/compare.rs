@@ -47,6 +47,9 @@ pub struct CompareArgs {
     /// Print the comparison as JSON.
     #[arg(long)]
     json: bool,
+    /// Every column of every table, unwrapped (wider than the terminal).
+    #[arg(long)]
+    wide: bool,
 }
 
 /// The results of `agent` in `run`; its only agent when none is named.
@@ -107,7 +110,7 @@ impl CompareArgs {
         if self.json {
             say!("{}", serde_json::to_string_pretty(&comparison)?);
         } else {
-            say!("{}", report::comparison_text(&comparison));
+            say!("{}", report::comparison_text(&comparison, self.wide));
         }
         Ok(match self.fail_if_worse && comparison.fails_gate() {
             true => ExitCode::from(EXIT_WORSE),

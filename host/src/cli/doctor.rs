@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use super::say;
 
@@ -49,10 +49,14 @@ impl DoctorArgs {
             say!("{}", serde_json::to_string_pretty(&parts)?);
         } else {
             let mut table = Table::new();
-            table
-                .load_preset(UTF8_FULL_CONDENSED)
-                .set_content_arrangement(ContentArrangement::Dynamic)
-                .set_header(["part", "here", "found / why not", "what it is needed for", "to add it"]);
+            table.load_preset(UTF8_FULL_CONDENSED).set_header([
+                "part",
+                "here",
+                "found / why not",
+                "what it is needed for",
+                "to add it",
+            ]);
+            crate::columns::fit(&mut table);
             for p in &parts {
                 let here = if p.present { "yes" } else { "no" };
                 table.add_row([p.part, here, &p.detail, p.disables, if p.present { "" } else { p.add }]);

@@ -18,6 +18,9 @@ pub struct ReportArgs {
     /// Print summary.json instead of tables.
     #[arg(long)]
     json: bool,
+    /// Every column of every table, unwrapped (wider than the terminal).
+    #[arg(long)]
+    wide: bool,
 }
 
 impl ReportArgs {
@@ -30,13 +33,14 @@ impl ReportArgs {
         if self.json {
             say!("{}", serde_json::to_string_pretty(&summary)?);
         } else {
-            say!("{}", report::summary_tables(&summary));
-            say!(
+            say!("{}", report::summary_tables(&summary, self.wide));
+            let done = format!(
                 "{} episode(s) in {}; the HTML report is {}",
                 results.len(),
                 dir.display(),
                 dir.join("report.html").display()
             );
+            say!("{}", crate::columns::wrap(&done));
         }
         Ok(ExitCode::SUCCESS)
     }

@@ -80,7 +80,7 @@ impl ServeArgs {
             rerun_stale: false,
         };
         let outcome = cluster::bench(None, &run, watch, ctrl_c()).await?;
-        say!("{}", report::summary_tables(&outcome.summary));
+        say!("{}", report::summary_tables(&outcome.summary, false));
         if outcome.interrupted {
             eprintln!("interrupted: `mlrb serve {}` goes on", run.display());
             return Ok(ExitCode::from(EXIT_INTERRUPTED));

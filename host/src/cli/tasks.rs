@@ -194,34 +194,39 @@ fn show(name: &str, json: bool) -> Result<ExitCode> {
     };
     let baseline = spec.metric.baseline.map_or("none declared".into(), |b| b.to_string());
     let resources = &spec.resources;
-    say!("{} {} — {}", spec.name, spec.version, spec.description);
-    say!("folder: {}", task.root.display());
-    say!("metric: {} ({direction}), baseline {baseline}", spec.metric.name);
-    say!("validate(): {}", spec.validation.describe(spec.metric.baseline));
-    say!(
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    writeln!(out, "{} {} — {}", spec.name, spec.version, spec.description)?;
+    writeln!(out, "folder: {}", task.root.display())?;
+    writeln!(out, "metric: {} ({direction}), baseline {baseline}", spec.metric.name)?;
+    writeln!(out, "validate(): {}", spec.validation.describe(spec.metric.baseline))?;
+    writeln!(
+        out,
         "budget: {} steps, {} s wall clock",
-        spec.budget.max_steps,
-        spec.budget.wall_seconds
-    );
-    say!(
+        spec.budget.max_steps, spec.budget.wall_seconds
+    )?;
+    writeln!(
+        out,
         "scripts: {} CPUs, {} MiB, {} processes, {} s per script",
-        resources.cpus,
-        resources.memory_mb,
-        resources.pids,
-        resources.script_timeout_seconds,
-    );
-    say!("network: {}", resources.network.describe());
+        resources.cpus, resources.memory_mb, resources.pids, resources.script_timeout_seconds,
+    )?;
+    writeln!(out, "network: {}", resources.network.describe())?;
     if !spec.files.read_only.is_empty() {
-        say!("read-only: {}", spec.files.read_only.join(", "));
+        writeln!(out, "read-only: {}", spec.files.read_only.join(", "))?;
     }
     if !spec.sources.is_empty() {
         let unconfirmed = spec.sources.iter().filter(|s| s.confirmed.is_none()).count();
-        say!("sources ({} listed, {unconfirmed} not confirmed):", spec.sources.len());
+        writeln!(
+            out,
+            "sources ({} listed, {unconfirmed} not confirmed):",
+            spec.sources.len()
+        )?;
         for source in &spec.sources {
-            say!("  {}", source.describe());
+            writeln!(out, "  {}", source.describe())?;
         }
     }
-    say!("\n{}", spec.research_problem.trim());
+    writeln!(out, "\n{}", spec.research_problem.trim())?;
+    say!("{}", crate::columns::wrap(&out));
     Ok(ExitCode::SUCCESS)
 }
 

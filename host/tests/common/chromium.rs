@@ -58,3 +58,35 @@ pub fn render(chromium: &Path, url: &str) -> String {
     }
     reader.join().unwrap()
 }
+
+/// How wide `page` (an HTML file) lays out in a `width`×`height` window:
+/// (the document's scrollWidth, the window's innerWidth), and its DOM. The
+/// page is measured from a copy with a measuring script added, as mlrb's
+/// pages run none.
+pub fn layout_width(chromium: &Path, page: &Path, (width, height): (u32, u32)) -> (u64, u64, String) {
+    let html = std::fs::read_to_string(page).unwrap();
+    let script = "<script>const m=document.createElement('pre');m.id='measured';\
+        m.textContent=document.documentElement.scrollWidth+' '+window.innerWidth;\
+        document.body.appendChild(m);</script></body>";
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("measured.html");
+    std::fs::write(&copy, html.replacen("</body>", script, 1)).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let output = Command::new(chromium)
+        .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+        .arg(format!("--window-size={width},{height}"))
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", copy.display()))
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&output.stdout).into_owned();
+    let measured = dom
+        .split("<pre id=\"measured\">")
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .unwrap_or_else(|| panic!("the page was not measured: {dom}"));
+    let mut numbers = measured.split_whitespace().map(|n| n.parse::<u64>().unwrap());
+    (numbers.next().unwrap(), numbers.next().unwrap(), dom)
+}

@@ -1,6 +1,6 @@
 //! A run's scan as a terminal table: one row per flag, review first.
 
-use comfy_table::{Cell, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::{Cell, Table, presets::UTF8_FULL_CONDENSED};
 
 use super::RunScan;
 
@@ -10,8 +10,8 @@ pub fn flags_table(scan: &RunScan) -> Table {
     let mut table = Table::new();
     table
         .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(["severity", "kind", "episode", "step", "line", "detail"]);
+    crate::columns::fit(&mut table);
     let mut flags: Vec<_> = scan.flags.iter().collect();
     flags.sort_by_key(|f| (f.severity, f.episode.clone(), f.line.unwrap_or(usize::MAX)));
     let shown = |n: Option<String>| n.unwrap_or_else(|| "-".into());

@@ -9,7 +9,7 @@ use crate::bench::{read_results, result_line, summary};
 use crate::episode::{EpisodeRecord, ScoreRecord, verify};
 
 /// Sections of `summary.json` that runs recorded before them lack.
-const LATER_SECTIONS: &[&str] = &["epochs", "across_tasks", "profiles"];
+const LATER_SECTIONS: &[&str] = &["epochs", "across_tasks", "profiles", "headline"];
 
 /// What version 2 of the statistics computes otherwise (intervals of
 /// values with no spread, the bootstrap below 20 tasks, a rate's interval,
