@@ -22,7 +22,18 @@ use serde_json::Value;
 fn record(out: &Path, seed: &str) -> PathBuf {
     let mut command: Command = common::mlrb();
     command
-        .args(["human", "--task", "digits", "--name", "ada", "--run-name", "t", "--seed", seed, "--out"])
+        .args([
+            "human",
+            "--task",
+            "digits",
+            "--name",
+            "ada",
+            "--run-name",
+            "t",
+            "--seed",
+            seed,
+            "--out",
+        ])
         .arg(out);
     let mut pty = Pty::spawn(command);
     pty.expect("/workspace$ ");
@@ -58,16 +69,25 @@ macro_rules! args {
 #[test]
 fn compare_pairs_an_agent_against_the_person_and_exports_mark_a_person() {
     let tmp = tempfile::tempdir().unwrap();
-    let episodes = record(tmp.path(), "0");
+    let episodes = record(tmp.path(), "1");
     let plan = tmp.path().join("plan.toml");
     let baseline = common::agent("baseline");
     std::fs::write(
         &plan,
-        format!("agents = [{baseline:?}, {{ human = \"ada\", episodes = {episodes:?} }}]\ntasks = [\"digits\"]\nseeds = [0]\n"),
+        format!("agents = [{baseline:?}, {{ human = \"ada\", episodes = {episodes:?} }}]\ntasks = [\"digits\"]\nseeds = [1]\n"),
     )
     .unwrap();
     let out = tmp.path().to_str().unwrap();
-    let (ok, _, err) = mlrb(args!["bench", "--quiet", "--run-name", "b", "--out", out, "--plan", plan.to_str().unwrap()]);
+    let (ok, _, err) = mlrb(args![
+        "bench",
+        "--quiet",
+        "--run-name",
+        "b",
+        "--out",
+        out,
+        "--plan",
+        plan.to_str().unwrap()
+    ]);
     assert!(ok, "{err}");
     let run = tmp.path().join("b");
     let run = run.to_str().unwrap();
@@ -76,33 +96,72 @@ fn compare_pairs_an_agent_against_the_person_and_exports_mark_a_person() {
     let (ok, json, err) = mlrb(args!["compare", run, "--agents", "human:ada", "baseline", "--json"]);
     assert!(ok, "{err}");
     let json: Value = serde_json::from_str(&json).unwrap();
-    assert_eq!((json["a"]["agent"].as_str(), json["b"]["agent"].as_str()), (Some("human:ada"), Some("baseline")));
+    assert_eq!(
+        (json["a"]["agent"].as_str(), json["b"]["agent"].as_str()),
+        (Some("human:ada"), Some("baseline"))
+    );
     assert_eq!(json["tasks"][0]["paired"]["pairs"], 1, "{json}");
     assert!(json["unpaired"].as_array().unwrap().is_empty());
     // The person scored more than the starter the baseline submits: B − A < 0.
     assert!(json["tasks"][0]["paired"]["mean"].as_f64().unwrap() < 0.0, "{json}");
     let (ok, text, _) = mlrb(args!["compare", run, "--agents", "human:ada", "baseline"]);
     assert!(ok && text.contains("human:ada"), "{text}");
-    // Across two runs: the person's bench against a run of the agent alone.
-    let (ok, _, err) = mlrb(args!["bench", "--quiet", "--run-name", "solo", "--seeds", "1", "--out", out,
-        "--agent", common::agent("baseline").to_str().unwrap(), "--task", "digits"]);
+    // Across two runs: the person's bench against a run of the agent alone (seed 1).
+    let (ok, _, err) = mlrb(args![
+        "bench",
+        "--quiet",
+        "--run-name",
+        "solo",
+        "--seeds",
+        "1",
+        "--out",
+        out,
+        "--agent",
+        common::agent("baseline").to_str().unwrap(),
+        "--task",
+        "digits"
+    ]);
     assert!(ok, "{err}");
     let solo = tmp.path().join("solo");
-    let (ok, json, err) = mlrb(args!["compare", run, solo.to_str().unwrap(), "--agents", "human:ada", "baseline", "--json"]);
+    let (ok, json, err) = mlrb(args![
+        "compare",
+        run,
+        solo.to_str().unwrap(),
+        "--agents",
+        "human:ada",
+        "baseline",
+        "--json"
+    ]);
     assert!(ok, "{err}");
     let json: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json["a"]["agent"], "human:ada");
 
     // Inspect: no model stands for the person; the agent stays a model.
     let inspect = tmp.path().join("inspect");
-    let (ok, _, err) = mlrb(args!["export", run, "--format", "inspect", "--out", inspect.to_str().unwrap()]);
+    let (ok, _, err) = mlrb(args![
+        "export",
+        run,
+        "--format",
+        "inspect",
+        "--out",
+        inspect.to_str().unwrap()
+    ]);
     assert!(ok, "{err}");
-    let logs: Vec<Value> = std::fs::read_dir(&inspect).unwrap().map(|e| read_json(&e.unwrap().path())).collect();
-    let person = logs.iter().find(|l| l["eval"]["model_args"]["person"] == "ada").expect("the person's log");
+    let logs: Vec<Value> = std::fs::read_dir(&inspect)
+        .unwrap()
+        .map(|e| read_json(&e.unwrap().path()))
+        .collect();
+    let person = logs
+        .iter()
+        .find(|l| l["eval"]["model_args"]["person"] == "ada")
+        .expect("the person's log");
     assert_eq!(person["eval"]["model"], "none/human");
     assert_eq!(person["eval"]["solver"], "human_agent");
     assert_eq!(person["eval"]["metadata"]["participant"], "human");
-    let agent = logs.iter().find(|l| l["eval"]["model_args"]["person"].is_null()).expect("the agent's log");
+    let agent = logs
+        .iter()
+        .find(|l| l["eval"]["model_args"]["person"].is_null())
+        .expect("the agent's log");
     assert_eq!(agent["eval"]["model"], "mlrb/baseline");
     assert_eq!(agent["eval"]["metadata"]["participant"], "agent");
 
@@ -111,7 +170,11 @@ fn compare_pairs_an_agent_against_the_person_and_exports_mark_a_person() {
     let (ok, _, err) = mlrb(args!["export", run, "--format", "eee", "--out", eee.to_str().unwrap()]);
     assert!(ok, "{err}");
     let folder = eee.join("data/mlrb-b/human/human_ada");
-    let folder = if folder.is_dir() { folder } else { eee.join("data/mlrb-b/human/human:ada") };
+    let folder = if folder.is_dir() {
+        folder
+    } else {
+        eee.join("data/mlrb-b/human/human:ada")
+    };
     let record = std::fs::read_dir(&folder)
         .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
         .map(|e| e.unwrap().path())
@@ -120,14 +183,26 @@ fn compare_pairs_an_agent_against_the_person_and_exports_mark_a_person() {
     let record = read_json(&record);
     assert_eq!(record["model_info"]["id"], "human/ada");
     let details = &record["model_info"]["additional_details"];
-    assert_eq!((details["participant_type"].as_str(), details["person"].as_str()), (Some("human"), Some("ada")));
+    assert_eq!(
+        (details["participant_type"].as_str(), details["person"].as_str()),
+        (Some("human"), Some("ada"))
+    );
     assert!(details["agent_sha256"].is_null(), "no component: {details}");
 }
 
 /// `mlrb submissions reference` with `episodes` and `name`.
 fn reference(service: &Path, benchmark: &str, episodes: &Path, name: &str) -> (bool, String, String) {
-    mlrb(args!["submissions", "reference", service.to_str().unwrap(), "--benchmark", benchmark,
-        "--episodes", episodes.to_str().unwrap(), "--name", name])
+    mlrb(args![
+        "submissions",
+        "reference",
+        service.to_str().unwrap(),
+        "--benchmark",
+        benchmark,
+        "--episodes",
+        episodes.to_str().unwrap(),
+        "--name",
+        name
+    ])
 }
 
 /// A copy of the run folder `from` (with every episode in it) at `to`.
@@ -154,7 +229,10 @@ fn a_persons_run_is_a_reference_row_of_the_board_and_hostile_ones_are_refused() 
         assert!(!ok, "taken: {out}");
         assert!(err.contains(says) && err.lines().count() == 1, "{says}: {err}");
         assert!(!audit(&service).contains("added-reference"), "nothing added for {says}");
-        assert!(!service.join("references/cpu-mini/1/ada").exists(), "nothing kept for {says}");
+        assert!(
+            !service.join("references/cpu-mini/1/ada").exists(),
+            "nothing kept for {says}"
+        );
     };
     refused(&episodes, "../x", "cpu-mini/1", "`--name`");
     refused(&episodes, "ada", "cpu-mini/9", "not published");
@@ -196,27 +274,55 @@ fn a_persons_run_is_a_reference_row_of_the_board_and_hostile_ones_are_refused() 
 
     // Served: the person apart from the (empty) ranking, marked a person's.
     let served = service::Served::start(&service, 1024, &[]);
-    let (status, _, body) = service::exchange(&served.url(), "GET", "/leaderboard/cpu-mini/1",
-        &[("Accept", "application/json")], b"");
+    let (status, _, body) = service::exchange(
+        &served.url(),
+        "GET",
+        "/leaderboard/cpu-mini/1",
+        &[("Accept", "application/json")],
+        b"",
+    );
     assert_eq!(status, 200);
     let board: Value = serde_json::from_slice(&body).unwrap();
-    assert!(board["rows"].as_array().unwrap().is_empty(), "not a submission: {board}");
+    assert!(
+        board["rows"].as_array().unwrap().is_empty(),
+        "not a submission: {board}"
+    );
     let row = &board["references"][0];
-    assert_eq!((row["person"].as_str(), row["agent"].as_str()), (Some("ada"), Some("human:ada")));
-    assert_eq!((row["state"].as_str(), row["rank"].is_null()), (Some("reference (a person)"), true));
+    assert_eq!(
+        (row["person"].as_str(), row["agent"].as_str()),
+        (Some("ada"), Some("human:ada"))
+    );
+    assert_eq!(
+        (row["state"].as_str(), row["rank"].is_null()),
+        (Some("reference (a person)"), true)
+    );
     assert_eq!(row["verify"]["status"], "verified");
-    assert!(row["score"]["mean"].as_f64().is_some(), "the public part's score: {row}");
+    assert!(
+        row["score"]["mean"].as_f64().is_some(),
+        "the public part's score: {row}"
+    );
     let (status, _, page) = service::exchange(&served.url(), "GET", "/leaderboard/cpu-mini/1", &[], b"");
     let page = String::from_utf8_lossy(&page);
     assert_eq!(status, 200);
-    assert!(page.contains("id=\"references\"") && page.contains("a person: reference, not ranked"), "{page}");
+    assert!(
+        page.contains("id=\"references\"") && page.contains("a person: reference, not ranked"),
+        "{page}"
+    );
     assert!(page.contains("no ranked submissions yet"), "{page}");
     // No submitter's entry: a submitter sees none of theirs.
     let token = service::submitter(&service, "alice");
-    let (status, _, body) = service::exchange(&served.url(), "GET", "/v1/submissions",
-        &[("Authorization", &format!("Bearer {token}"))], b"");
+    let (status, _, body) = service::exchange(
+        &served.url(),
+        "GET",
+        "/v1/submissions",
+        &[("Authorization", &format!("Bearer {token}"))],
+        b"",
+    );
     assert_eq!(status, 200);
     let mine: Value = serde_json::from_slice(&body).unwrap();
-    assert!(mine.as_array().is_some_and(|a| a.is_empty()) || mine["submissions"].as_array().is_some_and(|a| a.is_empty()), "{mine}");
+    assert!(
+        mine.as_array().is_some_and(|a| a.is_empty()) || mine["submissions"].as_array().is_some_and(|a| a.is_empty()),
+        "{mine}"
+    );
     served.stop();
 }

@@ -628,7 +628,10 @@ mod tests {
             assert!(reference.records.is_empty() && reference.trace.is_empty());
             assert!((reference.score.unwrap().mean - 0.99).abs() < 1e-12);
             let page = html(&board);
-            assert!(page.contains("id=\"references\"") && page.contains("a person"), "{page}");
+            assert!(
+                page.contains("id=\"references\"") && page.contains("a person"),
+                "{page}"
+            );
             let json = serde_json::to_value(&board).unwrap();
             assert_eq!(json["references"][0]["person"], "ada");
             assert!(json["rows"].as_array().unwrap().iter().all(|r| r["person"].is_null()));

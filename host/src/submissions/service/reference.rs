@@ -87,10 +87,13 @@ fn only_the_benchmarks(benchmark: &Benchmark, episodes: &Path, name: &str) -> Re
     }
     let seeds: BTreeSet<String> = benchmark.plan.seeds.list().iter().map(u64::to_string).collect();
     let folder = format!("human-{name}");
-    let listed = std::fs::read_dir(episodes).with_context(|| format!("--episodes {}: cannot list", episodes.display()))?;
+    let listed =
+        std::fs::read_dir(episodes).with_context(|| format!("--episodes {}: cannot list", episodes.display()))?;
     for task in listed.filter_map(|e| e.ok()) {
         let person = task.path().join(&folder);
-        let Ok(seeds_there) = std::fs::read_dir(&person) else { continue };
+        let Ok(seeds_there) = std::fs::read_dir(&person) else {
+            continue;
+        };
         let task_name = task.file_name().to_string_lossy().into_owned();
         if !tasks.contains(&task_name) {
             bail!(
