@@ -49,6 +49,7 @@ fn entries() -> Vec<Entry> {
         review_flags: 1,
         info_flags: 2,
         verify: Verify::Pending,
+        person: None,
     };
     vec![
         entry(

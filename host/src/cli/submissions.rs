@@ -1,7 +1,7 @@
 //! `mlrb submissions`: the submission service from both sides. An
 //! organiser acts on the service folder itself (`init`, `add-submitter`,
 //! `token`, `revoke`, `rerun`, `withdraw`, `invalidate`, `release`,
-//! `audit`); a submitter asks the service over HTTP (`list`, `status`,
+//! `reference`, `audit`); a submitter asks the service over HTTP (`list`, `status`,
 //! `download`) with their token.
 
 use std::path::PathBuf;
@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 
 use super::say;
 use crate::submissions::client::Client;
-use crate::submissions::service::Service;
+use crate::submissions::service::{Service, reference};
 use crate::submissions::{State, Store};
 
 /// `mlrb submissions` subcommands.
@@ -59,6 +59,23 @@ pub enum SubmissionsCommand {
     Invalidate(Change),
     /// Rank a held submission after review.
     Release(Change),
+    /// Add a person's run (episodes made by `mlrb human` on the benchmark's
+    /// tasks and seeds) to a benchmark version's board as a reference row:
+    /// verified like a submission, never ranked, no quota.
+    Reference {
+        /// The service folder.
+        dir: PathBuf,
+        /// The benchmark version, NAME/VERSION.
+        #[arg(long, value_name = "NAME/VERSION")]
+        benchmark: String,
+        /// The run folder of the person's episodes (`mlrb human --out OUT
+        /// --run-name RUN`: OUT/RUN).
+        #[arg(long, value_name = "DIR")]
+        episodes: PathBuf,
+        /// The person's name, as given to `mlrb human --name`.
+        #[arg(long)]
+        name: String,
+    },
     /// Print the audit log.
     Audit {
         /// The service folder.
@@ -155,6 +172,25 @@ impl SubmissionsCommand {
             Self::Withdraw(change) => change.apply(State::Withdrawn)?,
             Self::Invalidate(change) => change.apply(State::Invalidated)?,
             Self::Release(change) => change.apply(State::Ranked)?,
+            Self::Reference {
+                dir,
+                benchmark,
+                episodes,
+                name,
+            } => {
+                let request = reference::Request {
+                    service: &dir,
+                    benchmark: &benchmark,
+                    episodes: &episodes,
+                    name: &name,
+                };
+                let added = reference::add(&request, ORGANISER).await?;
+                say!(
+                    "added human:{} to {benchmark} as reference {} (a person's reference row, not ranked)",
+                    added.name,
+                    added.id
+                );
+            }
             Self::Audit { dir, json } => {
                 for line in store(&dir)?.audit_log()? {
                     match json {

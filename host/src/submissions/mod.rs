@@ -3,7 +3,8 @@
 //! hashed tokens, submissions and their states, an append-only audit log),
 //! the quotas every submission that started counts against (`quota`) and
 //! the leaderboard (`leaderboard`: a version's submissions ranked, and
-//! their page).
+//! their page), beside people's runs the organisers added as references
+//! (`reference`).
 
 pub mod accounts;
 pub mod audit;
@@ -12,6 +13,7 @@ pub mod client;
 pub mod leaderboard;
 pub mod names;
 pub mod quota;
+pub mod reference;
 pub mod service;
 pub mod store;
 pub mod submission;

@@ -51,6 +51,20 @@ CREATE TABLE IF NOT EXISTS verdicts (
     verify TEXT NOT NULL,
     at_ms INTEGER NOT NULL
 );
+-- People's runs the organisers added to a benchmark version's board as
+-- references (`mlrb submissions reference`): never a submission, never
+-- ranked, counted against no quota.
+CREATE TABLE IF NOT EXISTS person_references (
+    id INTEGER PRIMARY KEY,
+    benchmark TEXT NOT NULL,
+    version TEXT NOT NULL,
+    name TEXT NOT NULL,
+    review_flags INTEGER NOT NULL,
+    info_flags INTEGER NOT NULL,
+    verify TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    UNIQUE (benchmark, version, name)
+);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY,
     at_ms INTEGER NOT NULL,

@@ -25,8 +25,9 @@ pub const SCHEMA_VERSION: &str = "0.3.0";
 pub fn write(run: &AgentRun, out: &Path, source: &Source) -> Result<Vec<PathBuf>> {
     let safe = crate::paths::safe_component;
     let relative = format!(
-        "data/{}/{DEVELOPER}/{}",
+        "data/{}/{}/{}",
         safe(&format!("mlrb-{}", run.run_name)),
+        developer(run),
         safe(&run.agent)
     );
     let dir = out.join(&relative);
@@ -59,6 +60,15 @@ pub fn write(run: &AgentRun, out: &Path, source: &Source) -> Result<Vec<PathBuf>
 
 /// The developer EEE files an mlrb agent under.
 const DEVELOPER: &str = "mlrb-agent";
+/// What EEE files a person's episodes under: a human baseline, no model.
+const PERSON: &str = "human";
+
+fn developer(run: &AgentRun) -> &'static str {
+    match run.person() {
+        Some(_) => PERSON,
+        None => DEVELOPER,
+    }
+}
 
 /// A version-4-shaped UUID, stable for the run and agent.
 fn uuid(run: &AgentRun) -> String {
@@ -74,9 +84,34 @@ fn uuid(run: &AgentRun) -> String {
     )
 }
 
-/// The agent as EEE's model: `mlrb-agent/<agent>`.
+/// The agent as EEE's model: `mlrb-agent/<agent>`; a person as
+/// `human/<name>`.
 fn model_id(run: &AgentRun) -> String {
-    format!("{DEVELOPER}/{}", run.agent)
+    match run.person() {
+        Some(name) => format!("{PERSON}/{name}"),
+        None => format!("{DEVELOPER}/{}", run.agent),
+    }
+}
+
+/// What `model_info` says beyond the name and id: an agent's component and
+/// the models it called; of a person, that it is one and no model.
+fn model_details(run: &AgentRun) -> std::collections::BTreeMap<String, String> {
+    match run.person() {
+        Some(name) => strings(&[
+            ("participant_type", "human".into()),
+            ("person", name),
+            ("human_baseline", "true".into()),
+            ("agent", run.agent.clone()),
+            ("llm_models", String::new()),
+        ]),
+        None => strings(&[
+            ("deployment_type", "unknown".into()),
+            ("model_availability", "unknown".into()),
+            ("agent", run.agent.clone()),
+            ("agent_sha256", run.agent_sha256()),
+            ("llm_models", models(run)),
+        ]),
+    }
 }
 
 /// The models the agent called, by tokens used (most first).
@@ -118,13 +153,7 @@ fn aggregate(run: &AgentRun, source: &Source, evaluation_id: &str, retrieved: &s
             "name": run.agent,
             "id": model_id(run),
             "inference_platform": first.map_or(String::new(), |r| r.llm.clone()),
-            "additional_details": strings(&[
-                ("deployment_type", "unknown".into()),
-                ("model_availability", "unknown".into()),
-                ("agent", run.agent.clone()),
-                ("agent_sha256", run.agent_sha256()),
-                ("llm_models", models(run)),
-            ]),
+            "additional_details": model_details(run),
         },
         "evaluation_results": results,
     })

@@ -53,25 +53,52 @@ pub fn log(run: &AgentRun) -> Log {
             "task": format!("mlrb/{}", run.run_name),
             "task_id": run.id("task"),
             "task_version": 0,
-            "solver": run.agent,
-            "tags": ["mlrb"],
+            "solver": solver(run),
+            "tags": tags(run),
             "dataset": {"name": run.run_name, "location": run.run_dir, "samples": tasks.len(), "sample_ids": tasks},
             "model": model_name(run),
-            "model_args": {"agent": run.agent, "agent_sha256": run.agent_sha256(), "llm_models": llms},
+            "model_args": model_args(run, &llms),
             "config": {"epochs": run.most_seeds(), "epochs_reducer": ["mean"]},
             "packages": {"mlrb": env!("CARGO_PKG_VERSION")},
-            "metadata": {"mlrb_run": run.run_dir, "agent": run.agent, "agent_sha256": run.agent_sha256()},
+            "metadata": {"mlrb_run": run.run_dir, "agent": run.agent, "agent_sha256": run.agent_sha256(),
+                         "participant": if run.person().is_some() { "human" } else { "agent" }},
         }),
-        plan: json!({"name": "plan", "steps": [{"solver": run.agent, "params": {}}]}),
+        plan: json!({"name": "plan", "steps": [{"solver": solver(run), "params": {}}]}),
         results: results(run, samples.len()),
         stats: json!({"started_at": created, "completed_at": completed, "model_usage": usage}),
         samples,
     }
 }
 
-/// The agent as Inspect's model: `mlrb/<agent>`.
+/// The agent as Inspect's model: `mlrb/<agent>`; a person, whom no model
+/// stands for, as `none/human`, and their name in the model's arguments.
 fn model_name(run: &AgentRun) -> String {
-    format!("mlrb/{}", run.agent)
+    match run.person() {
+        Some(_) => "none/human".into(),
+        None => format!("mlrb/{}", run.agent),
+    }
+}
+
+/// The solver: the agent, or Inspect's own name for a person at a terminal.
+fn solver(run: &AgentRun) -> String {
+    match run.person() {
+        Some(_) => "human_agent".into(),
+        None => run.agent.clone(),
+    }
+}
+
+fn tags(run: &AgentRun) -> Value {
+    match run.person() {
+        Some(_) => json!(["mlrb", "human-baseline"]),
+        None => json!(["mlrb"]),
+    }
+}
+
+fn model_args(run: &AgentRun, llms: &[&String]) -> Value {
+    match run.person() {
+        Some(name) => json!({"person": name, "agent": run.agent, "participant": "human"}),
+        None => json!({"agent": run.agent, "agent_sha256": run.agent_sha256(), "llm_models": llms}),
+    }
 }
 
 fn started_at(e: &Episode) -> Option<String> {

@@ -93,6 +93,15 @@ impl AgentRun {
         hash.to_hex()[..22].to_string()
     }
 
+    /// The person's name where these are a person's episodes (`mlrb
+    /// human`, in a bench as `human:NAME`), from the episodes' records.
+    pub fn person(&self) -> Option<String> {
+        self.episodes
+            .iter()
+            .find_map(|e| e.transcript.as_ref().and_then(|t| t.record.person.as_ref()))
+            .map(|p| p.name.clone())
+    }
+
     /// The agent component's SHA-256, from its first episode's record.
     pub fn agent_sha256(&self) -> String {
         self.episodes

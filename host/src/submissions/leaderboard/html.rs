@@ -5,13 +5,16 @@
 
 use super::{Board, Estimate, HELD, Part, Row, Verify};
 
+/// What a person's reference row shows for a rank.
+const PERSON: &str = "a person: reference, not ranked";
+
 /// What a missing value shows.
 const DASH: &str = "–";
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
 table{border-collapse:collapse}th,td{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}\
 th{background:#f3f3f3}td.rank,td.score,td.normalized,td.success,td.cost{text-align:right;white-space:nowrap}\
-tr.held{color:#777}.ci,.n{color:#666;font-size:.85em}\
+tr.held{color:#777}tr.reference{background:#f4f8ff}.ci,.n{color:#666;font-size:.85em}\
 .notice{padding:.6em 1em;border-left:4px solid #c80;background:#fff8e8}.notice.final{border-color:#282;background:#eef8ee}";
 
 const COLUMNS: [&str; 11] = [
@@ -37,11 +40,12 @@ pub fn html(board: &Board) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">\n\
          <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n{}\
-         <p class=\"basis\">Tasks: {}. Ordered by {}.</p>\n{}</body>\n</html>\n",
+         <p class=\"basis\">Tasks: {}. Ordered by {}.</p>\n{}{}</body>\n</html>\n",
         notice(board),
         text(&board.tasks.join(", ")),
         text(&board.ranked_by),
         table(board),
+        references(board),
     )
 }
 
@@ -98,12 +102,41 @@ fn table(board: &Board) -> String {
     format!("<table id=\"leaderboard\">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n")
 }
 
+/// People's runs the organisers added as references, apart from the
+/// ranking (none: nothing).
+fn references(board: &Board) -> String {
+    if board.references.is_empty() {
+        return String::new();
+    }
+    let head: String = COLUMNS.iter().map(|c| format!("<th>{c}</th>")).collect();
+    let body: String = board.references.iter().map(|r| table_row(r, board.part)).collect();
+    format!(
+        "<h2>References: people</h2>\n<p class=\"references\">Episodes a person worked (<code>mlrb human</code>), \
+         added by the organisers as a human reference: scored and verified as submissions are, shown for \
+         comparison, never ranked among them.</p>\n\
+         <table id=\"references\">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n"
+    )
+}
+
 fn table_row(row: &Row, part: Part) -> String {
-    let class = if row.state == HELD { "held" } else { "ranked" };
+    let class = match (&row.person, row.state == HELD) {
+        (Some(_), _) => "reference",
+        (None, true) => "held",
+        (None, false) => "ranked",
+    };
     let rank = match row.rank {
         Some(rank) => rank.to_string(),
+        None if row.person.is_some() => text(PERSON),
         None if row.state == HELD => text(HELD),
         None => DASH.into(),
+    };
+    let links = match row.records.is_empty() {
+        true => DASH.into(),
+        false => format!(
+            "<a href=\"{}\">records</a> <a href=\"{}\">trace</a>",
+            text(&row.records),
+            text(&row.trace)
+        ),
     };
     let cells = [
         ("rank", rank),
@@ -116,14 +149,7 @@ fn table_row(row: &Row, part: Part) -> String {
         ("cost", usd(row.cost_per_episode_usd)),
         ("flags", format!("{} / {}", row.review_flags, row.info_flags)),
         ("verify", verify(&row.verify)),
-        (
-            "links",
-            format!(
-                "<a href=\"{}\">records</a> <a href=\"{}\">trace</a>",
-                text(&row.records),
-                text(&row.trace)
-            ),
-        ),
+        ("links", links),
     ];
     let cells: String = cells
         .iter()
@@ -223,6 +249,7 @@ mod tests {
             verify: Verify::Pending,
             records: "/records/7".into(),
             trace: "/view/7/".into(),
+            person: None,
         }
     }
 
@@ -236,6 +263,7 @@ mod tests {
             tasks: vec!["digits".into()],
             ranked_by: "mean accuracy".into(),
             rows,
+            references: Vec::new(),
         }
     }
 

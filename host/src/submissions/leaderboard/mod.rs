@@ -54,6 +54,10 @@ pub struct Entry {
     pub info_flags: usize,
     /// How far its records were checked.
     pub verify: Verify,
+    /// A person's run the organisers added as a reference (`mlrb
+    /// submissions reference`): the person's name. Shown beside the
+    /// submissions, never ranked among them.
+    pub person: Option<String>,
 }
 
 /// Which part of the hidden answers a board's scores are of.
@@ -99,6 +103,9 @@ pub struct Board {
     pub ranked_by: String,
     /// Ranked submissions in rank order, then those held for review.
     pub rows: Vec<Row>,
+    /// People's runs the organisers added as references, best first:
+    /// scored like the rows, never ranked among them.
+    pub references: Vec<Row>,
 }
 
 /// One submission on the board.
@@ -138,7 +145,12 @@ pub struct Row {
     pub records: String,
     /// Link to its trace viewer.
     pub trace: String,
+    /// A person's reference row: the person's name (none for a submission).
+    pub person: Option<String>,
 }
+
+/// What `state` a person's reference row shows.
+pub const REFERENCE: &str = "reference (a person)";
 
 /// What `state` a held row shows.
 pub const HELD: &str = "held for review";
@@ -150,9 +162,17 @@ pub fn board(benchmark: &Benchmark, entries: &[Entry], now_ms: i64) -> Board {
     let basis = Basis::of(benchmark, entries, closed);
     let shown = entries
         .iter()
-        .filter(|e| matches!(e.state, State::Ranked | State::Held));
+        .filter(|e| e.person.is_none() && matches!(e.state, State::Ranked | State::Held));
     let mut rows: Vec<Row> = shown.map(|e| basis.row(e)).collect();
     basis.rank(&mut rows);
+    let mut references: Vec<Row> = entries
+        .iter()
+        .filter(|e| e.person.is_some())
+        .map(|e| basis.row(e))
+        .collect();
+    // Ordered as rows are, but a person is never given a rank.
+    basis.rank(&mut references);
+    references.iter_mut().for_each(|r| r.rank = None);
     Board {
         benchmark: benchmark.name.clone(),
         version: benchmark.version.clone(),
@@ -162,6 +182,7 @@ pub fn board(benchmark: &Benchmark, entries: &[Entry], now_ms: i64) -> Board {
         tasks: benchmark.plan.tasks.clone(),
         ranked_by: basis.ranked_by(),
         rows,
+        references,
     }
 }
 
@@ -231,10 +252,10 @@ impl Basis {
             id: entry.id,
             agent: entry.agent.clone(),
             submitter: entry.submitter.clone(),
-            state: if entry.state == State::Held {
-                HELD.into()
-            } else {
-                entry.state.name().into()
+            state: match (&entry.person, entry.state) {
+                (Some(_), _) => REFERENCE.into(),
+                (None, State::Held) => HELD.into(),
+                (None, state) => state.name().into(),
             },
             episodes: entry.results.len(),
             valid: shown.valid,
@@ -247,8 +268,16 @@ impl Basis {
             review_flags: entry.review_flags,
             info_flags: entry.info_flags,
             verify: entry.verify.clone(),
-            records: format!("/records/{}", entry.id),
-            trace: format!("/view/{}/", entry.id),
+            // A reference's records stay with the organisers.
+            records: match entry.person {
+                None => format!("/records/{}", entry.id),
+                Some(_) => String::new(),
+            },
+            trace: match entry.person {
+                None => format!("/view/{}/", entry.id),
+                Some(_) => String::new(),
+            },
+            person: entry.person.clone(),
         }
     }
 
@@ -402,6 +431,7 @@ mod tests {
             review_flags: 0,
             info_flags: 0,
             verify: Verify::Pending,
+            person: None,
         }
     }
 
@@ -574,6 +604,38 @@ mod tests {
         assert_eq!((score.mean, score.n), (expected.mean, 4));
         assert_eq!(score.low, expected.interval.map(|i| i.lower));
         assert!(score.low.is_some() && board.ranked_by.contains("normalised"));
+    }
+
+    #[test]
+    fn a_persons_reference_is_shown_apart_and_never_ranked() {
+        let benchmark = benchmark(&["digits"]);
+        let scored = |s: f64| vec![episode("digits", 1, s, s)];
+        let mut person = entry(3, State::Ranked, scored(0.99));
+        person.person = Some("ada".into());
+        let entries = [
+            entry(1, State::Ranked, scored(0.5)),
+            person,
+            entry(2, State::Ranked, scored(0.6)),
+        ];
+        for now in [closes_ms() - 1, closes_ms()] {
+            let board = board(&benchmark, &entries, now);
+            // The person scores best, yet the submissions keep ranks 1 and 2.
+            assert_eq!(ids(&board), [(2, Some(1)), (1, Some(2))]);
+            let reference = &board.references[0];
+            assert_eq!(board.references.len(), 1);
+            assert_eq!((reference.rank, reference.person.as_deref()), (None, Some("ada")));
+            assert_eq!(reference.state, REFERENCE);
+            assert!(reference.records.is_empty() && reference.trace.is_empty());
+            assert!((reference.score.unwrap().mean - 0.99).abs() < 1e-12);
+            let page = html(&board);
+            assert!(
+                page.contains("id=\"references\"") && page.contains("a person"),
+                "{page}"
+            );
+            let json = serde_json::to_value(&board).unwrap();
+            assert_eq!(json["references"][0]["person"], "ada");
+            assert!(json["rows"].as_array().unwrap().iter().all(|r| r["person"].is_null()));
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The leaderboard pages: each published benchmark version's board
-//! (`submissions::leaderboard`) from its ranked and held submissions, as
+//! (`submissions::leaderboard`) from its ranked and held submissions and
+//! the people's runs added as references, as
 //! HTML, or as JSON for `Accept: application/json`; and an index of the
 //! benchmarks.
 
@@ -36,9 +37,33 @@ pub fn board(service: &Service, benchmark: &Benchmark) -> anyhow::Result<Board> 
                 Some(v) if v.verified() => Verify::Verified,
                 Some(v) => Verify::Failed(v.verify),
             },
+            person: None,
         });
     }
+    entries.extend(references(service, benchmark)?);
     Ok(leaderboard::board(benchmark, &entries, now))
+}
+
+/// The people's runs the organisers added as references (only verified
+/// ones are ever added).
+fn references(service: &Service, benchmark: &Benchmark) -> anyhow::Result<Vec<Entry>> {
+    let key = (benchmark.name.as_str(), benchmark.version.as_str());
+    let mut entries = Vec::new();
+    for reference in service.store.references(key.0, key.1)? {
+        let dir = service.layout.reference(key, &reference.name);
+        entries.push(Entry {
+            id: reference.id,
+            agent: format!("human:{}", reference.name),
+            submitter: "the organisers".into(),
+            state: State::Ranked,
+            results: crate::bench::read_results(&dir)?,
+            review_flags: reference.verdict.review_flags,
+            info_flags: reference.verdict.info_flags,
+            verify: Verify::Verified,
+            person: Some(reference.name),
+        });
+    }
+    Ok(entries)
 }
 
 /// `GET /leaderboard/<name>/<version>`.

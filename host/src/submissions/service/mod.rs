@@ -9,6 +9,8 @@
 //! DIR/service.key[.pub]     the key every ranked result is signed with
 //! DIR/agents/<sha256>.wasm  the components taken
 //! DIR/runs/<id>/            each submission's bench run and records
+//! DIR/references/<name>/<version>/<person>/
+//!                           a person's run added as a reference
 //! DIR/staging/              uploads still streaming in
 //! ```
 
@@ -17,6 +19,7 @@ pub mod api;
 pub mod board;
 pub mod limiter;
 pub mod records;
+pub mod reference;
 pub mod runner;
 pub mod serving;
 pub mod upload;
@@ -57,6 +60,10 @@ impl Layout {
     /// Submission `id`'s bench run.
     pub fn run(&self, id: i64) -> PathBuf {
         self.dir.join("runs").join(id.to_string())
+    }
+    /// Where `person`'s reference run on benchmark `name`/`version` lies.
+    pub fn reference(&self, (name, version): (&str, &str), person: &str) -> PathBuf {
+        self.dir.join("references").join(name).join(version).join(person)
     }
     /// Uploads in flight.
     pub fn staging(&self) -> PathBuf {

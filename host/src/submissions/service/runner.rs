@@ -112,7 +112,7 @@ async fn advance(service: &Service, submission: &Submission, stop: &Cancellation
         }
         service.store.set_state(id, State::Scoring, "", ACTOR)?;
     }
-    let verdict = check_records(service, benchmark, &dir).await?;
+    let verdict = check_records(&service.layout, benchmark, &dir).await?;
     service.store.set_verdict(id, &verdict)?;
     let (next, why) = placement(&verdict);
     service.store.set_state(id, next, &why, ACTOR)?;
@@ -161,10 +161,10 @@ fn set_aside(dir: &Path) -> Result<()> {
 
 /// Scans the run's records, signs them and verifies the signed records
 /// (re-scoring each episode, as anyone with the records can).
-async fn check_records(service: &Service, benchmark: &Benchmark, dir: &Path) -> Result<Verdict> {
+pub(super) async fn check_records(layout: &super::Layout, benchmark: &Benchmark, dir: &Path) -> Result<Verdict> {
     let scan = crate::bench::scan::scan_run(dir, &Default::default())?;
     std::fs::write(dir.join("scan.json"), serde_json::to_vec_pretty(&scan)?)?;
-    let key = service.layout.key();
+    let key = layout.key();
     crate::record::signature::sign(dir, &key)?;
     let mut setup = benchmark.plan.host.clone();
     setup.llm = Some("none".into());

@@ -1,0 +1,347 @@
+//! A person's episodes (`mlrb human`, driven through a real pty) beside
+//! agents everywhere results go: `mlrb compare` pairs an agent against
+//! `human:NAME` from a bench that took the episodes in, `mlrb export`
+//! marks the person as a person (not a model), and the submission service
+//! takes the run as an organiser's reference row (`mlrb submissions
+//! reference`), served on loopback: marked a person's, never ranked,
+//! audited; and refused, in one line and with nothing kept, for a name
+//! that is not plain, an episode of another task or seed, one not ended
+//! and scored, one of another task version, records that do not verify.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::pty::Pty;
+use common::service;
+use serde_json::Value;
+
+/// Records ada's episode of digits with `seed` under `out/t`: the starter
+/// trained, validated, submitted. Returns the run folder.
+fn record(out: &Path, seed: &str) -> PathBuf {
+    let mut command: Command = common::mlrb();
+    command
+        .args([
+            "human",
+            "--task",
+            "digits",
+            "--name",
+            "ada",
+            "--run-name",
+            "t",
+            "--seed",
+            seed,
+            "--out",
+        ])
+        .arg(out);
+    let mut pty = Pty::spawn(command);
+    pty.expect("/workspace$ ");
+    pty.type_line("sed -i 's/max_depth=8/max_depth=12/' train.py && python3 train.py");
+    pty.expect("wrote submission.csv");
+    pty.expect("/workspace$ ");
+    pty.type_line("task validate");
+    pty.expect("/workspace$ ");
+    pty.type_line("task submit");
+    pty.expect("scoring the final workspace");
+    assert!(pty.wait().success(), "{}", pty.screen());
+    out.join("t")
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Runs `mlrb ARGS`: success, stdout, stderr.
+fn mlrb(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
+    let output = common::mlrb().args(args).output().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).trim().to_string(),
+    )
+}
+
+macro_rules! args {
+    ($($a:expr),* $(,)?) => { &[$(std::ffi::OsStr::new($a)),*] };
+}
+
+#[test]
+fn compare_pairs_an_agent_against_the_person_and_exports_mark_a_person() {
+    let tmp = tempfile::tempdir().unwrap();
+    let episodes = record(tmp.path(), "1");
+    let plan = tmp.path().join("plan.toml");
+    let baseline = common::agent("baseline");
+    std::fs::write(
+        &plan,
+        format!("agents = [{baseline:?}, {{ human = \"ada\", episodes = {episodes:?} }}]\ntasks = [\"digits\"]\nseeds = [1]\n"),
+    )
+    .unwrap();
+    let out = tmp.path().to_str().unwrap();
+    let (ok, _, err) = mlrb(args![
+        "bench",
+        "--quiet",
+        "--run-name",
+        "b",
+        "--out",
+        out,
+        "--plan",
+        plan.to_str().unwrap()
+    ]);
+    assert!(ok, "{err}");
+    let run = tmp.path().join("b");
+    let run = run.to_str().unwrap();
+
+    // The person is A (the human baseline), the agent B.
+    let (ok, json, err) = mlrb(args!["compare", run, "--agents", "human:ada", "baseline", "--json"]);
+    assert!(ok, "{err}");
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        (json["a"]["agent"].as_str(), json["b"]["agent"].as_str()),
+        (Some("human:ada"), Some("baseline"))
+    );
+    assert_eq!(json["tasks"][0]["paired"]["pairs"], 1, "{json}");
+    assert!(json["unpaired"].as_array().unwrap().is_empty());
+    // The person scored more than the starter the baseline submits: B − A < 0.
+    assert!(json["tasks"][0]["paired"]["mean"].as_f64().unwrap() < 0.0, "{json}");
+    let (ok, text, _) = mlrb(args!["compare", run, "--agents", "human:ada", "baseline"]);
+    assert!(ok && text.contains("human:ada"), "{text}");
+    // Across two runs: the person's bench against a run of the agent alone (seed 1).
+    let (ok, _, err) = mlrb(args![
+        "bench",
+        "--quiet",
+        "--run-name",
+        "solo",
+        "--seeds",
+        "1",
+        "--out",
+        out,
+        "--agent",
+        common::agent("baseline").to_str().unwrap(),
+        "--task",
+        "digits"
+    ]);
+    assert!(ok, "{err}");
+    let solo = tmp.path().join("solo");
+    let (ok, json, err) = mlrb(args![
+        "compare",
+        run,
+        solo.to_str().unwrap(),
+        "--agents",
+        "human:ada",
+        "baseline",
+        "--json"
+    ]);
+    assert!(ok, "{err}");
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["a"]["agent"], "human:ada");
+
+    // Inspect: no model stands for the person; the agent stays a model.
+    let inspect = tmp.path().join("inspect");
+    let (ok, _, err) = mlrb(args![
+        "export",
+        run,
+        "--format",
+        "inspect",
+        "--out",
+        inspect.to_str().unwrap()
+    ]);
+    assert!(ok, "{err}");
+    let logs: Vec<Value> = std::fs::read_dir(&inspect)
+        .unwrap()
+        .map(|e| read_json(&e.unwrap().path()))
+        .collect();
+    let person = logs
+        .iter()
+        .find(|l| l["eval"]["model_args"]["person"] == "ada")
+        .expect("the person's log");
+    assert_eq!(person["eval"]["model"], "none/human");
+    assert_eq!(person["eval"]["solver"], "human_agent");
+    assert_eq!(person["eval"]["metadata"]["participant"], "human");
+    let agent = logs
+        .iter()
+        .find(|l| l["eval"]["model_args"]["person"].is_null())
+        .expect("the agent's log");
+    assert_eq!(agent["eval"]["model"], "mlrb/baseline");
+    assert_eq!(agent["eval"]["metadata"]["participant"], "agent");
+
+    // Every Eval Ever: the person filed under `human`, not as an agent's model.
+    let eee = tmp.path().join("eee");
+    let (ok, _, err) = mlrb(args!["export", run, "--format", "eee", "--out", eee.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let folder = eee.join("data/mlrb-b/human/human_ada");
+    let folder = if folder.is_dir() {
+        folder
+    } else {
+        eee.join("data/mlrb-b/human/human:ada")
+    };
+    let record = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let record = read_json(&record);
+    assert_eq!(record["model_info"]["id"], "human/ada");
+    let details = &record["model_info"]["additional_details"];
+    assert_eq!(
+        (details["participant_type"].as_str(), details["person"].as_str()),
+        (Some("human"), Some("ada"))
+    );
+    assert!(details["agent_sha256"].is_null(), "no component: {details}");
+}
+
+/// `mlrb submissions reference` with `episodes` and `name`.
+fn reference(service: &Path, benchmark: &str, episodes: &Path, name: &str) -> (bool, String, String) {
+    mlrb(args![
+        "submissions",
+        "reference",
+        service.to_str().unwrap(),
+        "--benchmark",
+        benchmark,
+        "--episodes",
+        episodes.to_str().unwrap(),
+        "--name",
+        name
+    ])
+}
+
+/// A copy of the run folder `from` (with every episode in it) at `to`.
+fn copy(from: &Path, to: &Path) -> PathBuf {
+    let status = Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
+    assert!(status.success());
+    to.to_path_buf()
+}
+
+fn audit(service: &Path) -> String {
+    let (ok, log, err) = mlrb(args!["submissions", "audit", service.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    log
+}
+
+#[test]
+fn a_persons_run_is_a_reference_row_of_the_board_and_hostile_ones_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The benchmark runs seed 1 (`seeds = 1`) of digits.
+    let episodes = record(tmp.path(), "1");
+    let service = service::folder(tmp.path(), "digits", service::OPEN_UNTIL);
+    let refused = |episodes: &Path, name: &str, benchmark: &str, says: &str| {
+        let (ok, out, err) = reference(&service, benchmark, episodes, name);
+        assert!(!ok, "taken: {out}");
+        assert!(err.contains(says) && err.lines().count() == 1, "{says}: {err}");
+        assert!(!audit(&service).contains("added-reference"), "nothing added for {says}");
+        assert!(
+            !service.join("references/cpu-mini/1/ada").exists(),
+            "nothing kept for {says}"
+        );
+    };
+    refused(&episodes, "../x", "cpu-mini/1", "`--name`");
+    refused(&episodes, "ada", "cpu-mini/9", "not published");
+    // An episode of a task the benchmark does not have.
+    let other = copy(&episodes, &tmp.path().join("other-task"));
+    std::fs::rename(other.join("digits"), other.join("spaceship")).unwrap();
+    refused(&other, "ada", "cpu-mini/1", "does not have");
+    // A seed the benchmark does not run.
+    let seed = copy(&episodes, &tmp.path().join("other-seed"));
+    std::fs::rename(seed.join("digits/human-ada/1"), seed.join("digits/human-ada/7")).unwrap();
+    refused(&seed, "ada", "cpu-mini/1", "seed 7");
+    // Not ended and scored.
+    let unscored = copy(&episodes, &tmp.path().join("unscored"));
+    std::fs::remove_file(unscored.join("digits/human-ada/1/score.json")).unwrap();
+    refused(&unscored, "ada", "cpu-mini/1", "not ended and been scored");
+    // Recorded on another version of the task.
+    let version = copy(&episodes, &tmp.path().join("other-version"));
+    let path = version.join("digits/human-ada/1/episode.json");
+    let mut record = read_json(&path);
+    record["task"]["content_hash"] = Value::String("0".repeat(64));
+    std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+    refused(&version, "ada", "cpu-mini/1", "another version of task digits");
+    // A score that is not what the evaluator gives: the re-scoring refuses it.
+    let forged = copy(&episodes, &tmp.path().join("forged"));
+    let path = forged.join("digits/human-ada/1/score.json");
+    let mut score = read_json(&path);
+    score["score"] = Value::from(0.999_9);
+    std::fs::write(&path, serde_json::to_vec(&score).unwrap()).unwrap();
+    refused(&forged, "ada", "cpu-mini/1", "do not verify");
+
+    let (ok, out, err) = reference(&service, "cpu-mini/1", &episodes, "ada");
+    assert!(ok, "{err}");
+    assert!(out.contains("human:ada") && out.contains("reference"), "{out}");
+    let (ok, _, err) = reference(&service, "cpu-mini/1", &episodes, "ada");
+    assert!(!ok && err.contains("already has a reference"), "{err}");
+    let log = audit(&service);
+    assert_eq!(log.matches("added-reference").count(), 1, "{log}");
+    assert!(log.contains("reference:1") && log.contains("human:ada"), "{log}");
+
+    // Served: the person apart from the (empty) ranking, marked a person's.
+    let served = service::Served::start(&service, 1024, &[]);
+    let (status, _, body) = service::exchange(
+        &served.url(),
+        "GET",
+        "/leaderboard/cpu-mini/1",
+        &[("Accept", "application/json")],
+        b"",
+    );
+    assert_eq!(status, 200);
+    let board: Value = serde_json::from_slice(&body).unwrap();
+    assert!(
+        board["rows"].as_array().unwrap().is_empty(),
+        "not a submission: {board}"
+    );
+    let row = &board["references"][0];
+    assert_eq!(
+        (row["person"].as_str(), row["agent"].as_str()),
+        (Some("ada"), Some("human:ada"))
+    );
+    assert_eq!(
+        (row["state"].as_str(), row["rank"].is_null()),
+        (Some("reference (a person)"), true)
+    );
+    assert_eq!(row["verify"]["status"], "verified");
+    assert!(
+        row["score"]["mean"].as_f64().is_some(),
+        "the public part's score: {row}"
+    );
+    let (status, _, page) = service::exchange(&served.url(), "GET", "/leaderboard/cpu-mini/1", &[], b"");
+    let page = String::from_utf8_lossy(&page);
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("id=\"references\"") && page.contains("a person: reference, not ranked"),
+        "{page}"
+    );
+    assert!(page.contains("no ranked submissions yet"), "{page}");
+    // No submitter's entry: a submitter sees none of theirs.
+    let token = service::submitter(&service, "alice");
+    let (status, _, body) = service::exchange(
+        &served.url(),
+        "GET",
+        "/v1/submissions",
+        &[("Authorization", &format!("Bearer {token}"))],
+        b"",
+    );
+    assert_eq!(status, 200);
+    let mine: Value = serde_json::from_slice(&body).unwrap();
+    assert!(
+        mine.as_array().is_some_and(|a| a.is_empty()) || mine["submissions"].as_array().is_some_and(|a| a.is_empty()),
+        "{mine}"
+    );
+    served.stop();
+
+    // Once the version closes: the private part's score, still never ranked.
+    service::publish(&service, "digits", service::CLOSED);
+    let served = service::Served::start(&service, 1024, &[]);
+    let (status, _, body) = service::exchange(
+        &served.url(),
+        "GET",
+        "/leaderboard/cpu-mini/1",
+        &[("Accept", "application/json")],
+        b"",
+    );
+    assert_eq!(status, 200);
+    let board: Value = serde_json::from_slice(&body).unwrap();
+    let row = &board["references"][0];
+    assert_eq!((board["part"].as_str(), row["rank"].is_null()), (Some("private"), true));
+    let scored = read_json(&episodes.join("digits/human-ada/1/score.json"));
+    assert_eq!(row["score"]["mean"].as_f64(), scored["score"].as_f64(), "{row}");
+    assert!(row["normalized"]["mean"].as_f64().is_some(), "{row}");
+    served.stop();
+}
