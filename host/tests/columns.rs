@@ -68,25 +68,8 @@ fn leads_with_the_headline(stdout: &str) {
 }
 
 fn bench(out: &Path) -> String {
-    let output = common::mlrb()
+    let output = common::two_seed_bench(out, &["baseline", "search-agent"], "digits")
         .env("COLUMNS", "100")
-        .args([
-            "bench",
-            "--quiet",
-            "--run-name",
-            "r",
-            "--seeds",
-            "2",
-            "-j",
-            "2",
-            "--out",
-        ])
-        .arg(out)
-        .arg("--agent")
-        .arg(common::agent("baseline"))
-        .arg("--agent")
-        .arg(common::agent("search-agent"))
-        .args(["--task", "digits"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();

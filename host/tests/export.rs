@@ -34,25 +34,7 @@ fn small_bench(dir: &Path) -> PathBuf {
     let task = common::hostile_task(dir, &[]);
     std::fs::write(task.join("scripts/eval.py"), EVAL).unwrap();
     common::edit_task_toml(&task, "baseline = 1.0", "baseline = 0.5\nreference = 1.0");
-    let output = common::mlrb()
-        .args([
-            "bench",
-            "--quiet",
-            "--run-name",
-            "r",
-            "--seeds",
-            "2",
-            "-j",
-            "2",
-            "--out",
-        ])
-        .arg(dir)
-        .arg("--agent")
-        .arg(common::agent("baseline"))
-        .arg("--agent")
-        .arg(common::agent("validator"))
-        .arg("--task")
-        .arg(&task)
+    let output = common::two_seed_bench(dir, &["baseline", "validator"], &task)
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

@@ -19,25 +19,7 @@ fn small_bench(dir: &Path) -> PathBuf {
     let toml = std::fs::read_to_string(task.join("task.toml")).unwrap();
     let toml = toml + "\n[validation.split]\nnone = \"the score says only whether submission.csv exists\"\n";
     std::fs::write(task.join("task.toml"), toml).unwrap();
-    let output = common::mlrb()
-        .args([
-            "bench",
-            "--quiet",
-            "--run-name",
-            "r",
-            "--seeds",
-            "2",
-            "-j",
-            "2",
-            "--out",
-        ])
-        .arg(dir)
-        .arg("--agent")
-        .arg(common::agent("baseline"))
-        .arg("--agent")
-        .arg(common::agent("validator"))
-        .arg("--task")
-        .arg(&task)
+    let output = common::two_seed_bench(dir, &["baseline", "validator"], &task)
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

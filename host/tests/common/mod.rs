@@ -320,6 +320,30 @@ pub fn hostile_task(dir: &Path, extra_env: &[(&str, &str)]) -> PathBuf {
     dest
 }
 
+/// `mlrb bench --quiet` of the built `agents` on `task` with two seeds,
+/// two at a time, as the run `r` in `out`.
+pub fn two_seed_bench(out: &Path, agents: &[&str], task: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = mlrb();
+    command
+        .args([
+            "bench",
+            "--quiet",
+            "--run-name",
+            "r",
+            "--seeds",
+            "2",
+            "-j",
+            "2",
+            "--out",
+        ])
+        .arg(out);
+    for name in agents {
+        command.arg("--agent").arg(agent(name));
+    }
+    command.arg("--task").arg(task);
+    command
+}
+
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
