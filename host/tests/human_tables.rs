@@ -274,15 +274,7 @@ fn a_persons_run_is_a_reference_row_of_the_board_and_hostile_ones_are_refused() 
 
     // Served: the person apart from the (empty) ranking, marked a person's.
     let served = service::Served::start(&service, 1024, &[]);
-    let (status, _, body) = service::exchange(
-        &served.url(),
-        "GET",
-        "/leaderboard/cpu-mini/1",
-        &[("Accept", "application/json")],
-        b"",
-    );
-    assert_eq!(status, 200);
-    let board: Value = serde_json::from_slice(&body).unwrap();
+    let board = board_json(&served);
     assert!(
         board["rows"].as_array().unwrap().is_empty(),
         "not a submission: {board}"
@@ -329,6 +321,17 @@ fn a_persons_run_is_a_reference_row_of_the_board_and_hostile_ones_are_refused() 
     // Once the version closes: the private part's score, still never ranked.
     service::publish(&service, "digits", service::CLOSED);
     let served = service::Served::start(&service, 1024, &[]);
+    let board = board_json(&served);
+    let row = &board["references"][0];
+    assert_eq!((board["part"].as_str(), row["rank"].is_null()), (Some("private"), true));
+    let scored = read_json(&episodes.join("digits/human-ada/1/score.json"));
+    assert_eq!(row["score"]["mean"].as_f64(), scored["score"].as_f64(), "{row}");
+    assert!(row["normalized"]["mean"].as_f64().is_some(), "{row}");
+    served.stop();
+}
+
+/// The served board of cpu-mini/1 as JSON.
+fn board_json(served: &service::Served) -> Value {
     let (status, _, body) = service::exchange(
         &served.url(),
         "GET",
@@ -337,11 +340,5 @@ fn a_persons_run_is_a_reference_row_of_the_board_and_hostile_ones_are_refused() 
         b"",
     );
     assert_eq!(status, 200);
-    let board: Value = serde_json::from_slice(&body).unwrap();
-    let row = &board["references"][0];
-    assert_eq!((board["part"].as_str(), row["rank"].is_null()), (Some("private"), true));
-    let scored = read_json(&episodes.join("digits/human-ada/1/score.json"));
-    assert_eq!(row["score"]["mean"].as_f64(), scored["score"].as_f64(), "{row}");
-    assert!(row["normalized"]["mean"].as_f64().is_some(), "{row}");
-    served.stop();
+    serde_json::from_slice(&body).unwrap()
 }

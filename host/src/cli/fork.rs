@@ -8,10 +8,10 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::{say, spinner};
+use super::spinner;
 use crate::episode::HostSetup;
 use crate::episode::fork::Parent;
-use crate::{paths, report};
+use crate::paths;
 
 /// Options of `mlrb fork`.
 #[derive(Args, Debug)]
@@ -51,13 +51,7 @@ impl ForkArgs {
         let result = runner.run_episode(&request, super::ctrl_c()).await;
         bar.finish_and_clear();
         let (record, score) = result?;
-        if self.json {
-            let all = serde_json::json!({ "episode": record, "score": score, "dir": request.dir });
-            say!("{}", serde_json::to_string_pretty(&all)?);
-        } else {
-            say!("{}", report::episode_table(&record, &score));
-            say!("episode: {}", request.dir.display());
-        }
+        super::print_episode(self.json, &record, &score, &request.dir)?;
         Ok(super::scored(&score))
     }
 }

@@ -11,8 +11,8 @@ use super::{SandboxArgs, say};
 use crate::episode::human::{Console, HumanOutcome, HumanStart, check_name};
 use crate::episode::{EpisodeRecord, episode_dir};
 use crate::limits::Overrides;
+use crate::task;
 use crate::task::overrides::Configured;
-use crate::{report, task};
 
 /// Options of `mlrb human`.
 #[derive(Args, Debug)]
@@ -54,13 +54,7 @@ impl HumanArgs {
                 Ok(ExitCode::SUCCESS)
             }
             HumanOutcome::Scored(record, score, dir) => {
-                if self.json {
-                    let all = serde_json::json!({ "episode": record, "score": score, "dir": dir });
-                    say!("{}", serde_json::to_string_pretty(&all)?);
-                } else {
-                    say!("{}", report::episode_table(&record, &score));
-                    say!("episode: {}", dir.display());
-                }
+                super::print_episode(self.json, &record, &score, &dir)?;
                 Ok(super::scored(&score))
             }
         }

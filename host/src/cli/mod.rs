@@ -307,6 +307,24 @@ pub(crate) use say;
 /// task's evaluator failed): not the agent's result, and not a success.
 pub const EXIT_NOT_SCORED: u8 = 3;
 
+/// An episode's result as `run`, `fork` and `human` print it: its record,
+/// score and folder as JSON, or its table and folder.
+fn print_episode(
+    json: bool,
+    record: &crate::episode::EpisodeRecord,
+    score: &crate::episode::ScoreRecord,
+    dir: &std::path::Path,
+) -> Result<()> {
+    if json {
+        let all = serde_json::json!({ "episode": record, "score": score, "dir": dir });
+        say!("{}", serde_json::to_string_pretty(&all)?);
+    } else {
+        say!("{}", crate::report::episode_table(record, score));
+        say!("episode: {}", dir.display());
+    }
+    Ok(())
+}
+
 /// The exit status for an episode's score: [`EXIT_NOT_SCORED`], with the
 /// cause in one line, when the evaluator could not score it.
 fn scored(score: &crate::episode::ScoreRecord) -> ExitCode {

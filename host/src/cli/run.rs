@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use anyhow::Result;
 use clap::Args;
 
-use super::{EXIT_INTERRUPTED, ctrl_c, say, spinner};
+use super::{EXIT_INTERRUPTED, ctrl_c, spinner};
 use crate::episode::{EpisodeRequest, HostSetup, agent_name, episode_dir};
 use crate::limits::Overrides;
 use crate::task::overrides::Configured;
-use crate::{paths, report, task};
+use crate::{paths, task};
 
 /// Options of `mlrb run`.
 #[derive(Args, Debug)]
@@ -86,13 +86,7 @@ impl RunArgs {
         bar.finish_and_clear();
         let (record, score) = result?;
         let dir = &request.dir;
-        if self.json {
-            let all = serde_json::json!({ "episode": record, "score": score, "dir": dir });
-            say!("{}", serde_json::to_string_pretty(&all)?);
-        } else {
-            say!("{}", report::episode_table(&record, &score));
-            say!("episode: {}", dir.display());
-        }
+        super::print_episode(self.json, &record, &score, dir)?;
         Ok(match interrupted.load(Ordering::SeqCst) {
             true => ExitCode::from(EXIT_INTERRUPTED),
             false => super::scored(&score),
