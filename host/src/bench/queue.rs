@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 /// The queue of one run.
 pub struct Queue {
     db: Mutex<Connection>,
+    // A second connection for reads: in WAL mode they never wait for the
+    // writer, whose transactions may hold `db` for a group of requests.
+    reads: Mutex<Connection>,
 }
 
 /// An episode handed to a worker.
@@ -104,6 +107,17 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// A connection to the queue in `path`, the whole queue kept in memory
+/// (results make rows large): no page is read back with a system call
+/// once it has been seen.
+fn connect(path: &Path) -> Result<Connection> {
+    let db = Connection::open(path).with_context(|| format!("{}: cannot open the queue", path.display()))?;
+    db.pragma_update(None, "cache_size", -65_536)?;
+    db.pragma_update(None, "mmap_size", 1_i64 << 30)?;
+    db.busy_timeout(Duration::from_secs(30))?;
+    Ok(db)
+}
+
 fn new_token() -> Result<String> {
     let mut bytes = [0u8; 16];
     getrandom::getrandom(&mut bytes).map_err(|e| anyhow::anyhow!("drawing a lease token: {e}"))?;
@@ -113,19 +127,23 @@ fn new_token() -> Result<String> {
 impl Queue {
     /// Opens (creating if needed) the queue in `path`.
     pub fn open(path: &Path) -> Result<Self> {
-        let db = Connection::open(path).with_context(|| format!("{}: cannot open the queue", path.display()))?;
+        let db = connect(path)?;
         // WAL: readers never wait for the writer; NORMAL is durable across
         // a process crash, which is what a lease queue must survive.
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "NORMAL")?;
-        // The whole queue in memory (results make rows large): no page is
-        // read back with a system call once it has been seen.
-        db.pragma_update(None, "cache_size", -65_536)?;
-        db.pragma_update(None, "mmap_size", 1_i64 << 30)?;
-        db.busy_timeout(Duration::from_secs(30))?;
         db.execute_batch(SCHEMA)
             .with_context(|| format!("{}: not an mlrb queue", path.display()))?;
-        Ok(Self { db: Mutex::new(db) })
+        let reads = connect(path)?;
+        reads.pragma_update(None, "query_only", true)?;
+        Ok(Self {
+            db: Mutex::new(db),
+            reads: Mutex::new(reads),
+        })
+    }
+
+    fn reads(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.reads.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -154,68 +172,21 @@ impl Queue {
     pub fn lease(&self, worker: &str, ttl: Duration, now: i64) -> Result<Option<Lease>> {
         let mut db = self.db();
         let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let row = |r: &rusqlite::Row| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?));
-        // An expired lease first: its episode started longest ago.
-        let expired = tx
-            .query_row(
-                "SELECT id, spec, attempts FROM episodes
-                 WHERE done = 0 AND expires_ms IS NOT NULL AND expires_ms <= ?1
-                 ORDER BY expires_ms LIMIT 1",
-                [now],
-                row,
-            )
-            .optional()?;
-        let next = match expired {
-            Some(next) => Some(next),
-            None => tx
-                .query_row(
-                    "SELECT id, spec, attempts FROM episodes
-                     WHERE done = 0 AND expires_ms IS NULL ORDER BY position LIMIT 1",
-                    [],
-                    row,
-                )
-                .optional()?,
-        };
-        let Some((episode, spec, attempts)) = next else {
-            return Ok(None);
-        };
-        let token = new_token()?;
-        let expires_ms = now + ttl.as_millis() as i64;
-        tx.execute(
-            "UPDATE episodes SET token = ?2, worker = ?3, expires_ms = ?4, attempts = attempts + 1 WHERE id = ?1",
-            params![episode, token, worker, expires_ms],
-        )?;
-        // Every lease ever given, so that the work of an expired one can
-        // still be reported (and who ran what stays on record).
-        tx.execute(
-            "INSERT INTO leases (token, episode, worker, leased_ms) VALUES (?1, ?2, ?3, ?4)",
-            params![token, episode, worker, now],
-        )?;
+        let lease = Writes(&tx).lease(worker, ttl, now)?;
         tx.commit()?;
-        Ok(Some(Lease {
-            spec: serde_json::from_str(&spec).with_context(|| format!("{episode}: its spec is not JSON"))?,
-            episode,
-            token,
-            attempt: attempts + 1,
-            expires_ms,
-        }))
+        Ok(lease)
     }
 
     /// Extends a lease to `now + ttl`; false when it is no longer held (it
     /// expired and was leased again, or the episode is done).
     pub fn renew(&self, token: &str, ttl: Duration, now: i64) -> Result<bool> {
-        let changed = self
-            .db()
-            .prepare_cached(RENEW)?
-            .execute(params![token, now + ttl.as_millis() as i64])?;
-        Ok(changed == 1)
+        Writes(&self.db()).renew(token, ttl, now)
     }
 
     /// Gives a lease back (a worker stopping cleanly): the episode waits
     /// for the next worker at once. False when the lease was not held.
     pub fn release(&self, token: &str) -> Result<bool> {
-        let changed = self.db().prepare_cached(RELEASE)?.execute([token])?;
-        Ok(changed == 1)
+        Writes(&self.db()).release(token)
     }
 
     /// Records the result of `episode`, reported under a lease `token` it
@@ -224,53 +195,30 @@ impl Queue {
     /// a `Duplicate`; a different result for a done episode, or a token
     /// this episode never had, is refused.
     pub fn report(&self, episode: &str, token: &str, result: &serde_json::Value) -> Result<Reported> {
-        let text = result.to_string();
-        let hash = blake3::hash(text.as_bytes()).to_hex().to_string();
         let mut db = self.db();
         let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let row = tx
-            .query_row(
-                "SELECT done, token, result_hash FROM episodes WHERE id = ?1",
-                [episode],
-                |r| {
-                    Ok((
-                        r.get::<_, bool>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, Option<String>>(2)?,
-                    ))
-                },
-            )
-            .optional()?;
-        let Some((done, current, recorded)) = row else {
-            bail!("{episode}: no such episode in this run");
-        };
-        if done {
-            return match recorded.as_deref() == Some(hash.as_str()) {
-                true => Ok(Reported::Duplicate),
-                false => bail!("{episode}: already done with another result"),
-            };
-        }
-        let known: bool = current.as_deref() == Some(token)
-            || tx.query_row(
-                "SELECT COUNT(*) FROM leases WHERE episode = ?1 AND token = ?2",
-                params![episode, token],
-                |r| r.get::<_, i64>(0),
-            )? > 0;
-        if !known {
-            bail!("{episode}: the lease token was never given for this episode");
-        }
-        tx.execute(
-            "UPDATE episodes SET done = 1, result = ?2, result_hash = ?3, token = NULL, expires_ms = NULL WHERE id = ?1",
-            params![episode, text, hash],
-        )?;
+        let reported = Writes(&tx).report(episode, token, result)?;
         tx.commit()?;
-        Ok(Reported::Recorded)
+        Ok(reported)
+    }
+
+    /// Runs `work` in one write transaction, committed once at its end
+    /// (group commit: one commit for many requests' writes). Each request's
+    /// writes go through `Group::apply`, which undoes them alone if they
+    /// fail. Nothing `work` wrote holds unless this returns Ok.
+    pub fn group<T>(&self, work: impl FnOnce(&mut Group<'_>) -> T) -> Result<T> {
+        let mut db = self.db();
+        let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut group = Group { tx };
+        let done = work(&mut group);
+        group.tx.commit()?;
+        Ok(done)
     }
 
     /// Whether `episode` is held under the lease `token` now (not done,
     /// not expired and leased to another since).
     pub fn holds(&self, episode: &str, token: &str) -> Result<bool> {
-        let held: i64 = self.db().query_row(
+        let held: i64 = self.reads().query_row(
             "SELECT COUNT(*) FROM episodes WHERE id = ?1 AND token = ?2 AND done = 0",
             params![episode, token],
             |r| r.get(0),
@@ -291,7 +239,9 @@ impl Queue {
     /// Whether `token` was ever a lease of `episode`, and whether the
     /// episode is done; None when the run has no such episode.
     pub fn lease_of(&self, episode: &str, token: &str) -> Result<Option<(bool, bool)>> {
-        let db = self.db();
+        let mut reads = self.reads();
+        // One snapshot for both questions.
+        let db = reads.transaction()?;
         let done = db
             .query_row("SELECT done FROM episodes WHERE id = ?1", [episode], |r| {
                 r.get::<_, bool>(0)
@@ -312,9 +262,147 @@ impl Queue {
     /// count walks one of the partial indexes, never the whole table
     /// (whose rows hold the results).
     pub fn counts(&self, now: i64) -> Result<Counts> {
-        let db = self.db();
+        let mut reads = self.reads();
+        let snapshot = reads.transaction()?;
+        Writes(&snapshot).counts(now)
+    }
+
+    /// The recorded results, in the order the episodes were enqueued.
+    pub fn results(&self) -> Result<Vec<(String, serde_json::Value)>> {
+        let db = self.reads();
+        let mut select = db.prepare("SELECT id, result FROM episodes WHERE done = 1 ORDER BY position")?;
+        let rows = select.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        rows.map(|row| {
+            let (id, text) = row?;
+            Ok((id, serde_json::from_str(&text)?))
+        })
+        .collect()
+    }
+}
+
+/// One transaction of grouped writes (see `Queue::group`).
+pub struct Group<'a> {
+    tx: rusqlite::Transaction<'a>,
+}
+
+impl Group<'_> {
+    /// Runs one request's writes in a savepoint of their own: when they
+    /// fail they are undone alone and the rest of the group still commits.
+    pub fn apply<T>(&mut self, write: impl FnOnce(&Writes<'_>) -> Result<T>) -> Result<T> {
+        let savepoint = self.tx.savepoint()?;
+        // Dropped without a commit (on an error), it rolls back.
+        let done = write(&Writes(&savepoint))?;
+        savepoint.commit()?;
+        Ok(done)
+    }
+}
+
+/// The queue's writes on a connection, in whatever transaction it is in.
+pub struct Writes<'a>(&'a Connection);
+
+impl Writes<'_> {
+    /// See `Queue::lease`.
+    pub fn lease(&self, worker: &str, ttl: Duration, now: i64) -> Result<Option<Lease>> {
+        let db = self.0;
+        let row = |r: &rusqlite::Row| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?));
+        // An expired lease first: its episode started longest ago.
+        let expired = db
+            .prepare_cached(
+                "SELECT id, spec, attempts FROM episodes
+                 WHERE done = 0 AND expires_ms IS NOT NULL AND expires_ms <= ?1
+                 ORDER BY expires_ms LIMIT 1",
+            )?
+            .query_row([now], row)
+            .optional()?;
+        let next = match expired {
+            Some(next) => Some(next),
+            None => db
+                .prepare_cached(
+                    "SELECT id, spec, attempts FROM episodes
+                     WHERE done = 0 AND expires_ms IS NULL ORDER BY position LIMIT 1",
+                )?
+                .query_row([], row)
+                .optional()?,
+        };
+        let Some((episode, spec, attempts)) = next else {
+            return Ok(None);
+        };
+        let token = new_token()?;
+        let expires_ms = now + ttl.as_millis() as i64;
+        db.prepare_cached(
+            "UPDATE episodes SET token = ?2, worker = ?3, expires_ms = ?4, attempts = attempts + 1 WHERE id = ?1",
+        )?
+        .execute(params![episode, token, worker, expires_ms])?;
+        // Every lease ever given, so that the work of an expired one can
+        // still be reported (and who ran what stays on record).
+        db.prepare_cached("INSERT INTO leases (token, episode, worker, leased_ms) VALUES (?1, ?2, ?3, ?4)")?
+            .execute(params![token, episode, worker, now])?;
+        Ok(Some(Lease {
+            spec: serde_json::from_str(&spec).with_context(|| format!("{episode}: its spec is not JSON"))?,
+            episode,
+            token,
+            attempt: attempts + 1,
+            expires_ms,
+        }))
+    }
+
+    /// See `Queue::renew`.
+    pub fn renew(&self, token: &str, ttl: Duration, now: i64) -> Result<bool> {
+        let changed = self
+            .0
+            .prepare_cached(RENEW)?
+            .execute(params![token, now + ttl.as_millis() as i64])?;
+        Ok(changed == 1)
+    }
+
+    /// See `Queue::release`.
+    pub fn release(&self, token: &str) -> Result<bool> {
+        Ok(self.0.prepare_cached(RELEASE)?.execute([token])? == 1)
+    }
+
+    /// See `Queue::report`.
+    pub fn report(&self, episode: &str, token: &str, result: &serde_json::Value) -> Result<Reported> {
+        let db = self.0;
+        let text = result.to_string();
+        let hash = blake3::hash(text.as_bytes()).to_hex().to_string();
+        let row = db
+            .prepare_cached("SELECT done, token, result_hash FROM episodes WHERE id = ?1")?
+            .query_row([episode], |r| {
+                Ok((
+                    r.get::<_, bool>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                ))
+            })
+            .optional()?;
+        let Some((done, current, recorded)) = row else {
+            bail!("{episode}: no such episode in this run");
+        };
+        if done {
+            return match recorded.as_deref() == Some(hash.as_str()) {
+                true => Ok(Reported::Duplicate),
+                false => bail!("{episode}: already done with another result"),
+            };
+        }
+        let known: bool = current.as_deref() == Some(token)
+            || db
+                .prepare_cached("SELECT COUNT(*) FROM leases WHERE episode = ?1 AND token = ?2")?
+                .query_row(params![episode, token], |r| r.get::<_, i64>(0))?
+                > 0;
+        if !known {
+            bail!("{episode}: the lease token was never given for this episode");
+        }
+        db.prepare_cached(
+            "UPDATE episodes SET done = 1, result = ?2, result_hash = ?3, token = NULL, expires_ms = NULL WHERE id = ?1",
+        )?
+        .execute(params![episode, text, hash])?;
+        Ok(Reported::Recorded)
+    }
+
+    /// See `Queue::counts`.
+    pub fn counts(&self, now: i64) -> Result<Counts> {
         let count = |sql: &str, args: &[&dyn rusqlite::ToSql]| -> Result<u64> {
-            Ok(db.prepare_cached(sql)?.query_row(args, |r| r.get::<_, i64>(0))? as u64)
+            Ok(self.0.prepare_cached(sql)?.query_row(args, |r| r.get::<_, i64>(0))? as u64)
         };
         let fresh = count(
             "SELECT COUNT(*) FROM episodes WHERE done = 0 AND expires_ms IS NULL",
@@ -334,18 +422,6 @@ impl Queue {
             leased,
             done: total - fresh - expired - leased,
         })
-    }
-
-    /// The recorded results, in the order the episodes were enqueued.
-    pub fn results(&self) -> Result<Vec<(String, serde_json::Value)>> {
-        let db = self.db();
-        let mut select = db.prepare("SELECT id, result FROM episodes WHERE done = 1 ORDER BY position")?;
-        let rows = select.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-        rows.map(|row| {
-            let (id, text) = row?;
-            Ok((id, serde_json::from_str(&text)?))
-        })
-        .collect()
     }
 }
 
@@ -482,6 +558,42 @@ mod tests {
         let spec = json!({"seed": 1});
         assert_eq!(reopened.enqueue([("digits/baseline/1", &spec)]).unwrap(), 0);
         assert_eq!(reopened.counts(1).unwrap().leased, 1);
+    }
+
+    /// A group commits once: each write's own result, distinct episodes,
+    /// and a write that fails undone alone while the rest hold.
+    #[test]
+    fn a_group_commits_its_writes_together_and_a_failing_one_alone_is_undone() {
+        let (_tmp, queue) = queue(3);
+        let held = queue.lease("a", TTL, 0).unwrap().unwrap();
+        let (first, refused, second, renewed, stale) = queue
+            .group(|group| {
+                let first = group.apply(|w| w.lease("b", TTL, 0)).unwrap().unwrap();
+                // Leases the last episode, then fails: its lease is undone.
+                let refused = group.apply(|w| {
+                    w.lease("c", TTL, 0)?;
+                    w.report("nope/x/1", "t", &json!(1))
+                });
+                let second = group.apply(|w| w.lease("d", TTL, 0)).unwrap().unwrap();
+                let renewed = group.apply(|w| w.renew(&held.token, TTL, 5_000)).unwrap();
+                let stale = group.apply(|w| w.renew("never-given", TTL, 5_000)).unwrap();
+                (first, refused, second, renewed, stale)
+            })
+            .unwrap();
+        assert!(refused.unwrap_err().to_string().contains("no such episode"));
+        assert_eq!(
+            (first.episode.as_str(), second.episode.as_str()),
+            ("digits/baseline/2", "digits/baseline/3"),
+            "the undone lease's episode went to the next"
+        );
+        assert!(renewed && !stale);
+        let counts = queue.counts(61_000).unwrap();
+        assert_eq!(
+            (counts.pending, counts.leased),
+            (2, 1),
+            "only the renewed lease holds at 61 s"
+        );
+        assert!(queue.holds(&second.episode, &second.token).unwrap());
     }
 
     #[test]

@@ -309,6 +309,19 @@ fn run_info(plan: &Plan, dir: &Path, setup: &ClusterSetup) -> Result<RunInfo> {
     })
 }
 
+/// A listener on `address` whose queue of connections not yet accepted
+/// holds a thousand workers connecting at the same moment (the usual 128
+/// drops the rest, whose connects are then retried only a second later).
+fn bind(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = match address {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(4096)
+}
+
 /// Binds where the server listened before (a resume), else where the plan
 /// says; returns the listener and the URL workers reach it at.
 async fn listen(files: &Files, setup: &ClusterSetup) -> Result<(tokio::net::TcpListener, String)> {
@@ -316,14 +329,20 @@ async fn listen(files: &Files, setup: &ClusterSetup) -> Result<(tokio::net::TcpL
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     let again = match before.as_ref().and_then(|b| b.address) {
-        Some(address) => tokio::net::TcpListener::bind(address).await.ok(),
+        Some(address) => bind(address).ok(),
         None => None,
     };
     let listener = match again {
         Some(listener) => listener,
-        None => tokio::net::TcpListener::bind(&setup.listen)
-            .await
-            .with_context(|| format!("[cluster] listen: cannot listen on {}", setup.listen))?,
+        None => {
+            let cannot = || format!("[cluster] listen: cannot listen on {}", setup.listen);
+            let address = tokio::net::lookup_host(&setup.listen)
+                .await
+                .with_context(cannot)?
+                .next()
+                .with_context(cannot)?;
+            bind(address).with_context(cannot)?
+        }
     };
     let address = listener.local_addr()?;
     let url = match &setup.url {

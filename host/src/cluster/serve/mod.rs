@@ -6,6 +6,7 @@
 //! recorded it. A stopped worker's episode is kept suspended (`partial`)
 //! for the next lease to go on with.
 
+mod group_commit;
 mod partial;
 
 use std::path::{Path, PathBuf};
@@ -25,10 +26,10 @@ use super::protocol::{
     STAGED_HEADER, TokenRequest,
 };
 use super::upload;
-use crate::bench::EpisodeSpec;
-use crate::bench::journal::{Entry, Journal};
-use crate::bench::queue::{Queue, Reported, now_ms};
+use crate::bench::journal::Journal;
+use crate::bench::queue::{Queue, now_ms};
 use crate::bench::result_line::ResultLine;
+use group_commit::{Write, Writes, Written};
 
 /// The most a JSON request body may be.
 const MAX_REQUEST: usize = 64 << 10;
@@ -37,8 +38,9 @@ const IN_MEMORY: usize = 16 << 20;
 
 type Answer = Response<Full<Bytes>>;
 
-/// How many requests' queue and disk work may run at once (see `blocking`).
-const BLOCKING_SLOTS: usize = 4;
+/// How many requests' disk work (unpacking uploads) and queue reads may
+/// run at once (see `blocking`); the queue's writes go to its one writer.
+const BLOCKING_SLOTS: usize = 16;
 
 /// A run's queue, served.
 pub struct Server {
@@ -51,8 +53,10 @@ pub struct Server {
     max_upload: u64,
     max_leases: u32,
     journal: std::sync::Mutex<Journal>,
-    // One report at a time is moved into the run and recorded.
-    finalize: tokio::sync::Mutex<()>,
+    // One report or suspension of an episode at a time is moved into the
+    // run and recorded; others go on beside it.
+    finishing: Finishing,
+    writes: Writes,
     // Requests whose queue and disk work run on the blocking pool at once.
     blocking_slots: tokio::sync::Semaphore,
     arrived: tokio::sync::mpsc::UnboundedSender<ResultLine>,
@@ -92,7 +96,8 @@ impl Server {
             agents: parts.agents,
             max_leases: parts.max_leases,
             journal: std::sync::Mutex::new(parts.journal),
-            finalize: tokio::sync::Mutex::new(()),
+            finishing: Finishing::default(),
+            writes: Writes::new(),
             blocking_slots: tokio::sync::Semaphore::new(BLOCKING_SLOTS),
             arrived,
             last_request: std::sync::atomic::AtomicI64::new(now_ms()),
@@ -113,6 +118,7 @@ impl Server {
 
     /// Serves on `listener` until the task is dropped.
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> Result<()> {
+        self.start_writer();
         let respond = move |request| {
             let server = self.clone();
             async move { server.respond(request).await }
@@ -128,9 +134,8 @@ impl Server {
         self: &Arc<Self>,
         work: impl FnOnce(&Server) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        // A few at a time: they take one SQLite connection in turn, and a
-        // thousand workers asking at once would otherwise be a thousand
-        // threads waiting on its lock.
+        // A few at a time: a thousand workers reporting at once would
+        // otherwise be a thousand threads unpacking on a few cores.
         let _slot = self.blocking_slots.acquire().await?;
         let server = self.clone();
         tokio::task::spawn_blocking(move || work(&server)).await?
@@ -153,21 +158,15 @@ impl Server {
             }
             (&Method::GET, p) if p.starts_with("/v1/agents/") => Ok(self.agent(&p["/v1/agents/".len()..]).await),
             (&Method::POST, "/v1/lease") => match body::<LeaseRequest>(request).await {
-                Ok(ask) => self.blocking(move |s| s.lease(&ask.worker)).await,
+                Ok(ask) => self.lease(ask.worker).await,
                 Err(refusal) => return refusal,
             },
             (&Method::POST, "/v1/renew") => match body::<TokenRequest>(request).await {
-                Ok(ask) => self.blocking(move |s| s.renew(&ask.token)).await,
+                Ok(ask) => self.renew(ask.token).await,
                 Err(refusal) => return refusal,
             },
             (&Method::POST, "/v1/release") => match body::<TokenRequest>(request).await {
-                Ok(ask) => {
-                    self.blocking(move |s| {
-                        let released = s.queue.release(&ask.token)?;
-                        Ok(json(StatusCode::OK, &serde_json::json!({ "released": released })))
-                    })
-                    .await
-                }
+                Ok(ask) => self.release(ask.token).await,
                 Err(refusal) => return refusal,
             },
             (&Method::POST, "/v1/report") => self.report(request).await,
@@ -210,63 +209,53 @@ impl Server {
         }
     }
 
-    /// The next episode; one leased too often is given up as an
-    /// infrastructure failure (whatever kills its workers would go on).
-    fn lease(&self, worker: &str) -> Result<Answer> {
+    /// The next episode, leased in the next group of writes.
+    async fn lease(self: &Arc<Self>, worker: String) -> Result<Answer> {
         let worker: String = worker.chars().take(200).collect();
-        loop {
-            let now = now_ms();
-            let lease = self.queue.lease(&worker, self.lease, now)?;
-            if let Some(lease) = lease.as_ref().filter(|l| l.attempt > self.max_leases) {
-                let error = format!(
-                    "leased {} times and never reported: its workers died or were cut off each time",
-                    self.max_leases
-                );
-                let spec: EpisodeSpec = serde_json::from_value(lease.spec.clone()).unwrap_or_default();
-                let id = &lease.episode;
-                let result =
-                    ResultLine::infra_failed(id, &spec.task, &spec.agent, spec.seed, id, lease.attempt - 1, &error);
-                self.record(&lease.episode, &lease.token, result)?;
-                continue;
+        match self.write(Write::Lease { worker }).await? {
+            Written::Leased { lease, counts } => {
+                let partial = match lease.clone() {
+                    Some(lease) if self.may_resume(&lease) => {
+                        self.blocking(move |s| s.resumed_by(&lease, now_ms())).await?
+                    }
+                    _ => None,
+                };
+                Ok(json(StatusCode::OK, &LeaseAnswer { lease, counts, partial }))
             }
-            // Counted only when nothing was leased: a count reads every row.
-            let counts = match lease {
-                Some(_) => None,
-                None => Some(self.queue.counts(now)?),
-            };
-            let partial = match &lease {
-                Some(lease) => self.resumed_by(lease, now)?,
-                None => None,
-            };
-            return Ok(json(StatusCode::OK, &LeaseAnswer { lease, counts, partial }));
+            _ => unreachable!("a lease is answered as one"),
         }
     }
 
-    fn renew(&self, token: &str) -> Result<Answer> {
-        Ok(match self.queue.renew(token, self.lease, now_ms())? {
-            true => json(StatusCode::OK, &serde_json::json!({ "held": true })),
-            false => refuse(
+    async fn renew(&self, token: String) -> Result<Answer> {
+        Ok(match self.write(Write::Renew { token }).await? {
+            Written::Renewed(true) => json(StatusCode::OK, &serde_json::json!({ "held": true })),
+            _ => refuse(
                 StatusCode::CONFLICT,
                 "the lease is no longer held: it expired and was given to another worker, or the episode is done",
             ),
         })
     }
 
-    /// Records a result under the queue's rules, journals it and says so.
-    fn record(&self, episode: &str, token: &str, result: ResultLine) -> Result<Reported> {
-        let reported = self.queue.report(episode, token, &serde_json::to_value(&result)?)?;
-        if reported == Reported::Recorded {
-            let done = Entry::Done {
-                id: episode.to_string(),
-                result: Box::new(result.clone()),
-            };
-            self.journal
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .write_unsynced(&done)?;
-            let _ = self.arrived.send(result);
+    async fn release(&self, token: String) -> Result<Answer> {
+        match self.write(Write::Release { token }).await? {
+            Written::Released(released) => Ok(json(StatusCode::OK, &serde_json::json!({ "released": released }))),
+            _ => unreachable!("a release is answered as one"),
         }
-        Ok(reported)
+    }
+
+    /// Waits until no other upload of `episode` is being finished; this
+    /// one is until the guard is dropped.
+    async fn finishing(&self, episode: &str) -> Finished<'_> {
+        let finishing = &self.finishing;
+        loop {
+            let freed = finishing.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if finishing.held().insert(episode.to_string()) {
+                return Finished(finishing, episode.to_string());
+            }
+            freed.await;
+        }
     }
 
     async fn report(self: &Arc<Self>, request: Request<Incoming>) -> Result<Answer> {
@@ -275,7 +264,28 @@ impl Server {
             Err(refusal) => return Ok(refusal),
         };
         let staging = self.staging()?;
-        self.blocking(move |s| s.finish(upload, &staging.0)).await
+        let (episode, token) = (upload.episode.clone(), upload.token.clone());
+        let _one = self.finishing(&episode).await;
+        let result = match self.blocking(move |s| s.place(upload, &staging.0)).await? {
+            Ok(result) => result,
+            Err(refusal) => return Ok(refusal),
+        };
+        let record = Write::Record {
+            episode: episode.clone(),
+            token,
+            result,
+        };
+        Ok(match self.write(record).await? {
+            Written::Recorded(reported) => {
+                self.drop_partial(&episode);
+                json(StatusCode::OK, &ReportAnswer { reported })
+            }
+            Written::Refused(why) => refuse(
+                StatusCode::CONFLICT,
+                &format!("{why}; the first result stands and this one was not kept"),
+            ),
+            _ => unreachable!("a result is answered as recorded or refused"),
+        })
     }
 
     /// A new folder beneath `cluster/staging/` for an upload to unpack in,
@@ -337,8 +347,9 @@ impl Server {
         })
     }
 
-    /// Unpacks a checked upload, moves it into the run and records it.
-    fn finish(&self, upload: Upload, staging: &Path) -> Result<Answer> {
+    /// Unpacks a checked upload and moves it into the run (unless its
+    /// episode is done); its result, for the queue to record, or why not.
+    fn place(&self, upload: Upload, staging: &Path) -> Result<Result<Box<ResultLine>, Answer>> {
         let Upload {
             episode,
             token,
@@ -348,44 +359,36 @@ impl Server {
         let (episode, token) = (episode.as_str(), token.as_str());
         let unpacked = match spool.unpack(staging) {
             Ok(unpacked) => unpacked,
-            Err(error) => return Ok(refuse(StatusCode::BAD_REQUEST, &format!("{error:#}"))),
+            Err(error) => return Ok(Err(refuse(StatusCode::BAD_REQUEST, &format!("{error:#}")))),
         };
         let folder = match (staged, unpacked.episode) {
             (Some(_), Some(_)) => {
-                return Ok(refuse(
+                return Ok(Err(refuse(
                     StatusCode::BAD_REQUEST,
                     &format!("an upload naming {STAGED_HEADER} holds only result.json"),
-                ));
+                )));
             }
             (Some(staged), None) => match self.staged_folder(&staged, episode) {
                 Ok(folder) => Some(folder),
-                Err(why) => return Ok(refuse(StatusCode::BAD_REQUEST, &why)),
+                Err(why) => return Ok(Err(refuse(StatusCode::BAD_REQUEST, &why))),
             },
             (None, folder) => folder,
         };
         let Some(result) = unpacked.result else {
-            return Ok(refuse(StatusCode::BAD_REQUEST, "the upload has no result.json"));
+            return Ok(Err(refuse(StatusCode::BAD_REQUEST, "the upload has no result.json")));
         };
         if result.id != episode || result.dir != episode {
-            return Ok(refuse(
+            return Ok(Err(refuse(
                 StatusCode::BAD_REQUEST,
                 &format!(
                     "the upload's result is for {} (in {}), not {episode}",
                     result.id, result.dir
                 ),
-            ));
+            )));
         }
-        let _one = self.finalize.blocking_lock();
         if let Some((_, true)) = self.queue.lease_of(episode, token)? {
-            return Ok(
-                match self.queue.report(episode, token, &serde_json::to_value(&result)?) {
-                    Ok(reported) => json(StatusCode::OK, &ReportAnswer { reported }),
-                    Err(error) => refuse(
-                        StatusCode::CONFLICT,
-                        &format!("{error:#}; the first result stands and this one was not kept"),
-                    ),
-                },
-            );
+            // Done: recorded as a duplicate, or refused; nothing is moved.
+            return Ok(Ok(Box::new(result)));
         }
         // Into place before it is recorded: a crash in between leaves an
         // episode still to run, never a result without its records.
@@ -397,9 +400,7 @@ impl Server {
             std::fs::create_dir_all(target.parent().unwrap_or(&self.dir))?;
             std::fs::rename(folder, &target).with_context(|| format!("moving the upload to {}", target.display()))?;
         }
-        let reported = self.record(episode, token, result)?;
-        self.drop_partial(episode);
-        Ok(json(StatusCode::OK, &ReportAnswer { reported }))
+        Ok(Ok(Box::new(result)))
     }
 
     /// The folder a worker wrote on the shared filesystem: beneath the
@@ -469,6 +470,31 @@ impl Drop for Staging {
         if self.0.exists() {
             let _ = crate::record::walk::remove_tree(&self.0);
         }
+    }
+}
+
+/// Episodes whose uploads are being finished (moved into the run and
+/// recorded, or kept suspended): one at a time for an episode, any number
+/// of episodes at once.
+#[derive(Default)]
+struct Finishing {
+    held: std::sync::Mutex<std::collections::HashSet<String>>,
+    freed: tokio::sync::Notify,
+}
+
+impl Finishing {
+    fn held(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An episode being finished, until dropped.
+struct Finished<'a>(&'a Finishing, String);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.held().remove(&self.1);
+        self.0.freed.notify_waiters();
     }
 }
 

@@ -27,6 +27,13 @@ impl Server {
         self.dir.join("cluster/partial").join(episode)
     }
 
+    /// Whether `lease` may go on from suspended records (kept here, or a
+    /// dead worker's on the shared filesystem): a look at one file, made
+    /// for every lease before the work of `resumed_by`.
+    pub(super) fn may_resume(&self, lease: &Lease) -> bool {
+        (self.shared && lease.attempt > 1) || self.partial_dir(&lease.episode).join("episode.json").exists()
+    }
+
     /// The step `lease` goes on after, when its episode was suspended:
     /// journalled and recorded in the queue.
     pub(super) fn resumed_by(&self, lease: &Lease, now: i64) -> Result<Option<u32>> {
@@ -81,7 +88,7 @@ impl Server {
                 "the folder holds no records to go on from; release the lease instead",
             ));
         };
-        let _one = self.finalize.lock().await;
+        let _one = self.finishing(episode).await;
         if !self.queue.holds(episode, token)? {
             return Ok(refuse(
                 StatusCode::CONFLICT,
