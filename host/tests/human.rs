@@ -176,6 +176,48 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
 }
 
 #[test]
+fn a_persons_score_is_an_agents_that_makes_the_same_edit() {
+    let out = tempfile::tempdir().unwrap();
+    let mut pty = human("digits", out.path(), &["--seed", "3"]);
+    pty.expect(PROMPT);
+    pty.type_line("sed -i 's/max_depth=8/max_depth=12/' train.py && python3 train.py");
+    pty.expect("wrote submission.csv with 450 rows");
+    pty.expect(PROMPT);
+    pty.type_line("task validate");
+    pty.expect(PROMPT);
+    pty.type_line("task submit");
+    pty.expect("scoring the final workspace");
+    assert!(pty.wait().success(), "{}", pty.screen());
+    let person = out.path().join("t/digits/human-ada/3");
+
+    // An agent that writes the same train.py and runs it, on the same task and seed.
+    let agent = common::agent("deeper_tree");
+    let ran = common::run_episode(&agent, "digits", &out.path().join("a"), &["--seed", "3"]);
+    assert_eq!(ran.end_reason(), "completed", "{}", ran.answer());
+
+    let file = |dir: &Path, name: &str| std::fs::read(dir.join("workspace").join(name)).unwrap();
+    assert_eq!(file(&person, "train.py"), file(&ran.dir, "train.py"), "the same edit");
+    assert_eq!(file(&person, "submission.csv"), file(&ran.dir, "submission.csv"));
+    let (a, b) = (
+        read_json(&person.join("score.json")),
+        read_json(&ran.dir.join("score.json")),
+    );
+    assert_eq!((a["valid"].as_bool(), b["valid"].as_bool()), (Some(true), Some(true)));
+    // The final score is the private part's (validations told the public one's).
+    assert!(a["public"].is_object() && b["public"].is_object(), "{a} {b}");
+    assert_eq!(
+        (&a["normalized"], &a["improvement"]),
+        (&b["normalized"], &b["improvement"])
+    );
+    let scored = a["score"].as_f64().expect("the person's score");
+    assert_eq!(scored.to_bits(), b["score"].as_f64().unwrap().to_bits(), "{a} {b}");
+    assert_ne!(Some(scored), a["baseline"].as_f64(), "the edit changed the model");
+    // Each told the same public score by its validation.
+    let told = |dir: &Path| read_json(&dir.join("episode.json"))["end"]["validations"][0]["score"].clone();
+    assert_eq!(told(&person), told(&ran.dir));
+}
+
+#[test]
 fn the_time_limit_warns_then_ends_the_session_and_scores_what_is_there() {
     let out = tempfile::tempdir().unwrap();
     let mut pty = human("digits", out.path(), &["--wall-seconds", "10"]);

@@ -60,8 +60,9 @@ pub enum SubmissionsCommand {
     /// Rank a held submission after review.
     Release(Change),
     /// Add a person's run (episodes made by `mlrb human` on the benchmark's
-    /// tasks and seeds) to a benchmark version's board as a reference row:
-    /// verified like a submission, never ranked, no quota.
+    /// tasks and seeds, under its limits) to a benchmark version's board as
+    /// a reference row: verified like a submission, never ranked, no quota.
+    /// With `--remove NAME`, take one off.
     Reference {
         /// The service folder.
         dir: PathBuf,
@@ -70,11 +71,14 @@ pub enum SubmissionsCommand {
         benchmark: String,
         /// The run folder of the person's episodes (`mlrb human --out OUT
         /// --run-name RUN`: OUT/RUN).
-        #[arg(long, value_name = "DIR")]
-        episodes: PathBuf,
+        #[arg(long, value_name = "DIR", required_unless_present = "remove")]
+        episodes: Option<PathBuf>,
         /// The person's name, as given to `mlrb human --name`.
-        #[arg(long)]
-        name: String,
+        #[arg(long, required_unless_present = "remove")]
+        name: Option<String>,
+        /// Take the reference of this person off the board (audited).
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["episodes", "name"])]
+        remove: Option<String>,
     },
     /// Print the audit log.
     Audit {
@@ -175,9 +179,26 @@ impl SubmissionsCommand {
             Self::Reference {
                 dir,
                 benchmark,
+                remove: Some(name),
+                ..
+            } => {
+                let removed = reference::remove(&dir, &benchmark, &name, ORGANISER)?;
+                say!(
+                    "removed human:{} (reference {}) from {benchmark}",
+                    removed.name,
+                    removed.id
+                );
+            }
+            Self::Reference {
+                dir,
+                benchmark,
                 episodes,
                 name,
+                remove: None,
             } => {
+                let (Some(episodes), Some(name)) = (episodes, name) else {
+                    anyhow::bail!("--episodes DIR and --name NAME are needed (or --remove NAME)");
+                };
                 let request = reference::Request {
                     service: &dir,
                     benchmark: &benchmark,
