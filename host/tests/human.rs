@@ -1,8 +1,10 @@
 //! `mlrb human` driven through a real pseudo-terminal, as a person would
 //! drive it: typing command lines, `task` commands and here-documents, and
 //! reading the screen. The episode it leaves is recorded and scored like an
-//! agent's, `mlrb verify` re-scores it, its time limit ends it, a paused
-//! session goes on where it stopped, and the shell cannot leave the sandbox.
+//! agent's (to the last digit of an agent's score that makes the same
+//! edit), `mlrb verify` re-scores it, its time limit ends it, a paused
+//! session goes on where it stopped (not under limits changed meanwhile),
+//! and the shell cannot leave the sandbox.
 
 mod common;
 
@@ -313,6 +315,31 @@ fn a_paused_session_goes_on_where_it_stopped_without_charging_the_pause() {
     let again = common::mlrb().args(["human", "--resume"]).arg(&dir).output().unwrap();
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(!again.status.success() && stderr.contains("already ended"), "{stderr}");
+}
+
+#[test]
+fn a_paused_session_whose_limits_were_changed_does_not_go_on() {
+    let out = tempfile::tempdir().unwrap();
+    let mut pty = human("digits", out.path(), &[]);
+    pty.expect(PROMPT);
+    pty.type_line("task pause");
+    pty.expect("mlrb human --resume");
+    assert!(pty.wait().success());
+    let dir = out.path().join("t/digits/human-ada/0");
+    let path = dir.join("episode.json");
+    let mut record = read_json(&path);
+    assert_eq!(record["limits"]["wall_seconds"], 1200);
+    record["limits"]["wall_seconds"] = Value::from(86_400);
+    std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+    let again = common::mlrb().args(["human", "--resume"]).arg(&dir).output().unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("limits.wall_seconds is 86400, the hash chain bound 1200")
+            && stderr.trim().lines().count() == 1,
+        "{stderr}"
+    );
+    assert_eq!(read_json(&path)["resumes"], Value::Null, "nothing went on");
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! reference`), served on loopback: marked a person's, never ranked,
 //! audited; and refused, in one line and with nothing kept, for a name
 //! that is not plain, an episode of another task or seed, one not ended
-//! and scored, one of another task version, records that do not verify.
+//! and scored, one of another task version, one under looser limits than
+//! the benchmark's, records that do not verify. Once the version closes
+//! its trace and records are public; an organiser can remove it.
 
 mod common;
 

@@ -179,39 +179,10 @@ impl SubmissionsCommand {
             Self::Reference {
                 dir,
                 benchmark,
-                remove: Some(name),
-                ..
-            } => {
-                let removed = reference::remove(&dir, &benchmark, &name, ORGANISER)?;
-                say!(
-                    "removed human:{} (reference {}) from {benchmark}",
-                    removed.name,
-                    removed.id
-                );
-            }
-            Self::Reference {
-                dir,
-                benchmark,
                 episodes,
                 name,
-                remove: None,
-            } => {
-                let (Some(episodes), Some(name)) = (episodes, name) else {
-                    anyhow::bail!("--episodes DIR and --name NAME are needed (or --remove NAME)");
-                };
-                let request = reference::Request {
-                    service: &dir,
-                    benchmark: &benchmark,
-                    episodes: &episodes,
-                    name: &name,
-                };
-                let added = reference::add(&request, ORGANISER).await?;
-                say!(
-                    "added human:{} to {benchmark} as reference {} (a person's reference row, not ranked)",
-                    added.name,
-                    added.id
-                );
-            }
+                remove,
+            } => reference_command(&dir, &benchmark, (episodes, name), remove).await?,
             Self::Audit { dir, json } => {
                 for line in store(&dir)?.audit_log()? {
                     match json {
@@ -240,6 +211,41 @@ impl SubmissionsCommand {
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// `mlrb submissions reference`: adds the person's run, or with `remove`
+/// takes one off.
+async fn reference_command(
+    dir: &std::path::Path,
+    benchmark: &str,
+    (episodes, name): (Option<PathBuf>, Option<String>),
+    remove: Option<String>,
+) -> Result<()> {
+    if let Some(name) = remove {
+        let removed = reference::remove(dir, benchmark, &name, ORGANISER)?;
+        say!(
+            "removed human:{} (reference {}) from {benchmark}",
+            removed.name,
+            removed.id
+        );
+        return Ok(());
+    }
+    let (Some(episodes), Some(name)) = (episodes, name) else {
+        anyhow::bail!("--episodes DIR and --name NAME are needed (or --remove NAME)");
+    };
+    let request = reference::Request {
+        service: dir,
+        benchmark,
+        episodes: &episodes,
+        name: &name,
+    };
+    let added = reference::add(&request, ORGANISER).await?;
+    say!(
+        "added human:{} to {benchmark} as reference {} (a person's reference row, not ranked)",
+        added.name,
+        added.id
+    );
+    Ok(())
 }
 
 impl Change {
