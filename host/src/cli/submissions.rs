@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use super::say;
+use super::{say, submission_text};
 use crate::submissions::client::Client;
 use crate::submissions::service::{Service, reference};
 use crate::submissions::{State, Store};
@@ -63,6 +63,11 @@ pub enum SubmissionsCommand {
     /// tasks and seeds, under its limits) to a benchmark version's board as
     /// a reference row: verified like a submission, never ranked, no quota.
     /// With `--remove NAME`, take one off.
+    #[command(
+        override_usage = "mlrb submissions reference <DIR> --benchmark <NAME/VERSION> \\\n           \
+                                --episodes <DIR> --name <NAME>\n       \
+                          mlrb submissions reference <DIR> --benchmark <NAME/VERSION> --remove <NAME>"
+    )]
     Reference {
         /// The service folder.
         dir: PathBuf,
@@ -89,13 +94,22 @@ pub enum SubmissionsCommand {
         json: bool,
     },
     /// Your submissions (a submitter's view, over HTTP).
-    List(Remote),
+    List {
+        #[command(flatten)]
+        remote: Remote,
+        /// Print the service's answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// One submission's state, checks and results so far.
     Status {
         #[command(flatten)]
         remote: Remote,
         /// The submission's id.
         id: i64,
+        /// Print the service's answer as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Download a submission's records (a tar archive).
     Download {
@@ -150,12 +164,14 @@ impl SubmissionsCommand {
         match self {
             Self::Init { dir } => {
                 let layout = Service::init(&dir)?;
+                let dir = dir.display();
                 say!(
-                    "made {}: publish benchmarks as TOML files in {}, add submitters with `mlrb submissions add-submitter {} NAME`, serve with `mlrb serve --submissions {}`",
-                    dir.display(),
-                    layout.benchmarks().display(),
-                    dir.display(),
-                    dir.display()
+                    "{}",
+                    crate::columns::wrap(&format!(
+                        "made {dir}\n  publish benchmarks as TOML files in {}\n  add submitters with \
+                         `mlrb submissions add-submitter {dir} NAME`\n  serve with `mlrb serve --submissions {dir}`",
+                        layout.benchmarks().display(),
+                    ))
                 );
             }
             Self::AddSubmitter { dir, name, admin } => {
@@ -188,20 +204,33 @@ impl SubmissionsCommand {
                     match json {
                         true => say!("{}", serde_json::to_string(&line)?),
                         false => say!(
-                            "{}  {}  {}  {}  {}",
-                            chrono::DateTime::from_timestamp_millis(line.at_ms)
-                                .map_or_else(|| line.at_ms.to_string(), |t| t.to_rfc3339()),
-                            line.actor,
-                            line.action,
-                            line.subject,
-                            line.detail
+                            "{}",
+                            crate::columns::wrap(&format!(
+                                "{}  {}  {}  {}  {}",
+                                chrono::DateTime::from_timestamp_millis(line.at_ms)
+                                    .map_or_else(|| line.at_ms.to_string(), |t| t.to_rfc3339()),
+                                line.actor,
+                                line.action,
+                                line.subject,
+                                line.detail
+                            ))
                         ),
                     }
                 }
             }
-            Self::List(remote) => say!("{}", serde_json::to_string_pretty(&remote.client()?.list().await?)?),
-            Self::Status { remote, id } => {
-                say!("{}", serde_json::to_string_pretty(&remote.client()?.status(id).await?)?)
+            Self::List { remote, json } => {
+                let list = remote.client()?.list().await?;
+                match json {
+                    true => say!("{}", serde_json::to_string_pretty(&list)?),
+                    false => say!("{}", submission_text::list(&list)),
+                }
+            }
+            Self::Status { remote, id, json } => {
+                let status = remote.client()?.status(id).await?;
+                match json {
+                    true => say!("{}", serde_json::to_string_pretty(&status)?),
+                    false => say!("{}", submission_text::status(&status)),
+                }
             }
             Self::Download { remote, id, out } => {
                 let out = out.unwrap_or_else(|| PathBuf::from(format!("submission-{id}.tar")));
