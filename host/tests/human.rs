@@ -69,6 +69,10 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
     pty.type_line("task submit");
     pty.expect("scoring the final workspace");
     assert!(pty.wait().success(), "{}", pty.screen());
+    // What the session showed fits its terminal of 100 columns.
+    let screen = pty.screen();
+    let wide: Vec<&str> = screen.lines().filter(|l| l.trim_end().chars().count() > 100).collect();
+    assert!(wide.is_empty(), "lines over 100 columns: {wide:#?}");
 
     let dir = out.path().join("t/digits/human-ada/0");
     let episode = read_json(&dir.join("episode.json"));
@@ -255,8 +259,10 @@ fn ctrl_c_stops_the_command_running_and_the_step_budget_holds() {
     pty.expect(PROMPT);
     pty.type_line("echo third");
     let refused = pty.expect(PROMPT);
+    // Wrapped to the terminal: read as words.
+    let words = refused.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        refused.contains("budget exhausted") && refused.contains("task submit"),
+        words.contains("budget exhausted") && words.contains("task submit"),
         "{refused}"
     );
     pty.type_line("task submit");
