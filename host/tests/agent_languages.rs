@@ -144,6 +144,20 @@ fn bad_projects_get_one_line_errors() {
     let err = mlrb_err(&["agent", "new", "Bad Name", "--lang", "python"], dir);
     assert!(err.contains("\"Bad Name\"") && err.contains("lowercase"), "{err}");
 
+    // A path names the folder and, by its last part, the agent; a bad last
+    // part is refused as a bad name.
+    let err = mlrb_err(&["agent", "new", "sub/Bad", "--lang", "python"], dir);
+    assert!(err.contains("\"Bad\"") && err.contains("lowercase"), "{err}");
+    assert!(!dir.join("sub").exists(), "nothing written for a refused name");
+    let made = common::mlrb()
+        .current_dir(dir)
+        .args(["agent", "new", "sub/good-one", "--lang", "c"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let manifest = std::fs::read_to_string(dir.join("sub/good-one/mlrb-agent.toml")).unwrap();
+    assert!(manifest.contains("good-one"), "{manifest}");
+
     std::fs::create_dir(dir.join("taken")).unwrap();
     std::fs::write(dir.join("taken/keep.txt"), "mine").unwrap();
     let err = mlrb_err(&["agent", "new", "taken", "--lang", "c"], dir);

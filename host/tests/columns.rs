@@ -176,3 +176,102 @@ fn html_fits_a_laptop(page: &Path) {
     let headline = dom.find("id=\"headline\"").expect("the headline");
     assert!(headline < plot, "the headline comes first");
 }
+
+/// The subcommands a `--help` lists under "Commands:" (less `help`).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| l.trim_end() != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        // A wrapped description is indented further than a name.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(String::from)
+        .collect()
+}
+
+/// Every command's and subcommand's `--help`, found by walking the
+/// "Commands:" lists from `mlrb --help`, fits 100 columns.
+#[test]
+fn every_help_fits_100_columns() {
+    let mut to_read = vec![Vec::<String>::new()];
+    let mut read = Vec::new();
+    while let Some(path) = to_read.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let help = rendered(&args, 100);
+        for name in subcommands(&help) {
+            to_read.push(path.iter().cloned().chain([name]).collect());
+        }
+        read.push(path.join(" "));
+    }
+    for expected in ["run", "human", "bench", "tasks test", "submissions reference", "serve"] {
+        assert!(
+            read.iter().any(|r| r == expected),
+            "no help read for {expected}: {read:?}"
+        );
+    }
+}
+
+/// The service's commands fit too, organiser's and submitter's, through a
+/// real upload scored by a served service; and the task checks.
+#[test]
+fn the_service_and_task_commands_fit_100_columns() {
+    use common::service;
+    let tmp = tempfile::tempdir().unwrap();
+    let fresh = tmp.path().join("fresh");
+    rendered(&["submissions", "init", fresh.to_str().unwrap()], 100);
+    let folder = service::folder(tmp.path(), "digits", service::OPEN_UNTIL);
+    let token = tmp.path().join("token");
+    std::fs::write(&token, service::submitter(&folder, "ada")).unwrap();
+    let served = service::Served::start(&folder, 1024, &[]);
+    let url = served.url();
+    let remote = ["--server", &url, "--token-file", token.to_str().unwrap()];
+    let baseline = common::agent("baseline");
+    let submit = [
+        &["submit", baseline.to_str().unwrap(), "--benchmark", "cpu-mini/1"][..],
+        &remote,
+    ]
+    .concat();
+    let submitted = rendered(&submit, 100);
+    assert!(
+        submitted.starts_with("submission 1: baseline to cpu-mini/1, "),
+        "{submitted}"
+    );
+    let status = [&["submissions", "status", "1"][..], &remote].concat();
+    let settled = std::time::Instant::now();
+    loop {
+        let json = common::mlrb()
+            .args([&status[..], &["--json"]].concat())
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        let state = json["submission"]["state"].as_str().unwrap_or_default().to_string();
+        if ["ranked", "held", "failed"].contains(&state.as_str()) {
+            break;
+        }
+        assert!(settled.elapsed().as_secs() < 600, "not settled: {json}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let shown = rendered(&status, 100);
+    assert!(shown.contains("public part") && shown.contains("digits"), "{shown}");
+    rendered(&[&["submissions", "list"][..], &remote].concat(), 100);
+    let archive = tmp.path().join("s1.tar");
+    let download = [
+        &["submissions", "download", "1", "-o", archive.to_str().unwrap()][..],
+        &remote,
+    ];
+    rendered(&download.concat(), 100);
+    let why = [
+        "--why",
+        "a test of the width: the organiser's reason, long enough to need wrapping",
+    ];
+    let folder_s = folder.to_str().unwrap();
+    rendered(&[&["submissions", "withdraw", folder_s, "1"][..], &why].concat(), 100);
+    rendered(&["submissions", "audit", folder_s], 100);
+    served.stop();
+    for args in [&["tasks", "check", "digits"][..], &["tasks", "test", "digits"]] {
+        rendered(args, 100);
+    }
+}

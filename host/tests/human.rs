@@ -1,8 +1,10 @@
 //! `mlrb human` driven through a real pseudo-terminal, as a person would
 //! drive it: typing command lines, `task` commands and here-documents, and
 //! reading the screen. The episode it leaves is recorded and scored like an
-//! agent's, `mlrb verify` re-scores it, its time limit ends it, a paused
-//! session goes on where it stopped, and the shell cannot leave the sandbox.
+//! agent's (to the last digit of an agent's score that makes the same
+//! edit), `mlrb verify` re-scores it, its time limit ends it, a paused
+//! session goes on where it stopped (not under limits changed meanwhile),
+//! and the shell cannot leave the sandbox.
 
 mod common;
 
@@ -67,6 +69,10 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
     pty.type_line("task submit");
     pty.expect("scoring the final workspace");
     assert!(pty.wait().success(), "{}", pty.screen());
+    // What the session showed fits its terminal of 100 columns.
+    let screen = pty.screen();
+    let wide: Vec<&str> = screen.lines().filter(|l| l.trim_end().chars().count() > 100).collect();
+    assert!(wide.is_empty(), "lines over 100 columns: {wide:#?}");
 
     let dir = out.path().join("t/digits/human-ada/0");
     let episode = read_json(&dir.join("episode.json"));
@@ -176,6 +182,48 @@ fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
 }
 
 #[test]
+fn a_persons_score_is_an_agents_that_makes_the_same_edit() {
+    let out = tempfile::tempdir().unwrap();
+    let mut pty = human("digits", out.path(), &["--seed", "3"]);
+    pty.expect(PROMPT);
+    pty.type_line("sed -i 's/max_depth=8/max_depth=12/' train.py && python3 train.py");
+    pty.expect("wrote submission.csv with 450 rows");
+    pty.expect(PROMPT);
+    pty.type_line("task validate");
+    pty.expect(PROMPT);
+    pty.type_line("task submit");
+    pty.expect("scoring the final workspace");
+    assert!(pty.wait().success(), "{}", pty.screen());
+    let person = out.path().join("t/digits/human-ada/3");
+
+    // An agent that writes the same train.py and runs it, on the same task and seed.
+    let agent = common::agent("deeper_tree");
+    let ran = common::run_episode(&agent, "digits", &out.path().join("a"), &["--seed", "3"]);
+    assert_eq!(ran.end_reason(), "completed", "{}", ran.answer());
+
+    let file = |dir: &Path, name: &str| std::fs::read(dir.join("workspace").join(name)).unwrap();
+    assert_eq!(file(&person, "train.py"), file(&ran.dir, "train.py"), "the same edit");
+    assert_eq!(file(&person, "submission.csv"), file(&ran.dir, "submission.csv"));
+    let (a, b) = (
+        read_json(&person.join("score.json")),
+        read_json(&ran.dir.join("score.json")),
+    );
+    assert_eq!((a["valid"].as_bool(), b["valid"].as_bool()), (Some(true), Some(true)));
+    // The final score is the private part's (validations told the public one's).
+    assert!(a["public"].is_object() && b["public"].is_object(), "{a} {b}");
+    assert_eq!(
+        (&a["normalized"], &a["improvement"]),
+        (&b["normalized"], &b["improvement"])
+    );
+    let scored = a["score"].as_f64().expect("the person's score");
+    assert_eq!(scored.to_bits(), b["score"].as_f64().unwrap().to_bits(), "{a} {b}");
+    assert_ne!(Some(scored), a["baseline"].as_f64(), "the edit changed the model");
+    // Each told the same public score by its validation.
+    let told = |dir: &Path| read_json(&dir.join("episode.json"))["end"]["validations"][0]["score"].clone();
+    assert_eq!(told(&person), told(&ran.dir));
+}
+
+#[test]
 fn the_time_limit_warns_then_ends_the_session_and_scores_what_is_there() {
     let out = tempfile::tempdir().unwrap();
     let mut pty = human("digits", out.path(), &["--wall-seconds", "10"]);
@@ -211,8 +259,10 @@ fn ctrl_c_stops_the_command_running_and_the_step_budget_holds() {
     pty.expect(PROMPT);
     pty.type_line("echo third");
     let refused = pty.expect(PROMPT);
+    // Wrapped to the terminal: read as words.
+    let words = refused.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        refused.contains("budget exhausted") && refused.contains("task submit"),
+        words.contains("budget exhausted") && words.contains("task submit"),
         "{refused}"
     );
     pty.type_line("task submit");
@@ -271,6 +321,31 @@ fn a_paused_session_goes_on_where_it_stopped_without_charging_the_pause() {
     let again = common::mlrb().args(["human", "--resume"]).arg(&dir).output().unwrap();
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(!again.status.success() && stderr.contains("already ended"), "{stderr}");
+}
+
+#[test]
+fn a_paused_session_whose_limits_were_changed_does_not_go_on() {
+    let out = tempfile::tempdir().unwrap();
+    let mut pty = human("digits", out.path(), &[]);
+    pty.expect(PROMPT);
+    pty.type_line("task pause");
+    pty.expect("mlrb human --resume");
+    assert!(pty.wait().success());
+    let dir = out.path().join("t/digits/human-ada/0");
+    let path = dir.join("episode.json");
+    let mut record = read_json(&path);
+    assert_eq!(record["limits"]["wall_seconds"], 1200);
+    record["limits"]["wall_seconds"] = Value::from(86_400);
+    std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+    let again = common::mlrb().args(["human", "--resume"]).arg(&dir).output().unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("limits.wall_seconds is 86400, the hash chain bound 1200")
+            && stderr.trim().lines().count() == 1,
+        "{stderr}"
+    );
+    assert_eq!(read_json(&path)["resumes"], Value::Null, "nothing went on");
 }
 
 #[test]

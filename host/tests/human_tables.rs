@@ -6,7 +6,9 @@
 //! reference`), served on loopback: marked a person's, never ranked,
 //! audited; and refused, in one line and with nothing kept, for a name
 //! that is not plain, an episode of another task or seed, one not ended
-//! and scored, one of another task version, records that do not verify.
+//! and scored, one of another task version, one under looser limits than
+//! the benchmark's, records that do not verify. Once the version closes
+//! its trace and records are public; an organiser can remove it.
 
 mod common;
 
@@ -20,6 +22,23 @@ use serde_json::Value;
 /// Records ada's episode of digits with `seed` under `out/t`: the starter
 /// trained, validated, submitted. Returns the run folder.
 fn record(out: &Path, seed: &str) -> PathBuf {
+    let mut pty = session(out, "t", seed, &[]);
+    pty.type_line("sed -i 's/max_depth=8/max_depth=12/' train.py && python3 train.py");
+    pty.expect("wrote submission.csv");
+    pty.expect(PROMPT);
+    pty.type_line("task validate");
+    pty.expect(PROMPT);
+    pty.type_line("task submit");
+    pty.expect("scoring the final workspace");
+    assert!(pty.wait().success(), "{}", pty.screen());
+    out.join("t")
+}
+
+const PROMPT: &str = "/workspace$ ";
+
+/// `mlrb human` for ada on digits under `out/run` with `seed` and `extra`
+/// options, at its first prompt.
+fn session(out: &Path, run: &str, seed: &str, extra: &[&str]) -> Pty {
     let mut command: Command = common::mlrb();
     command
         .args([
@@ -29,23 +48,16 @@ fn record(out: &Path, seed: &str) -> PathBuf {
             "--name",
             "ada",
             "--run-name",
-            "t",
+            run,
             "--seed",
             seed,
-            "--out",
         ])
+        .args(extra)
+        .arg("--out")
         .arg(out);
     let mut pty = Pty::spawn(command);
-    pty.expect("/workspace$ ");
-    pty.type_line("sed -i 's/max_depth=8/max_depth=12/' train.py && python3 train.py");
-    pty.expect("wrote submission.csv");
-    pty.expect("/workspace$ ");
-    pty.type_line("task validate");
-    pty.expect("/workspace$ ");
-    pty.type_line("task submit");
-    pty.expect("scoring the final workspace");
-    assert!(pty.wait().success(), "{}", pty.screen());
-    out.join("t")
+    pty.expect(PROMPT);
+    pty
 }
 
 fn read_json(path: &Path) -> Value {
@@ -341,4 +353,220 @@ fn board_json(served: &service::Served) -> Value {
     );
     assert_eq!(status, 200);
     serde_json::from_slice(&body).unwrap()
+}
+
+/// Sets `field` (a JSON pointer) of `dir/digits/human-ada/1/episode.json`.
+fn edit_episode(run: &Path, pointer: &str, value: Value) {
+    let path = run.join("digits/human-ada/1/episode.json");
+    let mut record = read_json(&path);
+    *record.pointer_mut(pointer).unwrap() = value;
+    std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+}
+
+/// A session of seed 1 with `extra` options under `out/run`, submitted at once.
+fn submitted_at_once(out: &Path, run: &str, extra: &[&str]) -> PathBuf {
+    let mut pty = session(out, run, "1", extra);
+    pty.type_line("task submit");
+    pty.expect("scoring the final workspace");
+    pty.wait();
+    let dir = out.join(run);
+    assert!(dir.join("digits/human-ada/1/score.json").is_file(), "{}", pty.screen());
+    dir
+}
+
+#[test]
+fn a_reference_must_have_run_under_the_benchmarks_limits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let service = service::folder(tmp.path(), "digits", service::OPEN_UNTIL);
+    let refused = |episodes: &Path, says: &[&str]| {
+        let (ok, out, err) = reference(&service, "cpu-mini/1", episodes, "ada");
+        assert!(!ok, "taken: {out}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        for said in says {
+            assert!(err.contains(said), "{said}: {err}");
+        }
+        assert!(!audit(&service).contains("added-reference"), "nothing added: {err}");
+        assert!(
+            !service.join("references/cpu-mini/1/ada").exists(),
+            "nothing kept: {err}"
+        );
+    };
+    // A longer wall clock than the benchmark's (digits: 1200 s), by `mlrb human`'s option.
+    let long = submitted_at_once(tmp.path(), "long", &["--wall-seconds", "5000"]);
+    refused(
+        &long,
+        &[
+            "digits/human-ada/1: not under the limits benchmark cpu-mini/1 gives task digits",
+            "limits.wall_seconds: recorded 5000, required at most 1200",
+            "--wall-seconds 1200",
+        ],
+    );
+    // The record changed to show the benchmark's: the hash chain bound 5000 at the start.
+    let edited = copy(&long, &tmp.path().join("edited"));
+    edit_episode(&edited, "/limits/wall_seconds", Value::from(1200));
+    refused(
+        &edited,
+        &[
+            "do not verify",
+            "limits.wall_seconds is 1200, the hash chain bound 5000",
+        ],
+    );
+    let verify = common::mlrb()
+        .arg("verify")
+        .arg(edited.join("digits/human-ada/1"))
+        .output()
+        .unwrap();
+    assert!(!verify.status.success(), "mlrb verify refuses it too");
+    // More steps than the benchmark's, written into the record: the limits refuse it first.
+    edit_episode(&edited, "/limits/max_steps", Value::from(500));
+    refused(&edited, &["limits.max_steps: recorded 500, required at most 50"]);
+    // Another sandbox, with a terminal's escape and a new line in what is recorded.
+    let sandbox = copy(&long, &tmp.path().join("sandbox"));
+    edit_episode(&sandbox, "/limits/wall_seconds", Value::from(1200));
+    edit_episode(&sandbox, "/host/sandbox", Value::from("docker\u{1b}[2J\nforged"));
+    refused(&sandbox, &["host.sandbox: recorded docker", "required local"]);
+    // A network grant digits does not give.
+    let network = copy(&long, &tmp.path().join("network"));
+    edit_episode(&network, "/limits/wall_seconds", Value::from(1200));
+    edit_episode(&network, "/limits/network", Value::from(true));
+    refused(&network, &["limits.network: recorded", "required at most none"]);
+
+    // Tighter limits than the benchmark's gave no advantage: taken.
+    let tight = submitted_at_once(tmp.path(), "tight", &["--max-steps", "40", "--wall-seconds", "600"]);
+    let (ok, _, err) = reference(&service, "cpu-mini/1", &tight, "ada");
+    assert!(ok, "{err}");
+    assert_eq!(audit(&service).matches("added-reference").count(), 1);
+}
+
+#[test]
+fn a_references_trace_is_public_once_closed_and_an_organiser_can_remove_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut pty = session(tmp.path(), "t", "1", &[]);
+    // What a person types reaches the page only escaped.
+    pty.type_line("echo '<script>alert(1)</script>' > notes.txt && cat notes.txt");
+    pty.expect(PROMPT);
+    pty.type_line("sed -i 's/max_depth=8/max_depth=12/' train.py && python3 train.py");
+    pty.expect("wrote submission.csv");
+    pty.expect(PROMPT);
+    pty.type_line("task submit");
+    pty.expect("scoring the final workspace");
+    assert!(pty.wait().success(), "{}", pty.screen());
+    let episodes = tmp.path().join("t");
+    let service = service::folder(tmp.path(), "digits", service::OPEN_UNTIL);
+    let (ok, _, err) = reference(&service, "cpu-mini/1", &episodes, "ada");
+    assert!(ok, "{err}");
+    let get = |served: &service::Served, path: &str| {
+        let (status, _, body) = service::exchange(&served.url(), "GET", path, &[], b"");
+        (status, body)
+    };
+
+    // Open: neither trace nor records, though the board links where they will be.
+    let served = service::Served::start(&service, 1024, &[]);
+    let row = board_json(&served)["references"][0].clone();
+    assert_eq!(
+        (row["records"].as_str(), row["trace"].as_str()),
+        (Some("/records/reference/1"), Some("/view/reference/1/"))
+    );
+    for path in ["/view/reference/1/", "/records/reference/1", "/view/1/", "/records/1"] {
+        assert_eq!(get(&served, path).0, 404, "{path} while open");
+    }
+    served.stop();
+
+    // Closed: the trace viewer and the signed records, as a submission's.
+    service::publish(&service, "digits", service::CLOSED);
+    let served = service::Served::start(&service, 1024, &[]);
+    let (status, index) = get(&served, "/view/reference/1/");
+    let index = String::from_utf8_lossy(&index).into_owned();
+    assert_eq!(status, 200, "{index}");
+    let link = index
+        .split("href=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .find(|l| l.starts_with("/view/reference/1/e/"))
+        .unwrap_or_else(|| panic!("no episode link: {index}"))
+        .to_string();
+    let (status, page) = get(&served, &link);
+    let page = String::from_utf8_lossy(&page);
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("human:ada") && page.contains("python3 train.py"),
+        "{page}"
+    );
+    assert!(page.contains("&lt;script&gt;") && !page.contains("<script>"), "{page}");
+    for path in [
+        "/view/reference/2/",
+        "/view/reference/x/",
+        "/view/reference/1/e/..%2F..%2F..%2Fservice.key",
+        "/records/reference/-1",
+        "/records/reference/1%2F..",
+    ] {
+        assert_eq!(get(&served, path).0, 404, "{path}");
+    }
+    let (status, tar) = get(&served, "/records/reference/1");
+    assert_eq!(status, 200);
+    let archive = tmp.path().join("reference.tar");
+    std::fs::write(&archive, &tar).unwrap();
+    let unpacked = tmp.path().join("unpacked");
+    tar::Archive::new(std::fs::File::open(&archive).unwrap())
+        .unpack(&unpacked)
+        .unwrap();
+    let episode = unpacked.join("reference-1/digits/human:ada/1");
+    for file in ["events.jsonl", "transcript.txt", "score.json"] {
+        assert!(episode.join(file).is_file(), "{file} in {}", episode.display());
+    }
+    let verified = common::mlrb()
+        .arg("verify")
+        .arg(unpacked.join("reference-1"))
+        .arg("--key")
+        .arg(service.join("service.key.pub"))
+        .output()
+        .unwrap();
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
+
+    // Removed while served: off every board, trace and archive, and audited.
+    let remove = |name: &str| {
+        mlrb(args![
+            "submissions",
+            "reference",
+            service.to_str().unwrap(),
+            "--benchmark",
+            "cpu-mini/1",
+            "--remove",
+            name
+        ])
+    };
+    for (name, says) in [
+        ("bob", "has no reference of bob (its references: ada)"),
+        ("../ada", "`--remove`"),
+    ] {
+        let (ok, _, err) = remove(name);
+        assert!(!ok && err.contains(says) && err.lines().count() == 1, "{err}");
+    }
+    assert!(!audit(&service).contains("removed-reference"));
+    let (ok, out, err) = remove("ada");
+    assert!(ok && out.contains("removed human:ada"), "{err}");
+    let log = audit(&service);
+    assert_eq!(log.matches("removed-reference").count(), 1, "{log}");
+    assert!(log.contains("reference:1"), "{log}");
+    let board = board_json(&served);
+    assert!(board["references"].as_array().unwrap().is_empty(), "{board}");
+    let (_, page) = get(&served, "/leaderboard/cpu-mini/1");
+    assert!(!String::from_utf8_lossy(&page).contains("human:ada"));
+    for path in ["/view/reference/1/", link.as_str(), "/records/reference/1"] {
+        assert_eq!(get(&served, path).0, 404, "{path} once removed");
+    }
+    assert!(!service.join("references/cpu-mini/1/ada").exists());
+    served.stop();
+    let (ok, _, err) = remove("ada");
+    assert!(
+        !ok && err.contains("has no reference of ada (its references: none)"),
+        "{err}"
+    );
+    // The name is free again; the id is not: the audit log and old links name it.
+    let (ok, out, err) = reference(&service, "cpu-mini/1", &episodes, "ada");
+    assert!(ok && out.contains("as reference 2"), "{out}{err}");
 }

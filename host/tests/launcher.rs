@@ -321,3 +321,33 @@ fn no_descriptor_of_the_host_reaches_a_script_in_bubblewrap() {
         libc::close(leaked[1]);
     }
 }
+
+/// The launchers (python3 -I -S -c ...) below this test's process.
+fn launchers_below_us() -> Vec<u32> {
+    let is_launcher = |args: &[&[u8]]| args.len() > 4 && args[..4] == [&b"python3"[..], b"-I", b"-S", b"-c"];
+    common::processes_under(std::process::id(), 8, is_launcher)
+}
+
+/// An episode's launcher starts when the episode opens, not at its first
+/// script, and the first script runs through that one launcher.
+#[test]
+fn the_launcher_starts_when_the_episode_opens_in_bubblewrap() {
+    let episode = Episode::local();
+    let waited = std::time::Instant::now();
+    let started = loop {
+        let found = launchers_below_us();
+        if !found.is_empty() || waited.elapsed() > Duration::from_secs(30) {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(started.len(), 1, "one launcher before any script: {started:?}");
+    episode.launcher_pid();
+    assert_eq!(
+        launchers_below_us(),
+        started,
+        "the first script used the launcher started at open"
+    );
+    episode.close();
+    assert!(launchers_below_us().is_empty(), "closed: no launcher left");
+}

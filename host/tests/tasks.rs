@@ -328,7 +328,9 @@ fn slow_digits(dir: &Path, folder: &str, baseline: &str, seconds: u32) -> PathBu
 }
 
 /// How many Python processes below `pid` run a `train.py`: Python itself,
-/// not the sandbox's processes that carry its command line.
+/// not the sandbox's processes that carry its command line, nor a child
+/// Python forks on its way to another program (scikit-learn asks `lscpu`),
+/// which carries its parent's command line until it execs.
 fn training_below(pid: u32) -> usize {
     let python_training = |args: &[&[u8]]| {
         args[0]
@@ -337,7 +339,11 @@ fn training_below(pid: u32) -> usize {
             .is_some_and(|a| a.starts_with(b"python"))
             && args.iter().any(|arg| arg.ends_with(b"train.py"))
     };
-    common::processes_under(pid, 8, python_training).len()
+    let training = common::processes_under(pid, 8, python_training);
+    training
+        .iter()
+        .filter(|&&p| common::parent_of(p).is_none_or(|parent| !training.contains(&parent)))
+        .count()
 }
 
 /// `mlrb tasks test -j 2` tests two tasks at once (both starters are seen

@@ -1,24 +1,57 @@
 //! A person's episodes in a bench (`{ human = "NAME", episodes = "DIR" }`
 //! in a plan): each task and seed of the plan must have one, recorded by
 //! `mlrb human` on the same task folder, ended and scored; the bench takes
-//! a copy of each into its own folder and its results as they are.
+//! a copy of each into its own folder and its results as they are. Each
+//! must have run under the plan's limits (`human_limits`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use super::plan::Plan;
 use crate::episode::{EpisodeRecord, ScoreRecord};
-use crate::task::Task;
+use crate::task::overrides::Configured;
 
 /// Where `name`'s episode of `task` with `seed` lies under the run folder `episodes`.
 pub(super) fn recorded(episodes: &Path, name: &str, task: &str, seed: u64) -> PathBuf {
     crate::episode::episode_dir(episodes, task, &format!("human-{name}"), seed)
 }
 
-/// Refuses a plan whose person lacks an ended, scored episode of one of
-/// its tasks and seeds, or has one of another version of the task.
-pub(super) fn check(name: &str, episodes: &Path, tasks: &[&Task], seeds: &[u64]) -> Result<()> {
-    for task in tasks {
+/// Refuses `plan` (whose limits `tasks` are configured with; `whose` names
+/// it in errors: "the plan", "benchmark cpu-mini/1") when a person of it
+/// lacks an ended, scored episode of one of its tasks and seeds, or has
+/// one of another version of the task or under looser limits.
+pub fn check_people(plan: &Plan, tasks: &[Configured], whose: &str) -> Result<()> {
+    for (name, episodes) in plan.agents.iter().filter_map(super::AgentEntry::person) {
+        check(
+            name,
+            episodes,
+            tasks,
+            (&plan.seeds.list(), plan.host.sandbox.unwrap_or_default()),
+            whose,
+        )?;
+    }
+    Ok(())
+}
+
+/// [`check_people`] for the tasks of `plan` as it configures them.
+pub fn check_plan_people(plan: &Plan, whose: &str) -> Result<()> {
+    let tasks: Vec<Configured> = plan
+        .tasks
+        .iter()
+        .map(|t| Configured::new(crate::task::resolve(t)?, &plan.limits))
+        .collect::<Result<_>>()?;
+    check_people(plan, &tasks, whose)
+}
+
+fn check(
+    name: &str,
+    episodes: &Path,
+    tasks: &[Configured],
+    (seeds, sandbox): (&[u64], crate::sandbox::SandboxKind),
+    whose: &str,
+) -> Result<()> {
+    for Configured { task, limits } in tasks {
         let hash = task.content_hash()?;
         for &seed in seeds {
             let dir = recorded(episodes, name, &task.spec.name, seed);
@@ -45,6 +78,13 @@ pub(super) fn check(name: &str, episodes: &Path, tasks: &[&Task], seeds: &[u64])
             if record.task.content_hash != hash {
                 bail!(
                     "{}: recorded on another version of task {} (its folder changed since)",
+                    dir.display(),
+                    task.spec.name
+                );
+            }
+            if let Some(why) = super::human_limits::looser(&record, task, limits, sandbox) {
+                bail!(
+                    "{}: not under the limits {whose} gives task {}: {why}",
                     dir.display(),
                     task.spec.name
                 );

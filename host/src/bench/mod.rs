@@ -9,6 +9,7 @@ pub mod epochs;
 pub mod export;
 pub mod headline;
 pub mod html;
+mod human_limits;
 mod humans;
 pub mod invalidate;
 pub mod journal;
@@ -32,6 +33,7 @@ pub mod summary;
 pub mod text_table;
 pub mod verify;
 
+pub use humans::check_plan_people;
 pub use matrix::Matrix;
 pub use plan::{AgentEntry, EpisodeSpec, Plan, Seeds, plan_episodes};
 pub use results::{read_results, write_outputs};

@@ -48,14 +48,11 @@ impl Bench {
             task::requirements::ensure(task, &runner.offer()).await?;
         }
         let agent_names: Vec<String> = plan.agents.iter().map(AgentEntry::name).collect();
+        super::humans::check_people(&plan, &tasks, "the plan")?;
         let mut agents = Vec::new();
         for agent in &plan.agents {
             match agent.person() {
-                Some((name, episodes)) => {
-                    let configured: Vec<&Task> = plain.iter().collect();
-                    super::humans::check(name, episodes, &configured, &plan.seeds.list())?;
-                    agents.push(None);
-                }
+                Some(_) => agents.push(None),
                 None => agents.push(Some(runner.load_agent(agent.path()).await?)),
             }
         }

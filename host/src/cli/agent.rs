@@ -16,7 +16,8 @@ use crate::{agent_check, paths, report, task};
 pub enum AgentCommand {
     /// Create a buildable agent project (it starts as the baseline policy).
     New {
-        /// The agent's name: lowercase letters, digits, '-' and '_'.
+        /// The agent's name: lowercase letters, digits, '-' and '_' (a path:
+        /// the project folder, named after the agent).
         name: String,
         #[arg(long, value_enum)]
         lang: Language,
@@ -63,8 +64,13 @@ impl AgentCommand {
 }
 
 fn new(name: &str, language: Language, dir: Option<PathBuf>) -> Result<ExitCode> {
+    // `mlrb agent new path/to/my-agent`: the folder's name is the agent's.
+    let (name, dir) = match (Path::new(name).file_name(), dir) {
+        (_, Some(dir)) => (name, dir),
+        (Some(last), None) if name.contains('/') => (last.to_str().unwrap_or(name), PathBuf::from(name)),
+        _ => (name, PathBuf::from(name)),
+    };
     let sdk = agent_build::sdk::materialize(&paths::cache_dir())?;
-    let dir = dir.unwrap_or_else(|| PathBuf::from(name));
     let created = agent_build::scaffold::create(&dir, name, language, &sdk)?;
     say!("created the {language} agent {name} in {}", created.display());
     say!("build it with: mlrb agent build {}", created.display());

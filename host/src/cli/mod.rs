@@ -21,6 +21,7 @@ mod runs;
 mod scan;
 mod serve;
 mod sign;
+mod submission_text;
 mod submissions;
 mod submit;
 mod tasks;

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use super::say;
+use super::{say, submission_text};
 use crate::submissions::client::Client;
 use crate::submissions::service::{Service, reference};
 use crate::submissions::{State, Store};
@@ -60,8 +60,14 @@ pub enum SubmissionsCommand {
     /// Rank a held submission after review.
     Release(Change),
     /// Add a person's run (episodes made by `mlrb human` on the benchmark's
-    /// tasks and seeds) to a benchmark version's board as a reference row:
-    /// verified like a submission, never ranked, no quota.
+    /// tasks and seeds, under its limits) to a benchmark version's board as
+    /// a reference row: verified like a submission, never ranked, no quota.
+    /// With `--remove NAME`, take one off.
+    #[command(
+        override_usage = "mlrb submissions reference <DIR> --benchmark <NAME/VERSION> \\\n           \
+                                --episodes <DIR> --name <NAME>\n       \
+                          mlrb submissions reference <DIR> --benchmark <NAME/VERSION> --remove <NAME>"
+    )]
     Reference {
         /// The service folder.
         dir: PathBuf,
@@ -70,11 +76,14 @@ pub enum SubmissionsCommand {
         benchmark: String,
         /// The run folder of the person's episodes (`mlrb human --out OUT
         /// --run-name RUN`: OUT/RUN).
-        #[arg(long, value_name = "DIR")]
-        episodes: PathBuf,
+        #[arg(long, value_name = "DIR", required_unless_present = "remove")]
+        episodes: Option<PathBuf>,
         /// The person's name, as given to `mlrb human --name`.
-        #[arg(long)]
-        name: String,
+        #[arg(long, required_unless_present = "remove")]
+        name: Option<String>,
+        /// Take the reference of this person off the board (audited).
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["episodes", "name"])]
+        remove: Option<String>,
     },
     /// Print the audit log.
     Audit {
@@ -85,13 +94,22 @@ pub enum SubmissionsCommand {
         json: bool,
     },
     /// Your submissions (a submitter's view, over HTTP).
-    List(Remote),
+    List {
+        #[command(flatten)]
+        remote: Remote,
+        /// Print the service's answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// One submission's state, checks and results so far.
     Status {
         #[command(flatten)]
         remote: Remote,
         /// The submission's id.
         id: i64,
+        /// Print the service's answer as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Download a submission's records (a tar archive).
     Download {
@@ -146,12 +164,14 @@ impl SubmissionsCommand {
         match self {
             Self::Init { dir } => {
                 let layout = Service::init(&dir)?;
+                let dir = dir.display();
                 say!(
-                    "made {}: publish benchmarks as TOML files in {}, add submitters with `mlrb submissions add-submitter {} NAME`, serve with `mlrb serve --submissions {}`",
-                    dir.display(),
-                    layout.benchmarks().display(),
-                    dir.display(),
-                    dir.display()
+                    "{}",
+                    crate::columns::wrap(&format!(
+                        "made {dir}\n  publish benchmarks as TOML files in {}\n  add submitters with \
+                         `mlrb submissions add-submitter {dir} NAME`\n  serve with `mlrb serve --submissions {dir}`",
+                        layout.benchmarks().display(),
+                    ))
                 );
             }
             Self::AddSubmitter { dir, name, admin } => {
@@ -177,39 +197,40 @@ impl SubmissionsCommand {
                 benchmark,
                 episodes,
                 name,
-            } => {
-                let request = reference::Request {
-                    service: &dir,
-                    benchmark: &benchmark,
-                    episodes: &episodes,
-                    name: &name,
-                };
-                let added = reference::add(&request, ORGANISER).await?;
-                say!(
-                    "added human:{} to {benchmark} as reference {} (a person's reference row, not ranked)",
-                    added.name,
-                    added.id
-                );
-            }
+                remove,
+            } => reference_command(&dir, &benchmark, (episodes, name), remove).await?,
             Self::Audit { dir, json } => {
                 for line in store(&dir)?.audit_log()? {
                     match json {
                         true => say!("{}", serde_json::to_string(&line)?),
                         false => say!(
-                            "{}  {}  {}  {}  {}",
-                            chrono::DateTime::from_timestamp_millis(line.at_ms)
-                                .map_or_else(|| line.at_ms.to_string(), |t| t.to_rfc3339()),
-                            line.actor,
-                            line.action,
-                            line.subject,
-                            line.detail
+                            "{}",
+                            crate::columns::wrap(&format!(
+                                "{}  {}  {}  {}  {}",
+                                chrono::DateTime::from_timestamp_millis(line.at_ms)
+                                    .map_or_else(|| line.at_ms.to_string(), |t| t.to_rfc3339()),
+                                line.actor,
+                                line.action,
+                                line.subject,
+                                line.detail
+                            ))
                         ),
                     }
                 }
             }
-            Self::List(remote) => say!("{}", serde_json::to_string_pretty(&remote.client()?.list().await?)?),
-            Self::Status { remote, id } => {
-                say!("{}", serde_json::to_string_pretty(&remote.client()?.status(id).await?)?)
+            Self::List { remote, json } => {
+                let list = remote.client()?.list().await?;
+                match json {
+                    true => say!("{}", serde_json::to_string_pretty(&list)?),
+                    false => say!("{}", submission_text::list(&list)),
+                }
+            }
+            Self::Status { remote, id, json } => {
+                let status = remote.client()?.status(id).await?;
+                match json {
+                    true => say!("{}", serde_json::to_string_pretty(&status)?),
+                    false => say!("{}", submission_text::status(&status)),
+                }
             }
             Self::Download { remote, id, out } => {
                 let out = out.unwrap_or_else(|| PathBuf::from(format!("submission-{id}.tar")));
@@ -219,6 +240,41 @@ impl SubmissionsCommand {
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// `mlrb submissions reference`: adds the person's run, or with `remove`
+/// takes one off.
+async fn reference_command(
+    dir: &std::path::Path,
+    benchmark: &str,
+    (episodes, name): (Option<PathBuf>, Option<String>),
+    remove: Option<String>,
+) -> Result<()> {
+    if let Some(name) = remove {
+        let removed = reference::remove(dir, benchmark, &name, ORGANISER)?;
+        say!(
+            "removed human:{} (reference {}) from {benchmark}",
+            removed.name,
+            removed.id
+        );
+        return Ok(());
+    }
+    let (Some(episodes), Some(name)) = (episodes, name) else {
+        anyhow::bail!("--episodes DIR and --name NAME are needed (or --remove NAME)");
+    };
+    let request = reference::Request {
+        service: dir,
+        benchmark,
+        episodes: &episodes,
+        name: &name,
+    };
+    let added = reference::add(&request, ORGANISER).await?;
+    say!(
+        "added human:{} to {benchmark} as reference {} (a person's reference row, not ranked)",
+        added.name,
+        added.id
+    );
+    Ok(())
 }
 
 impl Change {

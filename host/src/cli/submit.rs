@@ -1,6 +1,7 @@
 //! `mlrb submit`: upload an agent component to a submission service for a
 //! published benchmark; prints the submission as recorded (or the
-//! service's reason for refusing it) and exits non-zero when refused.
+//! service's reason for refusing it; `--json`: the service's answer) and
+//! exits non-zero when refused.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +28,9 @@ pub struct SubmitArgs {
     name: Option<String>,
     #[command(flatten)]
     remote: Remote,
+    /// Print the service's answer as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 impl SubmitArgs {
@@ -38,11 +42,10 @@ impl SubmitArgs {
             .client()?
             .submit(&self.agent, &self.benchmark, &name)
             .await?;
-        say!("{}", serde_json::to_string_pretty(&submission)?);
-        eprintln!(
-            "submission {} is {}: `mlrb submissions status {}` follows it",
-            submission["id"], submission["state"], submission["id"]
-        );
+        match self.json {
+            true => say!("{}", serde_json::to_string_pretty(&submission)?),
+            false => say!("{}", super::submission_text::submitted(&submission)),
+        }
         Ok(ExitCode::SUCCESS)
     }
 }

@@ -35,6 +35,7 @@ pub fn check_records(dir: &Path) -> Vec<String> {
             }
             failures.extend(check_store(dir, &record, &recording));
             failures.extend(check_validations(&record, &recording));
+            failures.extend(check_limits(&record, &recording));
         }
     }
     failures.extend(check_score(dir, &record));
@@ -237,6 +238,27 @@ fn check_score(dir: &Path, record: &EpisodeRecord) -> Vec<String> {
     let expected = super::judgement::judge(&score, &end.validations);
     failures.extend(super::judgement::differences(&score, &expected));
     failures
+}
+
+/// `episode.json`'s limits are the ones its trace's `host run` event bound
+/// at the start, where it bound them (a person's episode does): a limit
+/// changed afterwards is one the episode did not run under.
+pub fn check_limits(record: &EpisodeRecord, recording: &Recording) -> Option<String> {
+    let run = recording
+        .events
+        .iter()
+        .find(|e| e["interface"] == "host" && e["function"] == "run")?;
+    let bound = run["args"].get("limits")?;
+    let written = serde_json::to_value(&record.limits).ok()?;
+    let null = Value::Null;
+    let (field, was) = bound
+        .as_object()?
+        .iter()
+        .find(|(field, was)| written.get(field.as_str()).unwrap_or(&null) != *was)?;
+    let is = written.get(field.as_str()).unwrap_or(&null);
+    Some(format!(
+        "episode.json: limits.{field} is {is}, the hash chain bound {was} at the start (changed since)"
+    ))
 }
 
 /// The intermediate scorings `episode.json` lists are the ones its trace

@@ -17,6 +17,7 @@ use std::io::IoSlice;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -62,7 +63,7 @@ pub fn argv(how: &str, place: &str, lifetime: Duration, relay: bool, script_user
 
 /// An episode's long-lived sandbox `T` (a launcher and what holds it), as
 /// its scripts find it.
-pub struct Warm<T>(tokio::sync::Mutex<State<T>>);
+pub struct Warm<T>(Arc<tokio::sync::Mutex<State<T>>>);
 
 enum State<T> {
     /// Not started, or ended after a script it could not vouch for.
@@ -75,11 +76,28 @@ enum State<T> {
 impl<T> Warm<T> {
     /// A sandbox started at the first script, or never when not `available`.
     pub fn new(available: bool) -> Self {
-        Self(tokio::sync::Mutex::new(if available {
+        Self(Arc::new(tokio::sync::Mutex::new(if available {
             State::Cold
         } else {
             State::Unavailable
-        }))
+        })))
+    }
+
+    /// Starts the sandbox now, in the background, so that the episode's
+    /// first script finds it ready (the first snapshot and the agent's
+    /// start come in between); a script that comes sooner waits for it.
+    pub fn prestart<S>(&self, start: S)
+    where
+        T: Send + 'static,
+        S: Future<Output = Result<T>> + Send + 'static,
+    {
+        // Taken here, before the task runs, so that no script overtakes it.
+        let Ok(mut state) = self.0.clone().try_lock_owned() else {
+            return;
+        };
+        if matches!(*state, State::Cold) {
+            tokio::spawn(async move { *state = started(start.await) });
+        }
     }
 
     /// Runs a script with `run` in the warm sandbox, which `start` makes
@@ -96,13 +114,7 @@ impl<T> Warm<T> {
     {
         let mut state = self.0.lock().await;
         if matches!(*state, State::Cold) {
-            *state = match start().await {
-                Ok(sandbox) => State::Ready(sandbox),
-                Err(error) => {
-                    tracing::warn!(error = %format!("{error:#}"), "scripts of this episode start one sandbox each (slower): its launcher could not start");
-                    State::Unavailable
-                }
-            };
+            *state = started(start().await);
         }
         let State::Ready(sandbox) = &*state else {
             return Ok(None);
@@ -129,6 +141,17 @@ impl<T> Warm<T> {
     /// Ends the warm sandbox (dropping it) for good.
     pub async fn close(&self) {
         *self.0.lock().await = State::Unavailable;
+    }
+}
+
+/// The state a start leaves.
+fn started<T>(start: Result<T>) -> State<T> {
+    match start {
+        Ok(sandbox) => State::Ready(sandbox),
+        Err(error) => {
+            tracing::warn!(error = %format!("{error:#}"), "scripts of this episode start one sandbox each (slower): its launcher could not start");
+            State::Unavailable
+        }
     }
 }
 

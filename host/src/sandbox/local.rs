@@ -97,7 +97,7 @@ struct WarmSandbox {
 #[async_trait::async_trait]
 impl EpisodeSandbox for LocalEpisode {
     async fn exec(&self, exec: Exec) -> Result<Outcome> {
-        let start = || self.start_warm();
+        let start = || start_warm(self.sandbox.clone(), self.setup.clone());
         let run = async |sandbox: &WarmSandbox| sandbox.run(&exec, &self.setup).await;
         if let Some(outcome) = self.warm.run(start, run).await? {
             return Ok(outcome);
@@ -111,48 +111,38 @@ impl EpisodeSandbox for LocalEpisode {
     }
 }
 
-impl LocalEpisode {
-    /// Starts the episode's long-lived sandbox and waits for its launcher.
-    async fn start_warm(&self) -> Result<WarmSandbox> {
-        let limits = &self.setup.limits;
-        let name = self.sandbox.next_name();
-        let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus)
-            .context("no control group can hold the sandbox")?;
-        let (host_end, guest_end) = rustix::net::socketpair(
-            rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .context("making the launcher's socket")?;
-        // Behind a proxy, the launcher relays the scripts' port on its own
-        // threads (a forwarder process would go with a script's leftovers).
-        let relay = matches!(self.setup.network, Reach::Proxy(_));
-        let command = self.setup.command(Exec {
-            argv: launcher::argv(
-                "fd",
-                &guest_end.as_raw_fd().to_string(),
-                self.setup.lifetime,
-                relay,
-                None,
-            ),
-            env: Vec::new(),
-            timeout: self.setup.lifetime,
-            log_prefix: None,
-            stop: Default::default(),
-        });
-        // The launcher is the namespace's init: no script can signal it.
-        let bwrap = self
-            .sandbox
-            .spawn(&command, Some(&group), &[guest_end], Stdio::null, true)?;
-        let launcher = Launcher::ready(host_end).await?;
-        Ok(WarmSandbox {
-            launcher,
-            baseline: group.pids(),
-            group,
-            _bwrap: bwrap,
-        })
-    }
+/// Starts an episode's long-lived sandbox and waits for its launcher.
+async fn start_warm(sandbox: LocalSandbox, setup: EpisodeSetup) -> Result<WarmSandbox> {
+    let limits = &setup.limits;
+    let name = sandbox.next_name();
+    let group = Cgroup::create(&name, limits.memory_bytes, limits.max_processes, limits.cpus)
+        .context("no control group can hold the sandbox")?;
+    let (host_end, guest_end) = rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .context("making the launcher's socket")?;
+    // Behind a proxy, the launcher relays the scripts' port on its own
+    // threads (a forwarder process would go with a script's leftovers).
+    let relay = matches!(setup.network, Reach::Proxy(_));
+    let command = setup.command(Exec {
+        argv: launcher::argv("fd", &guest_end.as_raw_fd().to_string(), setup.lifetime, relay, None),
+        env: Vec::new(),
+        timeout: setup.lifetime,
+        log_prefix: None,
+        stop: Default::default(),
+    });
+    // The launcher is the namespace's init: no script can signal it.
+    let bwrap = sandbox.spawn(&command, Some(&group), &[guest_end], Stdio::null, true)?;
+    let launcher = Launcher::ready(host_end).await?;
+    Ok(WarmSandbox {
+        launcher,
+        baseline: group.pids(),
+        group,
+        _bwrap: bwrap,
+    })
 }
 
 impl WarmSandbox {
@@ -522,11 +512,13 @@ impl Sandbox for LocalSandbox {
     }
 
     async fn open_episode(&self, setup: EpisodeSetup) -> Result<Box<dyn EpisodeSandbox>> {
+        // The warm sandbox needs a control group to vouch that a script left nothing.
+        let warm = Warm::new(self.cgroups.is_some());
+        warm.prestart(start_warm(self.clone(), setup.clone()));
         Ok(Box::new(LocalEpisode {
             sandbox: self.clone(),
             setup,
-            // The warm sandbox needs a control group to vouch that a script left nothing.
-            warm: Warm::new(self.cgroups.is_some()),
+            warm,
         }))
     }
 

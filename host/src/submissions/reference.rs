@@ -49,9 +49,17 @@ impl Store {
                 bail!("{benchmark}/{version} already has a reference of {name} (reference {id}): choose another --name");
             }
             let created_ms = now_ms();
+            // Never an id a removed reference had: the audit log and links name it.
+            let id: i64 = tx.query_row(
+                "SELECT 1 + MAX(COALESCE((SELECT MAX(id) FROM person_references), 0),
+                                COALESCE((SELECT MAX(CAST(substr(subject, 11) AS INTEGER)) FROM audit
+                                          WHERE subject LIKE 'reference:%'), 0))",
+                [],
+                |r| r.get(0),
+            )?;
             tx.execute(
-                "INSERT INTO person_references (benchmark, version, name, review_flags, info_flags, verify, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO person_references (id, benchmark, version, name, review_flags, info_flags, verify, created_ms)
+                 VALUES (?8, ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     benchmark,
                     version,
@@ -59,10 +67,10 @@ impl Store {
                     verdict.review_flags as i64,
                     verdict.info_flags as i64,
                     verdict.verify,
-                    created_ms
+                    created_ms,
+                    id
                 ],
             )?;
-            let id = tx.last_insert_rowid();
             let detail = format!(
                 "human:{name} on {benchmark}/{version}, a person's reference (not a submission); {}; {} flag(s) for review",
                 verdict.verify, verdict.review_flags
@@ -77,6 +85,59 @@ impl Store {
                 created_ms,
             })
         })
+    }
+
+    /// Takes `name`'s run off `benchmark`/`version`, audited as `actor`;
+    /// an unknown name is refused, naming those there are.
+    pub fn remove_reference(&self, (benchmark, version): (&str, &str), name: &str, actor: &str) -> Result<Reference> {
+        let there = self.references(benchmark, version)?;
+        let Some(reference) = there.iter().find(|r| r.name == name).cloned() else {
+            let names: Vec<&str> = there.iter().map(|r| r.name.as_str()).collect();
+            bail!(
+                "{benchmark}/{version} has no reference of {name} (its references: {}): see the board's \"References: people\"",
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            );
+        };
+        self.change(|tx| {
+            let removed = tx.execute(
+                "DELETE FROM person_references WHERE id = ?1 AND name = ?2",
+                params![reference.id, name],
+            )?;
+            if removed != 1 {
+                bail!("{benchmark}/{version}: the reference of {name} was removed meanwhile");
+            }
+            let detail = format!("human:{name} taken off {benchmark}/{version} (a person's reference)");
+            audit::append(
+                tx,
+                actor,
+                "removed-reference",
+                &format!("reference:{}", reference.id),
+                &detail,
+            )?;
+            Ok(())
+        })?;
+        Ok(reference)
+    }
+
+    /// The reference with id `id`, if there is one.
+    pub fn reference(&self, id: i64) -> Result<Option<Reference>> {
+        let Some((benchmark, version)) = self.read(|db| {
+            Ok(db
+                .query_row(
+                    "SELECT benchmark, version FROM person_references WHERE id = ?1",
+                    params![id],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                )
+                .optional()?)
+        })?
+        else {
+            return Ok(None);
+        };
+        Ok(self.references(&benchmark, &version)?.into_iter().find(|r| r.id == id))
     }
 
     /// The references of `benchmark`/`version`, oldest first.

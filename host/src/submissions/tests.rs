@@ -248,3 +248,43 @@ fn the_database_survives_a_connection_dropped_mid_transaction() {
     let name: String = raw.query_row("SELECT name FROM submitters", [], |r| r.get(0)).unwrap();
     assert_eq!(name, "alice");
 }
+
+#[test]
+fn a_removed_reference_leaves_its_audit_lines_and_its_id_is_never_given_again() {
+    let (_dir, store) = store();
+    let verdict = super::verdict::Verdict {
+        review_flags: 0,
+        info_flags: 0,
+        verify: "verified".into(),
+    };
+    let key = ("cpu-mini", "1");
+    let ada = store.add_reference(key, "ada", &verdict, "admin:root").unwrap();
+    let bob = store.add_reference(key, "bob", &verdict, "admin:root").unwrap();
+    assert_eq!((ada.id, bob.id), (1, 2));
+    let why = store
+        .remove_reference(key, "eve", "admin:root")
+        .unwrap_err()
+        .to_string();
+    assert!(why.contains("no reference of eve (its references: ada, bob)"), "{why}");
+    // Another version's reference of the same name is not this one.
+    let why = store
+        .remove_reference(("cpu-mini", "2"), "ada", "admin:root")
+        .unwrap_err();
+    assert!(why.to_string().contains("its references: none"), "{why}");
+    assert_eq!(store.remove_reference(key, "bob", "admin:root").unwrap().id, 2);
+    assert!(store.reference(2).unwrap().is_none());
+    assert_eq!(store.reference(1).unwrap().map(|r| r.name), Some("ada".into()));
+    // The highest id is gone, yet the next one is new.
+    assert_eq!(store.add_reference(key, "bob", &verdict, "admin:root").unwrap().id, 3);
+    let log = store.audit_log().unwrap();
+    let lines: Vec<(&str, &str)> = log.iter().map(|l| (l.action.as_str(), l.subject.as_str())).collect();
+    assert_eq!(
+        lines,
+        [
+            ("added-reference", "reference:1"),
+            ("added-reference", "reference:2"),
+            ("removed-reference", "reference:2"),
+            ("added-reference", "reference:3"),
+        ]
+    );
+}

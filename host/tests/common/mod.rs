@@ -379,14 +379,16 @@ pub fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The parent of process `pid`; none once it is gone.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's closing parenthesis: state, ppid.
+    stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+}
+
 /// The pids of processes at most `depth` generations below `ancestor` whose
 /// command line (its arguments, split) `matches`.
 pub fn processes_under(ancestor: u32, depth: usize, matches: impl Fn(&[&[u8]]) -> bool) -> Vec<u32> {
-    let parent = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The fields after the command's closing parenthesis: state, ppid.
-        stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
-    };
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
@@ -398,7 +400,7 @@ pub fn processes_under(ancestor: u32, depth: usize, matches: impl Fn(&[&[u8]]) -
         .filter(|&pid| {
             let mut current = pid;
             for _ in 0..depth {
-                match parent(current) {
+                match parent_of(current) {
                     Some(p) if p == ancestor => return true,
                     Some(p) if p > 1 => current = p,
                     _ => return false,

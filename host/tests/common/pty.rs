@@ -36,10 +36,11 @@ impl Pty {
             let mut name = [0 as libc::c_char; 128];
             assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0, "ptsname_r");
             let path = CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
-            // A terminal of a usual size (a new pty has none).
+            // A terminal of a usual size (a new pty has none), as narrow as
+            // the width mlrb's output keeps to.
             let size = libc::winsize {
                 ws_row: 40,
-                ws_col: 120,
+                ws_col: 100,
                 ws_xpixel: 0,
                 ws_ypixel: 0,
             };

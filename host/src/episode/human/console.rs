@@ -63,9 +63,9 @@ impl Console {
         }
     }
 
-    /// Shows `text` as a line of its own.
+    /// Shows `text` as a line of its own, wrapped to the terminal's width.
     pub fn say(&mut self, text: &str) {
-        self.show(&format!("{text}\n"));
+        self.show(&format!("{}\n", crate::columns::wrap(text)));
     }
 
     /// The next line typed; `None` once the terminal is closed (Ctrl-D).

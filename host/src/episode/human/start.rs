@@ -104,7 +104,9 @@ impl Runner {
         let mut recorder = Recorder::new(trace, snapshots, limits.max_steps, started, started + limits.wall());
         recorder.snapshot_now(files.handle(), "start")?;
         let info = task_info(&task, &limits);
-        recorder.record_host("run", json!({ "task": info, "seed": seed, "person": name }));
+        // The limits bound in the chain: `mlrb verify` holds episode.json to them.
+        let run = json!({ "task": info, "seed": seed, "person": name, "limits": limits });
+        recorder.record_host("run", run);
         let mut record =
             EpisodeRecord::of_person(name, (&task, &limits), seed, &ready.prepared, self.sandbox.as_ref())?;
         record.llm = "none".into();
@@ -127,9 +129,12 @@ impl Runner {
                 task.root.display()
             );
         }
+        let recording = recorded(dir)?;
+        if let Some(why) = super::super::verify::check_limits(&record, &recording) {
+            bail!("{}: {why}; it cannot go on under other limits", dir.display());
+        }
         let limits = record.limits.clone();
         let ready = self.ready(&task).await?;
-        let recording = recorded(dir)?;
         let last = recording
             .events
             .iter()

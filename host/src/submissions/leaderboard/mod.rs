@@ -268,14 +268,14 @@ impl Basis {
             review_flags: entry.review_flags,
             info_flags: entry.info_flags,
             verify: entry.verify.clone(),
-            // A reference's records stay with the organisers.
+            // Served once the version closes, a reference's as a submission's.
             records: match entry.person {
                 None => format!("/records/{}", entry.id),
-                Some(_) => String::new(),
+                Some(_) => format!("/records/reference/{}", entry.id),
             },
             trace: match entry.person {
                 None => format!("/view/{}/", entry.id),
-                Some(_) => String::new(),
+                Some(_) => format!("/view/reference/{}/", entry.id),
             },
             person: entry.person.clone(),
         }
@@ -625,7 +625,10 @@ mod tests {
             assert_eq!(board.references.len(), 1);
             assert_eq!((reference.rank, reference.person.as_deref()), (None, Some("ada")));
             assert_eq!(reference.state, REFERENCE);
-            assert!(reference.records.is_empty() && reference.trace.is_empty());
+            assert_eq!(
+                (reference.records.as_str(), reference.trace.as_str()),
+                ("/records/reference/3", "/view/reference/3/")
+            );
             assert!((reference.score.unwrap().mean - 0.99).abs() < 1e-12);
             let page = html(&board);
             assert!(

@@ -10,6 +10,8 @@
 //! GET  /leaderboard/<name>/<version>        HTML, or JSON with Accept: application/json
 //! GET  /view/<id>/                          a ranked submission's trace viewer, once closed
 //! GET  /records/<id>                        a ranked submission's signed records, once closed
+//! GET  /view/reference/<id>/                a person's reference run's trace viewer, once closed
+//! GET  /records/reference/<id>              its signed records, once closed
 //! ```
 //!
 //! Every request is counted against its address's rate first; a token is
@@ -82,7 +84,9 @@ impl Api {
                 super::board::page(&self.service, &format!("{name}/{version}"), &request)
             }
             (&Method::GET, [] | [""]) => super::board::index(&self.service),
+            (&Method::GET, ["view", "reference", id, ..]) => super::board::reference_trace(&self.service, id, &request),
             (&Method::GET, ["view", id, ..]) => super::board::trace(&self.service, id, &request),
+            (&Method::GET, ["records", "reference", id]) => self.reference_records(id),
             (&Method::GET, ["records", id]) => self.public_records(id),
             (_, ["v1", "submissions", ..]) => self.submissions(request).await,
             _ => refuse(
@@ -348,6 +352,23 @@ impl Api {
             admin: false,
         };
         match records::archive(service, &submission, &anyone) {
+            Ok(Some(tar)) => tar_answer(tar),
+            Ok(None) => refuse(StatusCode::NOT_FOUND, "no records yet"),
+            Err(error) => failed(&error),
+        }
+    }
+
+    /// A person's reference run's records for anyone, once its version closed.
+    fn reference_records(&self, id: &str) -> Answer {
+        let Some(reference) = records::closed_reference(&self.service, id) else {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "no records of reference {id} are public (yet): a reference's are, once its benchmark version closes"
+                ),
+            );
+        };
+        match records::reference_archive(&self.service, &reference) {
             Ok(Some(tar)) => tar_answer(tar),
             Ok(None) => refuse(StatusCode::NOT_FOUND, "no records yet"),
             Err(error) => failed(&error),

@@ -132,6 +132,30 @@ pub fn trace(service: &Service, id: &str, request: &Request<Incoming>) -> Answer
     }
 }
 
+/// `GET /view/reference/<id>/...`: the trace viewer of a person's
+/// reference run, as a submission's is shown: once its benchmark version
+/// closed, never before.
+pub fn reference_trace(service: &Service, id: &str, request: &Request<Incoming>) -> Answer {
+    let not_shown = || {
+        refuse(
+            StatusCode::NOT_FOUND,
+            &format!("no trace of reference {id} is shown (yet): traces are public once the benchmark version closes"),
+        )
+    };
+    let Some(reference) = super::records::closed_reference(service, id) else {
+        return not_shown();
+    };
+    let dir = service
+        .layout
+        .reference((&reference.benchmark, &reference.version), &reference.name);
+    match crate::view::Viewer::new(&dir) {
+        Ok(viewer) => viewer
+            .under(&format!("/view/reference/{}", reference.id))
+            .respond(request),
+        Err(_) => not_shown(),
+    }
+}
+
 fn wants_json(request: &Request<Incoming>) -> bool {
     request
         .headers()

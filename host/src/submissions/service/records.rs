@@ -18,6 +18,7 @@ use crate::bench::result_line::ResultLine;
 use crate::record::archive as packing;
 use crate::submissions::Submission;
 use crate::submissions::accounts::Submitter;
+use crate::submissions::reference::Reference;
 use crate::submissions::store::now_ms;
 
 /// A result's fields that tell nothing of the private part.
@@ -47,6 +48,16 @@ const PUBLIC_RUN_FILES: &[&str] = &["plan.json", "scan.json"];
 pub fn closed(service: &Service, submission: &Submission) -> bool {
     let id = format!("{}/{}", submission.benchmark, submission.version);
     service.benchmark(&id).is_some_and(|b| b.closed(now_ms()))
+}
+
+/// The reference `id` if its benchmark version has closed: only then are
+/// its records and trace public (before, they would tell the private part).
+pub fn closed_reference(service: &Service, id: &str) -> Option<Reference> {
+    let id = id.parse::<i64>().ok()?;
+    let reference = service.store.reference(id).ok().flatten()?;
+    let version = format!("{}/{}", reference.benchmark, reference.version);
+    let benchmark = service.benchmark(&version)?;
+    benchmark.closed(now_ms()).then_some(reference)
 }
 
 /// Whether `who` may see the private part of `submission`'s results now.
@@ -93,12 +104,28 @@ pub fn archive(service: &Service, submission: &Submission, who: &Submitter) -> R
         return Ok(None);
     }
     let private = sees_private(service, submission, who);
+    let keep = |rel: &Path| private || shown_before_close(&dir, rel);
+    pack(service, &dir, &format!("submission-{}", submission.id), keep).map(Some)
+}
+
+/// A person's reference run as a tar archive, whole (`reference-<id>/`):
+/// shown only once its version closed, when nothing of it is hidden.
+pub fn reference_archive(service: &Service, reference: &Reference) -> Result<Option<Bytes>> {
+    let dir = service
+        .layout
+        .reference((&reference.benchmark, &reference.version), &reference.name);
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    pack(service, &dir, &format!("reference-{}", reference.id), |_| true).map(Some)
+}
+
+/// The folder `dir` packed as `root/`, what `keep` keeps of it.
+fn pack(service: &Service, dir: &Path, root: &str, keep: impl Fn(&Path) -> bool) -> Result<Bytes> {
     let file = tempfile::tempfile_in(service.layout.staging()).context("a file for the archive")?;
     let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
     tar.follow_symlinks(false);
-    let root = format!("submission-{}", submission.id);
-    let keep = |rel: &Path| private || shown_before_close(&dir, rel);
-    let left_out = packing::append_tree(&mut tar, &dir, Path::new(&root), keep)
+    let left_out = packing::append_tree(&mut tar, dir, Path::new(root), keep)
         .with_context(|| format!("packing {}", dir.display()))?;
     if !left_out.is_empty() {
         let note: String = left_out
@@ -113,7 +140,7 @@ pub fn archive(service: &Service, submission: &Submission, who: &Submitter) -> R
     let file = tar.into_inner()?.into_inner().map_err(|e| e.into_error())?;
     // SAFETY: the file is unlinked and this process's alone; nothing changes it.
     let map = unsafe { memmap2::Mmap::map(&file) }.context("mapping the archive")?;
-    Ok(Some(Bytes::from_owner(map)))
+    Ok(Bytes::from_owner(map))
 }
 
 /// What of an episode's folder is shown before the close: what the agent

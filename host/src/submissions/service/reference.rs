@@ -33,30 +33,8 @@ pub struct Request<'a> {
 /// Adds the person's run as a reference of the benchmark version, audited
 /// as `actor`.
 pub async fn add(request: &Request<'_>, actor: &str) -> Result<Reference> {
-    if let Some(why) = names::refused("--name", request.name, 40) {
-        bail!("{why}");
-    }
-    let layout = Layout {
-        dir: request.service.to_path_buf(),
-    };
-    if !layout.database().is_file() || !layout.key().is_file() {
-        bail!(
-            "{}: not a submission service folder (no service.sqlite or service.key): make one with `mlrb submissions init {}`",
-            request.service.display(),
-            request.service.display()
-        );
-    }
-    let benchmarks = load_benchmarks(&layout.benchmarks())?;
-    let Some(benchmark) = benchmarks.get(request.benchmark) else {
-        let published: Vec<&str> = benchmarks.keys().map(String::as_str).collect();
-        bail!(
-            "--benchmark {}: not published in {} (published: {})",
-            request.benchmark,
-            layout.benchmarks().display(),
-            published.join(", ")
-        );
-    };
-    let store = Store::open(&layout.database())?;
+    let (layout, benchmark, store) = opened(request.service, request.benchmark, request.name)?;
+    let benchmark = &benchmark;
     let key = (benchmark.name.as_str(), benchmark.version.as_str());
     if let Some(there) = store.references(key.0, key.1)?.iter().find(|r| r.name == request.name) {
         bail!(
@@ -69,13 +47,68 @@ pub async fn add(request: &Request<'_>, actor: &str) -> Result<Reference> {
     let episodes = std::fs::canonicalize(request.episodes)
         .with_context(|| format!("--episodes {}: no such folder", request.episodes.display()))?;
     only_the_benchmarks(benchmark, &episodes, request.name)?;
+    let plan = plan_of(benchmark, &episodes, request.name);
+    crate::bench::check_plan_people(&plan, &format!("benchmark {}", benchmark.id()))?;
     let dir = layout.reference(key, request.name);
-    let verdict = run_and_check(&layout, benchmark, &episodes, request.name, &dir)
+    let verdict = run_and_check(&layout, benchmark, plan, &episodes, &dir)
         .await
         .inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&dir);
         })?;
     store.add_reference(key, request.name, &verdict, actor)
+}
+
+/// Takes the person `name`'s reference off the benchmark version
+/// `benchmark` (`name/version`), audited as `actor`: its row leaves the
+/// database, so every board and trace, and its folder goes.
+pub fn remove(service: &Path, benchmark: &str, name: &str, actor: &str) -> Result<Reference> {
+    if let Some(why) = names::refused("--remove", name, 40) {
+        bail!("{why}");
+    }
+    let (layout, benchmark, store) = opened(service, benchmark, name)?;
+    let key = (benchmark.name.as_str(), benchmark.version.as_str());
+    let removed = store.remove_reference(key, name, actor)?;
+    let dir = layout.reference(key, name);
+    match std::fs::remove_dir_all(&dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            // The row is gone, so nothing serves the folder; say what is left.
+            bail!(
+                "removed reference {} of {name}, but {} is left ({error}): remove it by hand",
+                removed.id,
+                dir.display()
+            )
+        }
+        _ => Ok(removed),
+    }
+}
+
+/// The service folder, the benchmark version `benchmark` published in it
+/// and its database, for the person `name`; or why not, in one line.
+fn opened(service: &Path, benchmark: &str, name: &str) -> Result<(Layout, Benchmark, Store)> {
+    if let Some(why) = names::refused("--name", name, 40) {
+        bail!("{why}");
+    }
+    let layout = Layout {
+        dir: service.to_path_buf(),
+    };
+    if !layout.database().is_file() || !layout.key().is_file() {
+        bail!(
+            "{}: not a submission service folder (no service.sqlite or service.key): make one with `mlrb submissions init {}`",
+            service.display(),
+            service.display()
+        );
+    }
+    let mut benchmarks = load_benchmarks(&layout.benchmarks())?;
+    let Some(found) = benchmarks.remove(benchmark) else {
+        let published: Vec<&str> = benchmarks.keys().map(String::as_str).collect();
+        bail!(
+            "--benchmark {benchmark}: not published in {} (published: {})",
+            layout.benchmarks().display(),
+            published.join(", ")
+        );
+    };
+    let store = Store::open(&layout.database())?;
+    Ok((layout, found, store))
 }
 
 /// Refuses episodes of `name` in `episodes` of a task or seed the
@@ -118,14 +151,24 @@ fn only_the_benchmarks(benchmark: &Benchmark, episodes: &Path, name: &str) -> Re
     Ok(())
 }
 
-/// The benchmark's plan with the person as its one agent, run here (the
-/// episodes are taken in, nothing runs), then scanned, signed and
-/// verified; refused unless every record verifies.
+/// The benchmark's plan with the person as its one agent, run here.
+fn plan_of(benchmark: &Benchmark, episodes: &Path, name: &str) -> crate::bench::Plan {
+    let mut plan = benchmark.plan.clone();
+    plan.agents = vec![AgentEntry::Human {
+        human: name.into(),
+        episodes: episodes.to_path_buf(),
+    }];
+    plan.on = Some(On::Local);
+    plan
+}
+
+/// `plan` run (the episodes are taken in, nothing runs), then scanned,
+/// signed and verified; refused unless every record verifies.
 async fn run_and_check(
     layout: &Layout,
     benchmark: &Benchmark,
+    plan: crate::bench::Plan,
     episodes: &Path,
-    name: &str,
     dir: &Path,
 ) -> Result<crate::submissions::verdict::Verdict> {
     if dir.exists() {
@@ -133,12 +176,6 @@ async fn run_and_check(
         std::fs::remove_dir_all(dir).with_context(|| format!("{}: cannot clear", dir.display()))?;
     }
     std::fs::create_dir_all(dir.parent().unwrap_or(dir))?;
-    let mut plan = benchmark.plan.clone();
-    plan.agents = vec![AgentEntry::Human {
-        human: name.into(),
-        episodes: episodes.to_path_buf(),
-    }];
-    plan.on = Some(On::Local);
     let cache = crate::paths::cache_dir();
     let outcome = crate::bench::run(Some(plan), dir, &cache, true, false, std::future::pending()).await?;
     if let Some(failed) = outcome.results.iter().find(|r| r.infra_error.is_some()) {
