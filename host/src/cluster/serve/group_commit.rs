@@ -104,7 +104,6 @@ impl Server {
     /// One group: applied, committed, then journalled and answered.
     fn commit(&self, waiting: Vec<Waiting>) {
         let now = now_ms();
-
         let mut recorded = Vec::new();
         let group = self.queue.group(|group| {
             waiting
