@@ -32,6 +32,15 @@ struct Episode {
 
 impl Episode {
     fn open(sandbox: impl FnOnce(&tokio::runtime::Runtime) -> Option<Box<dyn Sandbox>>) -> Option<Self> {
+        Self::open_for(sandbox, Duration::from_secs(600))
+    }
+
+    /// [`Episode::open`] with the sandbox's `lifetime` (in the launcher's
+    /// command line: a test can tell its launcher from others' by it).
+    fn open_for(
+        sandbox: impl FnOnce(&tokio::runtime::Runtime) -> Option<Box<dyn Sandbox>>,
+        lifetime: Duration,
+    ) -> Option<Self> {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let sandbox = sandbox(&runtime)?;
         let workspace = tempfile::tempdir().unwrap();
@@ -42,7 +51,7 @@ impl Episode {
             network: mlrb::sandbox::Reach::Nothing,
             limits: CommandLimits::new(&mlrb::limits::Limits::default(), Duration::from_secs(60)),
             gpus: vec![],
-            lifetime: Duration::from_secs(600),
+            lifetime,
         };
         let episode = runtime.block_on(sandbox.open_episode(setup)).unwrap();
         Some(Self {
@@ -59,15 +68,22 @@ impl Episode {
     /// None (the test says it is skipped) only where no Docker engine is
     /// reachable outside CI.
     fn docker() -> Option<Self> {
+        Self::docker_for(Duration::from_secs(600))
+    }
+
+    fn docker_for(lifetime: Duration) -> Option<Self> {
         if !common::docker_ready() {
             return None;
         }
-        Self::open(|runtime| {
-            let sandbox = runtime
-                .block_on(DockerSandbox::connect(&ImageRecipe::standard(false).tag()))
-                .unwrap();
-            Some(Box::new(sandbox))
-        })
+        Self::open_for(
+            |runtime| {
+                let sandbox = runtime
+                    .block_on(DockerSandbox::connect(&ImageRecipe::standard(false).tag()))
+                    .unwrap();
+                Some(Box::new(sandbox))
+            },
+            lifetime,
+        )
     }
 
     fn exec(&self, argv: &[&str], env: &[(&str, &str)], timeout: Duration) -> Outcome {
@@ -350,4 +366,38 @@ fn the_launcher_starts_when_the_episode_opens_in_bubblewrap() {
     );
     episode.close();
     assert!(launchers_below_us().is_empty(), "closed: no launcher left");
+}
+
+/// The launchers on this host whose command line carries `lifetime`
+/// seconds (a container's are not this process's children).
+fn launchers_living(lifetime: u64) -> Vec<u32> {
+    let lifetime = lifetime.to_string();
+    let is_ours = |args: &[&[u8]]| {
+        args.len() > 7 && args[..4] == [&b"python3"[..], b"-I", b"-S", b"-c"] && args[7] == lifetime.as_bytes()
+    };
+    common::processes_under(1, 64, is_ours)
+}
+
+/// In Docker too, the launcher starts when the episode's container does,
+/// and the first script runs through it.
+#[test]
+fn the_launcher_starts_when_the_episode_opens_in_docker() {
+    // A lifetime no other test gives, to tell this episode's launcher.
+    let lifetime = 4_321;
+    let Some(episode) = Episode::docker_for(Duration::from_secs(lifetime)) else {
+        return;
+    };
+    let waited = std::time::Instant::now();
+    let started = loop {
+        let found = launchers_living(lifetime);
+        if !found.is_empty() || waited.elapsed() > Duration::from_secs(30) {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(started.len(), 1, "one launcher before any script: {started:?}");
+    episode.launcher_pid();
+    assert_eq!(launchers_living(lifetime), started, "the first script used it");
+    episode.close();
+    assert!(launchers_living(lifetime).is_empty(), "closed: no launcher left");
 }

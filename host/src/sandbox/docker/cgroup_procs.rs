@@ -7,6 +7,7 @@ use super::container::Container;
 
 /// The container's `cgroup.procs` as this host sees it, and the processes
 /// it held before any script (its init and main command).
+#[derive(Clone)]
 pub struct CgroupProcs {
     path: PathBuf,
     at_start: Vec<i32>,

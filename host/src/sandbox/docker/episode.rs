@@ -40,7 +40,7 @@ pub struct DockerWarm {
 
 impl DockerEpisode {
     /// Starts `container`, made for `setup` with `launch_dir` mounted;
-    /// an episode's (`warm`) gets a launcher at its first script where this
+    /// an episode's (`warm`) starts a launcher in the background where this
     /// host can watch its processes.
     pub(super) async fn start(
         container: Container,
@@ -71,6 +71,8 @@ impl DockerEpisode {
         // Only a host that sees the container's processes can vouch that a
         // script left nothing, and so keep a launcher between scripts.
         episode.warm = Warm::new(warm && episode.procs.is_some());
+        // Started now, in the background: the first script finds it ready.
+        episode.warm.prestart(episode.launcher_start());
         Ok(episode)
     }
 

@@ -12,7 +12,7 @@ use crate::sandbox::{EpisodeSandbox, Exec, Outcome};
 #[async_trait::async_trait]
 impl EpisodeSandbox for DockerEpisode {
     async fn exec(&self, exec: Exec) -> Result<Outcome> {
-        let start = || self.start_launcher();
+        let start = || self.launcher_start();
         let run = async |warm: &DockerWarm| self.run_launched(warm, &exec).await;
         if let Some(outcome) = self.warm.run(start, run).await? {
             return Ok(outcome);
