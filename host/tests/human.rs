@@ -11,6 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::human::PROMPT;
 use common::pty::Pty;
 use serde_json::Value;
 
@@ -34,9 +35,6 @@ fn commands(events: &[Value]) -> Vec<&Value> {
         .filter(|e| e["interface"] == "shell" && e["function"] == "command")
         .collect()
 }
-
-/// The prompt shows the time left and the folder, ending `$ `.
-const PROMPT: &str = "/workspace$ ";
 
 #[test]
 fn a_person_edits_runs_validates_and_submits_and_is_scored_like_an_agent() {
@@ -186,14 +184,7 @@ fn a_persons_score_is_an_agents_that_makes_the_same_edit() {
     let out = tempfile::tempdir().unwrap();
     let mut pty = human("digits", out.path(), &["--seed", "3"]);
     pty.expect(PROMPT);
-    pty.type_line("sed -i 's/max_depth=8/max_depth=12/' train.py && python3 train.py");
-    pty.expect("wrote submission.csv with 450 rows");
-    pty.expect(PROMPT);
-    pty.type_line("task validate");
-    pty.expect(PROMPT);
-    pty.type_line("task submit");
-    pty.expect("scoring the final workspace");
-    assert!(pty.wait().success(), "{}", pty.screen());
+    common::human::deeper_tree_and_submit(&mut pty);
     let person = out.path().join("t/digits/human-ada/3");
 
     // An agent that writes the same train.py and runs it, on the same task and seed.

@@ -15,6 +15,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::human::PROMPT;
 use common::pty::Pty;
 use common::service;
 use serde_json::Value;
@@ -23,18 +24,9 @@ use serde_json::Value;
 /// trained, validated, submitted. Returns the run folder.
 fn record(out: &Path, seed: &str) -> PathBuf {
     let mut pty = session(out, "t", seed, &[]);
-    pty.type_line("sed -i 's/max_depth=8/max_depth=12/' train.py && python3 train.py");
-    pty.expect("wrote submission.csv");
-    pty.expect(PROMPT);
-    pty.type_line("task validate");
-    pty.expect(PROMPT);
-    pty.type_line("task submit");
-    pty.expect("scoring the final workspace");
-    assert!(pty.wait().success(), "{}", pty.screen());
+    common::human::deeper_tree_and_submit(&mut pty);
     out.join("t")
 }
-
-const PROMPT: &str = "/workspace$ ";
 
 /// `mlrb human` for ada on digits under `out/run` with `seed` and `extra`
 /// options, at its first prompt.
@@ -478,13 +470,7 @@ fn a_references_trace_is_public_once_closed_and_an_organiser_can_remove_it() {
     let (status, index) = get(&served, "/view/reference/1/");
     let index = String::from_utf8_lossy(&index).into_owned();
     assert_eq!(status, 200, "{index}");
-    let link = index
-        .split("href=\"")
-        .skip(1)
-        .filter_map(|s| s.split('"').next())
-        .find(|l| l.starts_with("/view/reference/1/e/"))
-        .unwrap_or_else(|| panic!("no episode link: {index}"))
-        .to_string();
+    let link = service::link_in(&index, |l| l.starts_with("/view/reference/1/e/"));
     let (status, page) = get(&served, &link);
     let page = String::from_utf8_lossy(&page);
     assert_eq!(status, 200, "{page}");
@@ -514,18 +500,7 @@ fn a_references_trace_is_public_once_closed_and_an_organiser_can_remove_it() {
     for file in ["events.jsonl", "transcript.txt", "score.json"] {
         assert!(episode.join(file).is_file(), "{file} in {}", episode.display());
     }
-    let verified = common::mlrb()
-        .arg("verify")
-        .arg(unpacked.join("reference-1"))
-        .arg("--key")
-        .arg(service.join("service.key.pub"))
-        .output()
-        .unwrap();
-    assert!(
-        verified.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verified.stdout)
-    );
+    service::assert_verifies(&unpacked.join("reference-1"), &service);
 
     // Removed while served: off every board, trace and archive, and audited.
     let remove = |name: &str| {

@@ -340,8 +340,12 @@ fn no_descriptor_of_the_host_reaches_a_script_in_bubblewrap() {
 
 /// The launchers (python3 -I -S -c ...) below this test's process.
 fn launchers_below_us() -> Vec<u32> {
-    let is_launcher = |args: &[&[u8]]| args.len() > 4 && args[..4] == [&b"python3"[..], b"-I", b"-S", b"-c"];
     common::processes_under(std::process::id(), 8, is_launcher)
+}
+
+/// Whether a command line is a launcher's (`python3 -I -S -c SOURCE ...`).
+fn is_launcher(args: &[&[u8]]) -> bool {
+    args.len() > 4 && args[..4] == [&b"python3"[..], b"-I", b"-S", b"-c"]
 }
 
 /// An episode's launcher starts when the episode opens, not at its first
@@ -372,9 +376,7 @@ fn the_launcher_starts_when_the_episode_opens_in_bubblewrap() {
 /// seconds (a container's are not this process's children).
 fn launchers_living(lifetime: u64) -> Vec<u32> {
     let lifetime = lifetime.to_string();
-    let is_ours = |args: &[&[u8]]| {
-        args.len() > 7 && args[..4] == [&b"python3"[..], b"-I", b"-S", b"-c"] && args[7] == lifetime.as_bytes()
-    };
+    let is_ours = |args: &[&[u8]]| is_launcher(args) && args.get(7) == Some(&lifetime.as_bytes());
     common::processes_under(1, 64, is_ours)
 }
 

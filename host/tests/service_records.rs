@@ -187,33 +187,9 @@ fn a_hostile_workspace_packs_unpacks_inside_its_folder_and_verifies() {
         left_out.contains("a FIFO") && left_out.contains("a socket"),
         "{left_out}"
     );
-    let verified = common::mlrb()
-        .arg("verify")
-        .arg(unpacked.join(format!("submission-{id}")))
-        .arg("--key")
-        .arg(service.join("service.key.pub"))
-        .output()
-        .unwrap();
-    assert!(
-        verified.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&verified.stdout),
-        String::from_utf8_lossy(&verified.stderr)
-    );
+    service::assert_verifies(&unpacked.join(format!("submission-{id}")), &service);
     // `mlrb verify` takes the archive itself, unpacked where nothing leaves.
-    let verified = common::mlrb()
-        .arg("verify")
-        .arg(&archive)
-        .arg("--key")
-        .arg(service.join("service.key.pub"))
-        .output()
-        .unwrap();
-    assert!(
-        verified.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&verified.stdout),
-        String::from_utf8_lossy(&verified.stderr)
-    );
+    service::assert_verifies(&archive, &service);
     pages_carry_their_policy(&url, id);
 }
 
@@ -223,13 +199,7 @@ fn pages_carry_their_policy(url: &str, id: i64) {
     let (_, viewer, _) = exchange(url, "GET", &format!("/view/{id}/"), &[], b"");
     let (_, _, index) = exchange(url, "GET", &format!("/view/{id}/"), &[], b"");
     let index = String::from_utf8_lossy(&index).into_owned();
-    let episode = index
-        .split("href=\"")
-        .skip(1)
-        .filter_map(|s| s.split('"').next())
-        .find(|h| h.contains("/e/"))
-        .unwrap_or_else(|| panic!("no episode link: {index}"))
-        .to_string();
+    let episode = service::link_in(&index, |h| h.contains("/e/"));
     let mut pages = vec![
         "/".to_string(),
         "/leaderboard/cpu-mini/1".into(),

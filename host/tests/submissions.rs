@@ -323,18 +323,7 @@ fn strangers_submit_and_see_only_their_own_public_results_until_the_close() {
     tar::Archive::new(std::fs::File::open(&out).unwrap())
         .unpack(&unpacked)
         .unwrap();
-    let verified = common::mlrb()
-        .arg("verify")
-        .arg(unpacked.join(format!("submission-{alices}")))
-        .arg("--key")
-        .arg(service.join("service.key.pub"))
-        .output()
-        .unwrap();
-    assert!(
-        verified.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verified.stdout)
-    );
+    common::service::assert_verifies(&unpacked.join(format!("submission-{alices}")), &service);
     served.stop();
 }
 

@@ -74,13 +74,13 @@ pub fn list(submissions: &Value) -> String {
 /// result on the part the submitter may see.
 pub fn status(answer: &Value) -> String {
     let mut out = vec![line(&answer["submission"])];
-    if let Some(verdict) = answer["verdict"].as_object() {
-        let verdict = Value::Object(verdict.clone());
+    let verdict = &answer["verdict"];
+    if verdict.is_object() {
         out.push(columns::wrap(&format!(
             "records: verification {}; {} flag(s) for review, {} for information",
-            text(&verdict, "verify"),
-            text(&verdict, "review_flags"),
-            text(&verdict, "info_flags"),
+            text(verdict, "verify"),
+            text(verdict, "review_flags"),
+            text(verdict, "info_flags"),
         )));
     }
     let results = answer["results"].as_array().map(Vec::as_slice).unwrap_or_default();

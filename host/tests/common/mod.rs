@@ -12,6 +12,7 @@ pub mod chromium;
 pub mod cluster;
 pub mod floods;
 pub mod gpu;
+pub mod human;
 pub mod llm_server;
 pub mod pty;
 pub mod service;

@@ -159,3 +159,31 @@ pub fn exchange(url: &str, method: &str, path: &str, headers: &[(&str, &str)], b
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, head, body)
 }
+
+/// Fails unless `mlrb verify PATH --key` with the service's public key
+/// passes (a run folder, or a records archive as downloaded).
+pub fn assert_verifies(path: &Path, service: &Path) {
+    let verified = super::mlrb()
+        .arg("verify")
+        .arg(path)
+        .arg("--key")
+        .arg(service.join("service.key.pub"))
+        .output()
+        .unwrap();
+    assert!(
+        verified.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verified.stdout),
+        String::from_utf8_lossy(&verified.stderr)
+    );
+}
+
+/// The first link of an HTML page that `wanted` accepts.
+pub fn link_in(page: &str, wanted: impl Fn(&str) -> bool) -> String {
+    page.split("href=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .find(|l| wanted(l))
+        .unwrap_or_else(|| panic!("no such link: {page}"))
+        .to_string()
+}
