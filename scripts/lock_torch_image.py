@@ -7,7 +7,11 @@ platform (CPython 3.11 on x86_64 Linux, wheels only) and written as
 `mlrb image build --with-torch` installs exactly these bytes
 (`pip install --require-hashes --no-deps`) or fails.
 
-Usage: scripts/lock_torch_image.py   (downloads every wheel once, about 3 GiB)
+Every package already in requirements.lock keeps its version (a constraint),
+so adding a package to requirements.in adds it and what it needs, and moves
+nothing else; `--upgrade` re-resolves everything to the newest.
+
+Usage: scripts/lock_torch_image.py [--upgrade]   (downloads every wheel once, about 3 GiB)
 """
 import hashlib
 import pathlib
@@ -28,14 +32,26 @@ def wheel_name(path):
     return re.sub(r"[-_.]+", "-", name).lower(), version
 
 
+def constraints(folder):
+    """pip's -c arguments pinning every package of the current lock."""
+    lock = HERE / "requirements.lock"
+    if "--upgrade" in sys.argv[1:] or not lock.is_file():
+        return []
+    pins = [line.split()[0] for line in lock.read_text().splitlines() if line and not line.startswith("#")]
+    path = folder.parent / (folder.name + "-constraints.txt")
+    path.write_text("\n".join(pins) + "\n")
+    return ["-c", str(path)]
+
+
 def main():
     # An empty folder: every wheel in it is one pip chose, and is locked.
     scratch = tempfile.TemporaryDirectory(prefix="mlrb-lock-")
-    folder = pathlib.Path(scratch.name)
+    folder = pathlib.Path(scratch.name) / "wheels"
+    folder.mkdir()
     platform_args = [a for p in PLATFORMS for a in ("--platform", p)]
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
                     "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
-                    *platform_args, "-r", str(HERE / "requirements.in"), "-d", str(folder)],
+                    *platform_args, "-r", str(HERE / "requirements.in"), *constraints(folder), "-d", str(folder)],
                    check=True)
     lines = []
     for wheel in sorted(folder.glob("*.whl")):

@@ -177,6 +177,73 @@ def amp_parkinsons(out, rng):
 
 
 # ---------------------------------------------------------------------------
+# feedback: Kaggle's feedback-prize-english-language-learning
+
+FEEDBACK = ["cohesion", "syntax", "vocabulary", "phraseology", "grammar", "conventions"]
+WORDS = ["the", "student", "think", "school", "because", "important", "people", "learn", "time", "should",
+         "online", "class", "teacher", "help", "work", "when", "good", "idea", "many", "about"]
+
+
+def essay(rng):
+    sentences = []
+    for _ in range(rng.randint(2, 5)):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(5, 14))]
+        sentences.append(" ".join(words).capitalize() + ".")
+    return " ".join(sentences)
+
+
+def feedback(out, rng):
+    # text_id as Kaggle's: twelve upper-case hex digits; scores 1.0-5.0 in halves.
+    rows = [[f"{rng.getrandbits(48):012X}", essay(rng)] + [rng.randint(2, 10) / 2 for _ in FEEDBACK]
+            for _ in range(60)]
+    write_csv(os.path.join(out, "train.csv"), ["text_id", "full_text"] + FEEDBACK, rows)
+    test = [[f"{rng.getrandbits(48):012X}", essay(rng)] for _ in range(3)]
+    write_csv(os.path.join(out, "test.csv"), ["text_id", "full_text"], test)
+    write_csv(os.path.join(out, "sample_submission.csv"), ["text_id"] + FEEDBACK,
+              [[r[0]] + [3.0] * len(FEEDBACK) for r in test])
+
+
+# ---------------------------------------------------------------------------
+# identify-contrails: Kaggle's google-research-identify-contrails-reduce-global-warming
+
+# The bands the folder's code reads (the competition has band_08 to band_16,
+# each 256 x 256 pixels by 8 times; the stand-in writes these three).
+CONTRAIL_BANDS = ("11", "14", "15")
+
+
+def contrail_record(folder, gen, labelled):
+    import numpy as np
+
+    os.makedirs(folder, exist_ok=True)
+    for band in CONTRAIL_BANDS:
+        values = gen.normal(270.0, 12.0, (256, 256, 8)).astype(np.float32)
+        np.save(os.path.join(folder, f"band_{band}.npy"), values)
+    if labelled:
+        mask = np.zeros((256, 256, 1), dtype=np.int32)
+        row, col = gen.integers(0, 200, 2)
+        mask[row:row + gen.integers(4, 40), col:col + gen.integers(2, 8), 0] = 1
+        np.save(os.path.join(folder, "human_pixel_masks.npy"), mask)
+
+
+def identify_contrails(out, rng):
+    import json
+
+    import numpy as np
+
+    gen = np.random.default_rng(rng.randrange(2**32))
+    # record_id as Kaggle's: a nineteen-digit integer (within int64, as pandas reads it).
+    ids = {part: [str(rng.randrange(10**18, 9 * 10**18)) for _ in range(n)]
+           for part, n in (("train", 6), ("validation", 2), ("test", 1))}
+    for part, records in ids.items():
+        for record in records:
+            contrail_record(os.path.join(out, part, record), gen, part != "test")
+        with open(os.path.join(out, f"{part}_metadata.json"), "w") as f:
+            json.dump([{"record_id": r, "timestamp": 1.68e9} for r in records], f)
+    write_csv(os.path.join(out, "sample_submission.csv"), ["record_id", "encoded_pixels"],
+              [[r, "-"] for r in ids["test"]])
+
+
+# ---------------------------------------------------------------------------
 # cifar10: torchvision's CIFAR-10 python batches
 
 CIFAR_LABELS = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -229,6 +296,8 @@ KAGGLE = {
     "home-data-for-ml-course": house_price,
     "spaceship-titanic": spaceship_titanic,
     "amp-parkinsons-disease-progression-prediction": amp_parkinsons,
+    "feedback-prize-english-language-learning": feedback,
+    "google-research-identify-contrails-reduce-global-warming": identify_contrails,
 }
 # Folder -> writer of what its prepare.py finds already downloaded.
 BEFORE_PREPARE = {"cifar10": cifar10}
@@ -244,24 +313,32 @@ def stand_in_run(rng):
         # Only prepare.py's own calls: libraries it imports run theirs (`uname -p`).
         if os.path.abspath(sys._getframe(1).f_code.co_filename) != prepare:
             return real_run(argv, *args, cwd=cwd, **kwargs)
-        argv = [str(a) for a in (argv if isinstance(argv, (list, tuple)) else [argv])]
+        words = argv.split() if isinstance(argv, str) else [str(a) for a in argv]
         where = cwd or "."
-        if argv[:3] == ["kaggle", "competitions", "download"] and "-c" in argv:
-            name = argv[argv.index("-c") + 1]
+        if words[:3] == ["kaggle", "competitions", "download"] and "-c" in words:
+            name = words[words.index("-c") + 1]
             if name not in KAGGLE:
                 sys.exit(f"mlrb stand-in: no stand-in for the Kaggle competition {name}")
             KAGGLE[name](where, rng)
             print(f"mlrb stand-in: wrote the synthetic files of {name} into {where}")
-        elif argv[:1] == ["unzip"]:
+        elif words[:1] == ["unzip"]:
             pass  # the stand-in is written unpacked
-        elif argv[:1] in (["rm"], ["mv"], ["cp"]):
+        elif words[:1] in (["rm"], ["mv"], ["cp"]):
             # The folder's own moves of its files (an archive gone is no fault).
             return real_run(argv, *args, cwd=cwd, **kwargs)
         else:
             sys.exit(f"mlrb stand-in: prepare.py runs {argv!r}, which the smoke profile does not stand in")
-        return subprocess.CompletedProcess(argv, 0)
+        return subprocess.CompletedProcess(words, 0)
 
     return run
+
+
+# Folder -> where its prepare.py downloads, relative to scripts/, when that
+# is not its own env/: feedback's names the competition's folder in
+# MLAgentBench's checkout (benchmarks/<competition>/env), which the folder
+# was renamed from. The stand-in makes that path the folder's env/ while
+# prepare.py runs, as the checkout it was written in did.
+DOWNLOAD_DIR = {"feedback": "benchmarks/feedback-prize-english-language-learning/env"}
 
 
 def prepare(folder):
@@ -271,7 +348,16 @@ def prepare(folder):
     builtins.input = lambda prompt="": print(prompt) or ""
     subprocess.run = stand_in_run(rng)
     sys.argv = ["prepare.py"]
-    runpy.run_path("prepare.py", run_name="__main__")
+    link = DOWNLOAD_DIR.get(folder)
+    if link:
+        os.makedirs(os.path.dirname(link))
+        os.symlink(os.path.relpath("../env", os.path.dirname(link)), link)
+    try:
+        runpy.run_path("prepare.py", run_name="__main__")
+    finally:
+        if link:
+            os.remove(link)
+            os.removedirs(os.path.dirname(link))
 
 
 # ---------------------------------------------------------------------------
