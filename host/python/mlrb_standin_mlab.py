@@ -233,7 +233,7 @@ def identify_contrails(out, rng):
     gen = np.random.default_rng(rng.randrange(2**32))
     # record_id as Kaggle's: a nineteen-digit integer (within int64, as pandas reads it).
     ids = {part: [str(rng.randrange(10**18, 9 * 10**18)) for _ in range(n)]
-           for part, n in (("train", 6), ("validation", 2), ("test", 1))}
+           for part, n in (("train", 4), ("validation", 2), ("test", 1))}
     for part, records in ids.items():
         for record in records:
             contrail_record(os.path.join(out, part, record), gen, part != "test")
@@ -313,7 +313,9 @@ def stand_in_run(rng):
         # Only prepare.py's own calls: libraries it imports run theirs (`uname -p`).
         if os.path.abspath(sys._getframe(1).f_code.co_filename) != prepare:
             return real_run(argv, *args, cwd=cwd, **kwargs)
-        words = argv.split() if isinstance(argv, str) else [str(a) for a in argv]
+        # With shell=True the command is one string (alone or first in a list).
+        command = argv if isinstance(argv, str) else argv[0] if kwargs.get("shell") else None
+        words = str(command).split() if command is not None else [str(a) for a in argv]
         where = cwd or "."
         if words[:3] == ["kaggle", "competitions", "download"] and "-c" in words:
             name = words[words.index("-c") + 1]
