@@ -26,7 +26,6 @@ const COVERED: &[(&str, usize, bool)] = &[
     ("imdb", 2, true),
     ("spaceship-titanic", 3, true),
     ("feedback", 3, true),
-    ("identify-contrails", 3, true),
 ];
 
 fn upstream(name: &str, dir: &Path) -> PathBuf {
@@ -200,4 +199,24 @@ fn a_changed_upstream_folder_has_no_stand_in_and_fails_the_smoke_profile() {
         "{:#}",
         reports[0]
     );
+}
+
+#[test]
+fn a_folder_the_smoke_profile_cannot_run_says_why_before_anything_starts() {
+    if !common::docker_ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = upstream("identify-contrails", tmp.path());
+    let (passed, reports) = smoke(&[folder]);
+    assert!(!passed);
+    let failed = findings(&reports[0], "stand-in", "fail");
+    assert!(
+        failed
+            .iter()
+            .any(|d| d.contains("np.int64(1)") && d.contains("list_to_string")),
+        "{:#}",
+        reports[0]
+    );
+    assert!(reports[0]["starter"].is_null(), "nothing ran: {:#}", reports[0]);
 }

@@ -24,10 +24,11 @@ pub fn no_stand_in(task: &Task) -> Option<String> {
     }
     match mlagentbench::known(&task.root) {
         Some(known) if known.smoke.is_some() => None,
-        Some(_) => Some(format!(
-            "the smoke profile has no stand-in data for the upstream MLAgentBench folder `{}`: it runs with \
-             its real data only (`mlrb tasks check --suite mlagentbench` says what it needs)",
-            task.spec.name
+        Some(known) => Some(format!(
+            "the smoke profile does not run the upstream MLAgentBench folder `{}`: {}; it runs with its real \
+             data only (`mlrb tasks check --suite mlagentbench` says what it needs)",
+            task.spec.name,
+            known.no_smoke.as_deref().unwrap_or("mlrb has no stand-in data for it")
         )),
         None => Some(format!(
             "`{}` is not an unchanged upstream MLAgentBench folder, so the smoke profile has no stand-in for \
