@@ -178,6 +178,16 @@ fn upstream_folders_pass_the_smoke_profile_and_score_as_their_own_eval_py() {
     }
 }
 
+/// `folder` in the smoke profile, refused before anything is prepared or
+/// run: the stand-in's failed finding that `says` accepts.
+fn refused_before_anything(folder: PathBuf, says: impl Fn(&str) -> bool) {
+    let (passed, reports) = smoke(&[folder]);
+    assert!(!passed);
+    let failed = findings(&reports[0], "stand-in", "fail");
+    assert!(failed.iter().any(|d| says(d)), "{:#}", reports[0]);
+    assert!(reports[0]["starter"].is_null(), "nothing ran: {:#}", reports[0]);
+}
+
 #[test]
 fn a_changed_upstream_folder_has_no_stand_in_and_fails_the_smoke_profile() {
     if !common::docker_ready() {
@@ -188,17 +198,7 @@ fn a_changed_upstream_folder_has_no_stand_in_and_fails_the_smoke_profile() {
     let eval = folder.join("scripts/eval.py");
     let text = std::fs::read_to_string(&eval).unwrap().replace("abs(", "-abs(");
     std::fs::write(&eval, text).unwrap();
-    // Refused before anything is prepared or run.
-    let (passed, reports) = smoke(&[folder]);
-    assert!(!passed);
-    let failed = findings(&reports[0], "stand-in", "fail");
-    assert!(
-        failed
-            .iter()
-            .any(|d| d.contains("not an unchanged upstream MLAgentBench folder")),
-        "{:#}",
-        reports[0]
-    );
+    refused_before_anything(folder, |d| d.contains("not an unchanged upstream MLAgentBench folder"));
 }
 
 #[test]
@@ -208,15 +208,5 @@ fn a_folder_the_smoke_profile_cannot_run_says_why_before_anything_starts() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let folder = upstream("identify-contrails", tmp.path());
-    let (passed, reports) = smoke(&[folder]);
-    assert!(!passed);
-    let failed = findings(&reports[0], "stand-in", "fail");
-    assert!(
-        failed
-            .iter()
-            .any(|d| d.contains("np.int64(1)") && d.contains("list_to_string")),
-        "{:#}",
-        reports[0]
-    );
-    assert!(reports[0]["starter"].is_null(), "nothing ran: {:#}", reports[0]);
+    refused_before_anything(folder, |d| d.contains("np.int64(1)") && d.contains("list_to_string"));
 }
