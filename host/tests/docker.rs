@@ -222,13 +222,16 @@ fn no_container_is_left_after_ctrl_c_or_after_gc_of_a_killed_host() {
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("the killed host's container stopped {:?} after it", killed.elapsed());
-    assert!(
-        !containers_for(&out).is_empty(),
-        "the stopped container is kept for `mlrb gc` to remove"
-    );
+    // The stopped container is kept for `mlrb gc`, unless a Docker sandbox
+    // another test opened meanwhile swept it first, as every new one sweeps
+    // what dead hosts left: either way nothing may be left after gc.
+    let kept = !containers_for(&out).is_empty();
     let gc = common::mlrb().arg("gc").output().unwrap();
     assert!(gc.status.success(), "{}", String::from_utf8_lossy(&gc.stderr));
-    assert!(String::from_utf8_lossy(&gc.stdout).contains("removed"));
+    match kept {
+        true => assert!(String::from_utf8_lossy(&gc.stdout).contains("removed")),
+        false => eprintln!("another host's sweep removed the stopped container before gc"),
+    }
     assert!(
         containers_for(&out).is_empty(),
         "left after gc: {:?}",
