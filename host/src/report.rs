@@ -16,8 +16,18 @@ fn new_table() -> Table {
     table
 }
 
-/// The table `mlrb run` and `mlrb eval` print for one episode.
-pub fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
+/// What `mlrb run`, `fork`, `human` and `eval` print of one episode: its
+/// table, after the smoke profile's banner where it ran in that profile.
+pub fn episode_text(record: &EpisodeRecord, score: &ScoreRecord) -> String {
+    let table = episode_table(record, score);
+    match record.smoke || score.smoke {
+        true => format!("{}\n{table}", crate::task::smoke::BANNER),
+        false => table.to_string(),
+    }
+}
+
+/// The table of one episode.
+fn episode_table(record: &EpisodeRecord, score: &ScoreRecord) -> Table {
     let mut table = new_table();
     let end = record.end.as_ref();
     let agent = std::path::Path::new(&record.agent.path)
@@ -323,7 +333,11 @@ pub fn selftest_table(reports: &[Report]) -> Table {
 /// epochs, the aggregates across tasks and AUP.
 pub fn summary_tables(summary: &crate::bench::summary::Summary, wide: bool) -> String {
     use crate::bench::{across, epochs};
-    let mut text = headline_text(summary);
+    let mut text = match summary.smoke {
+        true => format!("{}\n", crate::task::smoke::BANNER),
+        false => String::new(),
+    };
+    text.push_str(&headline_text(summary));
     if !wide {
         text.push_str(&format!(
             "\nPer task and agent (↑ higher is better, ↓ lower):\n{}\nPer agent across tasks (clustered by task):\n{}\n",
@@ -420,7 +434,11 @@ fn wide_table(text: crate::bench::text_table::TextTable) -> Table {
 /// then the table (every column with `wide`), the pairs left out, and the
 /// sides and the measure.
 pub fn comparison_text(c: &crate::bench::compare::Comparison, wide: bool) -> String {
-    let mut text = format!("{}\n", verdict_line(c));
+    let mut text = match c.smoke {
+        true => format!("{}\n", crate::task::smoke::BANNER),
+        false => String::new(),
+    };
+    text.push_str(&format!("{}\n", verdict_line(c)));
     text.push_str(&crate::bench::headline::of_comparison(c).lines().join("\n"));
     let table = match wide {
         true => wide_table(c.table(true)),

@@ -157,6 +157,9 @@ pub struct Comparison {
     /// Why the pairs the verdict rests on cannot tell a difference, if they cannot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cannot_tell: Option<CannotTell>,
+    /// Set when both sides ran in the smoke profile: the difference measures nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub smoke: bool,
 }
 
 type Key = (String, u64);
@@ -204,6 +207,7 @@ pub fn compare(
     bootstrap: &Bootstrap,
 ) -> Result<Comparison> {
     check_same_tasks(a, b)?;
+    let smoke = same_profile((a, b), (&sides.0, &sides.1))?;
     let measure = measure.unwrap_or_else(|| Measure::auto(&[a, b].concat()));
     let (ka, kb) = (keyed(a), keyed(b));
     let keys: BTreeSet<&Key> = ka.keys().chain(kb.keys()).collect();
@@ -252,7 +256,26 @@ pub fn compare(
         unpaired,
         verdict: verdict(judged.as_ref(), margin),
         cannot_tell: judged.and_then(|p| p.cannot_tell),
+        smoke,
     })
+}
+
+/// Whether both sides ran in the smoke profile; refused where only one
+/// did: a smoke score measures nothing, so it is no side of a comparison
+/// with a real one.
+fn same_profile((a, b): (&[&ResultLine], &[&ResultLine]), (sa, sb): (&Side, &Side)) -> Result<bool> {
+    let profile = |results: &[&ResultLine], side: &Side| super::results::smoke_of(results.iter().copied(), &side.run);
+    match (profile(a, sa)?, profile(b, sb)?) {
+        (x, y) if x == y => Ok(x),
+        (x, _) => {
+            let (smoke, real) = if x { (sa, sb) } else { (sb, sa) };
+            bail!(
+                "{} ran in the smoke profile (stand-in data) and {} on real data: a smoke score measures nothing, so they are not compared",
+                smoke.run,
+                real.run
+            )
+        }
+    }
 }
 
 fn task_comparison(task: &str, metric: Option<String>, pairs: &[(f64, f64)], bootstrap: &Bootstrap) -> TaskComparison {

@@ -32,6 +32,13 @@ pub fn render(title: &str, summary: &Summary, results: &[ResultLine]) -> String 
             .collect::<std::collections::BTreeSet<_>>()
             .len()
     );
+    if summary.smoke {
+        let _ = writeln!(
+            page,
+            "<p class=\"smoke\" role=\"alert\"><b>{}</b></p>",
+            esc(crate::task::smoke::BANNER)
+        );
+    }
     page.push_str(&headline_html(summary));
     page.push_str(&summary_html(summary));
     page.push_str(&statistics_html(summary));
@@ -266,7 +273,7 @@ pub fn connection_table(connections: &[crate::network::Connection]) -> String {
     table
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}h1,h2,h3,p,li{overflow-wrap:anywhere}.wide{overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}tr.stale td{text-decoration:line-through;color:#999}svg{display:block;margin:1em 0;font-size:12px}.axis{stroke:#888}.label{fill:#444}";
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}h1,h2,h3,p,li{overflow-wrap:anywhere}.wide{overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}td:first-child,th:first-child,td:nth-child(2){text-align:left}th{background:#f3f3f3}tr.stale td{text-decoration:line-through;color:#999}svg{display:block;margin:1em 0;font-size:12px}.axis{stroke:#888}.label{fill:#444}.smoke{background:#fff3cd;border:2px solid #b8860b;padding:.6em}";
 
 const WIDTH: f64 = 640.0;
 const LEFT: f64 = 140.0;

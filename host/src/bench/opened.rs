@@ -35,13 +35,8 @@ impl Bench {
     /// Resolves the plan's tasks and agents and opens its sandbox and
     /// model source, refusing at once what cannot run here.
     pub(super) async fn open(plan: Plan, dir: &Path, cache_dir: &Path) -> Result<Self> {
-        let tasks: Vec<Configured> = plan
-            .tasks
-            .iter()
-            .map(|t| Configured::new(task::resolve(t)?, &plan.limits))
-            .collect::<Result<_>>()?;
+        let (tasks, runner) = configured(&plan, cache_dir).await?;
         let plain: Vec<Task> = tasks.iter().map(|c| c.task.clone()).collect();
-        let runner = plan.host.runner(cache_dir, &plain).await?;
         let gpu_count = runner.gpu_count();
         // Refused here, before any episode starts, rather than once per episode.
         for task in &plain {
@@ -128,6 +123,7 @@ impl Bench {
                 let from = super::humans::recorded(episodes, name, task, cell.seed);
                 super::humans::copy_in(&from, &episode_dir)?;
             }
+            same_profile(&episode_dir, self.plan.smoke)?;
             if let Some(result) = self.adopt(cell, &episode_dir) {
                 let done = Entry::Done {
                     id: cell.id.clone(),
@@ -312,7 +308,8 @@ impl Bench {
         }
         let task = &self.tasks[cell.task].task.spec.name;
         let agent = &self.agent_names[cell.agent];
-        let result = ResultLine::infra_failed(&cell.id, task, agent, cell.seed, &cell.id, attempt, &error);
+        let mut result = ResultLine::infra_failed(&cell.id, task, agent, cell.seed, &cell.id, attempt, &error);
+        result.smoke = self.plan.smoke;
         let done = Entry::Done {
             id: cell.id.clone(),
             result: Box::new(result.clone()),
@@ -322,6 +319,45 @@ impl Bench {
             .finished(at.line, &cell.id, &format!("infrastructure failure, gave up: {error}"));
         Ok(Some(result))
     }
+}
+
+/// The plan's tasks under its overrides, each in its smoke profile in a
+/// smoke bench (its plan checked that each has one), and the runner that
+/// opened their sandbox.
+async fn configured(plan: &Plan, cache_dir: &Path) -> Result<(Vec<Configured>, Runner)> {
+    let resolved: Vec<Task> = plan.tasks.iter().map(|t| task::resolve(t)).collect::<Result<_>>()?;
+    let mut tasks: Vec<Configured> = resolved
+        .iter()
+        .map(|t| Configured::new(t.clone(), &plan.limits))
+        .collect::<Result<_>>()?;
+    let plain: Vec<Task> = tasks.iter().map(|c| c.task.clone()).collect();
+    let runner = plan.host.runner(cache_dir, &plain).await?;
+    if plan.smoke {
+        // The overrides apply to each task as its profile left it.
+        tasks.clear();
+        for task in resolved {
+            tasks.push(Configured::new(runner.profile(task, true).await?, &plan.limits)?);
+        }
+    }
+    Ok((tasks, runner))
+}
+
+/// Refuses an episode left in `dir` that ran in the other profile than
+/// the bench's (`smoke`): smoke and real episodes never share a run.
+fn same_profile(dir: &Path, smoke: bool) -> Result<()> {
+    let Ok(record) = EpisodeRecord::read(dir) else {
+        return Ok(());
+    };
+    let name = |smoke: bool| if smoke { "the smoke profile" } else { "real data" };
+    if record.smoke != smoke {
+        bail!(
+            "{}: an episode of {} in a bench of {}: smoke and real episodes never share a run; move it elsewhere",
+            dir.display(),
+            name(record.smoke),
+            name(smoke)
+        );
+    }
+    Ok(())
 }
 
 /// One attempt at a cell, for the functions that journal how it went.

@@ -110,6 +110,10 @@ pub struct Plan {
     /// What the plan changes of every task's limits (`max_steps = 3`, ...).
     #[serde(flatten)]
     pub limits: Overrides,
+    /// Every task in its smoke profile (`--smoke`: CPU, offline, stand-in
+    /// data and toy models); every result is marked smoke.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub smoke: bool,
     /// Where the episodes run [default: `slurm` with a `[slurm]` table, else `local`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on: Option<placement::On>,
@@ -135,6 +139,7 @@ impl Default for Plan {
             retries: default_retries(),
             host: HostSetup::default(),
             limits: Overrides::default(),
+            smoke: false,
             on: None,
             cluster: None,
             slurm: None,
@@ -171,6 +176,26 @@ impl Plan {
         Ok(plan)
     }
 
+    /// The plan a bench saved in its run directory `dir` (`plan.json`).
+    pub fn saved(dir: &Path) -> Result<Self> {
+        let path = dir.join("plan.json");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow::anyhow!("{}: cannot read ({e}): is this a bench run directory?", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: not a bench plan: {e}", path.display()))
+    }
+
+    /// Refuses to resume this saved plan of `dir` as `smoke` says
+    /// (`--resume --smoke`) where its bench ran otherwise.
+    pub fn resumed_as(&self, dir: &Path, smoke: bool) -> Result<()> {
+        if smoke && !self.smoke {
+            bail!(
+                "{}: its bench runs on real data, and smoke episodes never join it: resume it without --smoke",
+                dir.display()
+            );
+        }
+        Ok(())
+    }
+
     /// The names a plan's fields go by, its own and those of the setup and
     /// limits it holds flattened.
     pub fn fields() -> Vec<String> {
@@ -181,6 +206,7 @@ impl Plan {
             "parallel",
             "cpu_slots",
             "retries",
+            "smoke",
             "on",
             "cluster",
             "slurm",
@@ -250,10 +276,20 @@ impl Plan {
             bail!("`parallel` (-j) must be at least 1");
         }
         self.limits.check()?;
+        if self.smoke {
+            for name in &self.tasks {
+                task::smoke::check(&task::resolve(name)?, &self.limits)?;
+            }
+        }
         if self.host.llm.as_deref().is_some_and(|l| l.starts_with("replay:")) {
             bail!(
                 "`llm = \"replay:...\"` answers one recorded episode: replay it with `mlrb run --llm replay:<episode-dir>`"
             );
+        }
+        if let Some((name, _)) = self.agents.iter().find_map(AgentEntry::person)
+            && self.smoke
+        {
+            bail!("agent human:{name}: a person's episodes ran on real data, and a smoke bench never mixes them in");
         }
         if let Some((name, _)) = self.agents.iter().find_map(AgentEntry::person)
             && self.placement() != placement::On::Local

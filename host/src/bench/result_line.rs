@@ -85,6 +85,10 @@ pub struct ResultLine {
     /// The CPUs the episode's scripts were given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<f64>,
+    /// Set for an episode of its task's smoke profile (stand-in data and
+    /// toy models): its score measures nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub smoke: bool,
 }
 
 impl ResultLine {
@@ -134,6 +138,7 @@ impl ResultLine {
             public_gain_lost: judged.public_gain_lost,
             baseline_source: score.baseline_source.clone(),
             cpus: Some(record.limits.script_cpus),
+            smoke: record.smoke || score.smoke,
         }
     }
 
@@ -172,6 +177,7 @@ impl ResultLine {
             public_gain_lost: None,
             baseline_source: None,
             cpus: None,
+            smoke: false,
         }
     }
 }

@@ -54,17 +54,8 @@ fn start(plan: Option<Plan>, dir: &Path) -> Result<Start> {
             journal: None,
         });
     }
-    let plan_path = dir.join("plan.json");
-    let text = std::fs::read_to_string(&plan_path).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: cannot read ({e}): is this a bench run directory?",
-            plan_path.display()
-        )
-    })?;
-    let plan: Plan =
-        serde_json::from_str(&text).with_context(|| format!("{}: not a bench plan", plan_path.display()))?;
     Ok(Start {
-        plan,
+        plan: Plan::saved(dir)?,
         state: Some(journal::read(&journal_path)?),
         journal: Some(Journal::append_to(&journal_path)?),
     })

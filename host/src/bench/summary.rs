@@ -258,6 +258,10 @@ pub struct Summary {
     /// The version of its statistics ([`STATISTICS`]); 1 where absent.
     #[serde(default = "first_statistics")]
     pub statistics: u32,
+    /// Set when the episodes ran in their tasks' smoke profile (stand-in
+    /// data and toy models): these scores measure nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub smoke: bool,
     /// Episodes in the run.
     pub episodes: usize,
     /// Metrics per task and agent, ordered by task, then agent.
@@ -393,6 +397,7 @@ pub fn summarize(results: &[ResultLine]) -> Summary {
     Summary {
         statistics: STATISTICS,
         episodes: results.len(),
+        smoke: results.iter().any(|r| r.smoke),
         by_task_and_agent,
         by_agent,
         across_tasks: super::across::across_tasks(results, &epochs, &crate::stats::Bootstrap::default()),

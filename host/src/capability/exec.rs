@@ -64,6 +64,9 @@ pub struct ScriptRunner {
     runs: u64,
     /// The episode's egress proxy, when its task grants a network.
     gateway: Option<Gateway>,
+    /// What every script runs with in the task's profile (its offline
+    /// hub): the environment added, and the command its argv goes through.
+    profile: (Vec<(String, String)>, Vec<String>),
 }
 
 impl ScriptRunner {
@@ -75,7 +78,15 @@ impl ScriptRunner {
             log_dir,
             runs: 0,
             gateway: None,
+            profile: Default::default(),
         }
+    }
+
+    /// Every script runs with `env` added, its argv after `prefix` (the
+    /// task's offline hub, which the sandbox was opened with, mounted).
+    pub fn in_profile(mut self, (env, prefix): (Vec<(String, String)>, Vec<String>)) -> Self {
+        self.profile = (env, prefix);
+        self
     }
 
     /// Numbers its scripts' logs after those already in its folder (a
@@ -226,9 +237,10 @@ impl ScriptRunner {
         let timeout = asked.min(max).min(left);
 
         self.runs += 1;
+        let (env, prefix) = &self.profile;
         let exec = sandbox::Exec {
-            argv: run.argv,
-            env: Vec::new(),
+            argv: prefix.iter().cloned().chain(run.argv).collect(),
+            env: env.clone(),
             timeout,
             log_prefix: Some(self.log_dir.join(format!("{:04}", self.runs))),
             stop: run.stop.clone(),

@@ -37,6 +37,10 @@ pub struct BenchArgs {
     /// A number of seeds (3 means 1,2,3) or a list (1,5,9).
     #[arg(long, value_delimiter = ',')]
     seeds: Vec<u64>,
+    /// Every task in its smoke profile (as `mlrb tasks test --smoke`): CPU, offline,
+    /// stand-in data and toy models; every result is marked smoke and measures nothing.
+    #[arg(long)]
+    smoke: bool,
     /// Episodes run at once.
     #[arg(short = 'j', long)]
     parallel: Option<usize>,
@@ -93,6 +97,7 @@ impl BenchArgs {
         plan.host = self.host.clone().or(plan.host).absolute()?;
         plan.limits = self.limits.clone().or(&plan.limits);
         plan.on = self.on.or(plan.on);
+        plan.smoke |= self.smoke;
         Ok(plan)
     }
 
@@ -100,7 +105,10 @@ impl BenchArgs {
     pub async fn run(self) -> Result<ExitCode> {
         let interrupt = ctrl_c();
         let (plan, dir) = match &self.resume {
-            Some(dir) => (None, dir.clone()),
+            Some(dir) => {
+                bench::Plan::saved(dir)?.resumed_as(dir, self.smoke)?;
+                (None, dir.clone())
+            }
             None => (Some(self.plan()?), self.place.dir()),
         };
         if self.dry_run {

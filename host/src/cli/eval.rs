@@ -32,6 +32,8 @@ impl EvalArgs {
             tracing::warn!(episode = %record.task.version, now = %task.spec.version, "the task's version changed since this episode ran");
         }
         let runner = self.sandbox.runner(&task).await?;
+        // A smoke episode is scored in its profile, never against real data.
+        let task = runner.profile(task, record.smoke).await?;
         let bar = spinner("evaluating the final snapshot");
         let score = runner.reevaluate(&task, dir, &record).await;
         bar.finish_and_clear();
@@ -40,7 +42,7 @@ impl EvalArgs {
         if self.json {
             say!("{}", serde_json::to_string_pretty(&score)?);
         } else {
-            say!("{}", report::episode_table(&record, &score));
+            say!("{}", report::episode_text(&record, &score));
         }
         Ok(super::scored(&score))
     }

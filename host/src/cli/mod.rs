@@ -320,7 +320,7 @@ fn print_episode(
         let all = serde_json::json!({ "episode": record, "score": score, "dir": dir });
         say!("{}", serde_json::to_string_pretty(&all)?);
     } else {
-        say!("{}", crate::report::episode_table(record, score));
+        say!("{}", crate::report::episode_text(record, score));
         say!("episode: {}", dir.display());
     }
     Ok(())

@@ -31,6 +31,10 @@ pub struct RunArgs {
     /// Print the episode and score records as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// The task's smoke profile (as `mlrb tasks test --smoke`): CPU, offline, stand-in
+    /// data and toy models; the episode is marked smoke and its score measures nothing.
+    #[arg(long)]
+    smoke: bool,
     #[command(flatten, next_help_heading = "Sandbox and model")]
     host: HostSetup,
     #[command(flatten, next_help_heading = "Limits")]
@@ -42,11 +46,19 @@ impl RunArgs {
     pub async fn run(self) -> Result<ExitCode> {
         let sigint = ctrl_c();
         self.limits.check()?;
-        let configured = Configured::new(task::resolve(&self.task)?, &self.limits)?;
+        let task = task::resolve(&self.task)?;
+        let mut configured = Configured::new(task.clone(), &self.limits)?;
+        if self.smoke {
+            task::smoke::check(&task, &self.limits)?;
+        }
         let runner = self
             .host
             .runner(&paths::cache_dir(), std::slice::from_ref(&configured.task))
             .await?;
+        if self.smoke {
+            // The overrides apply to the task as the profile left it.
+            configured = Configured::new(runner.profile(task, true).await?, &self.limits)?;
+        }
         let bar = spinner("loading the agent");
         let agent = runner.load_agent(&self.agent).await?;
         let steps = Arc::new(AtomicU32::new(0));

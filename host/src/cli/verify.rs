@@ -76,11 +76,11 @@ impl VerifyArgs {
         if self.json {
             say!("{}", serde_json::to_string_pretty(&findings)?);
         } else {
+            if findings.iter().any(|f| f.smoke) {
+                say!("{}", crate::task::smoke::BANNER);
+            }
             for finding in &findings {
-                match finding.failures.as_slice() {
-                    [] => say!("verified  {}", finding.what),
-                    failures => say!("FAILED    {}: {}", finding.what, failures.join("; ")),
-                }
+                say!("{}", finding.line());
             }
         }
         let failed = findings.iter().any(|f| !f.failures.is_empty());

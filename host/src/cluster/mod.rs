@@ -125,7 +125,7 @@ pub async fn bench(
             plan.check()?;
             plan
         }
-        None => read_plan(dir)?,
+        None => Plan::saved(dir)?,
     };
     let episodes = bench::plan_episodes(&plan)?;
     if fresh {
@@ -261,13 +261,6 @@ fn create(plan: &Plan, episodes: &[(String, EpisodeSpec)], files: &Files) -> Res
         .with_context(|| format!("creating {}", files.token().display()))?;
     token.write_all(new_secret()?.as_bytes())?;
     Ok(())
-}
-
-fn read_plan(dir: &Path) -> Result<Plan> {
-    let path = dir.join("plan.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| anyhow::anyhow!("{}: cannot read ({e}): is this a bench run directory?", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{}: not a bench plan", path.display()))
 }
 
 /// Reads a token file, refusing an empty one.

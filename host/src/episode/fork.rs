@@ -66,9 +66,10 @@ impl Parent {
             snapshot: self.snapshot,
             new_agent,
         };
-        // The parent's limits, so that the replayed steps are answered alike.
+        // The parent's limits, so that the replayed steps are answered alike;
+        // its profile, so that a smoke episode's fork is one too.
         let configured = Configured {
-            task: self.task,
+            task: runner.profile(self.task, record.smoke).await?,
             limits: record.limits.clone(),
         };
         Ok(EpisodeRequest::new(loaded, configured, record.seed, dir).forked_from(origin))

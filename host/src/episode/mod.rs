@@ -120,6 +120,17 @@ impl Runner {
         }
     }
 
+    /// `task` in its smoke profile when `smoke` (see [`crate::task::smoke::profile`]),
+    /// else as it is; refused, in one line naming the task, where it has none.
+    pub async fn profile(&self, task: Task, smoke: bool) -> Result<Task> {
+        if !smoke {
+            return Ok(task);
+        }
+        crate::task::smoke::profile(&task, &self.offer(), &self.cache_dir)
+            .await
+            .map_err(|why| anyhow::anyhow!("task {} has no smoke profile: {why}", task.spec.name))
+    }
+
     /// Holds the GPUs a task needs, or refuses before anything starts.
     fn lease_gpus(&self, task: &Task) -> Result<Option<GpuLease>> {
         let needed = task.spec.resources.gpus;

@@ -190,6 +190,11 @@ pub struct EpisodeRecord {
     /// the session is paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub person: Option<PersonRecord>,
+    /// Set when the episode ran in its task's smoke profile (`--smoke`:
+    /// stand-in data and toy models), whose scores measure nothing. Its
+    /// trace's `host run` event binds it, so `mlrb verify` sees it edited.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub smoke: bool,
     /// How the episode ended; null while it runs or if the host was killed.
     pub end: Option<EpisodeEnd>,
 }
@@ -331,6 +336,7 @@ impl EpisodeRecord {
             fork: None,
             resumes: Vec::new(),
             person: None,
+            smoke: task.smoke(),
             end: None,
         })
     }
@@ -441,6 +447,11 @@ pub struct ScoreRecord {
     pub snapshot: Option<u64>,
     /// When the score was made, as an RFC 3339 UTC time.
     pub evaluated_at: String,
+    /// Set when the score is of the task's smoke profile (stand-in data
+    /// and toy models): it measures nothing. `mlrb verify` holds it to
+    /// what the episode's trace bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub smoke: bool,
     /// What this score is of: the episode's chain head and agent, the
     /// task's version and content, the snapshot scored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -566,6 +577,7 @@ impl ScoreRecord {
             evaluator_failed: false,
             snapshot: None,
             evaluated_at: now(),
+            smoke: task.smoke() || record.smoke,
             binding: None,
         }
     }

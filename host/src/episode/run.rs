@@ -251,8 +251,12 @@ impl Runner {
         std::fs::create_dir_all(&exec_dir)?;
         let (tally, resolver, gateway) = episode_network(limits)?;
         let reach = gateway.as_ref().map_or(Reach::Nothing, |g| Reach::Proxy(g.socket()));
-        let setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec(), reach);
-        let mut scripts = ScriptRunner::new(self.sandbox.open_episode(setup).await?, limits.clone(), exec_dir);
+        let mut setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec(), reach);
+        // In the smoke profile the agent's scripts see the stand-in hub too.
+        let (hub_mounts, profile) = task.hub.as_ref().map(|h| h.for_episode()).unwrap_or_default();
+        setup.mounts.extend(hub_mounts);
+        let sandbox = self.sandbox.open_episode(setup).await?;
+        let mut scripts = ScriptRunner::new(sandbox, limits.clone(), exec_dir).in_profile(profile);
         if resumed {
             scripts = scripts.numbered_after_existing_logs();
         }
@@ -378,9 +382,10 @@ fn episode_network(limits: &Limits) -> Result<EpisodeNetwork> {
 
 fn begin_record(recorder: &mut Recorder, request: &EpisodeRequest, root: &DirHandle) -> Result<TaskInfoRecord> {
     let fresh = task_info(&request.task, &request.limits);
+    let run = run_event(request, &fresh);
     let Some(fork) = &request.fork else {
         recorder.snapshot_now(root, "start")?;
-        recorder.record_host("run", json!({ "task": fresh, "seed": request.seed }));
+        recorder.record_host("run", run);
         return Ok(fresh);
     };
     // From step 0 there is nothing to replay: the agent starts fresh.
@@ -389,13 +394,24 @@ fn begin_record(recorder: &mut Recorder, request: &EpisodeRequest, root: &DirHan
         let root = recorder.snapshots.last().map(|m| m.root.clone());
         let origin = json!({ "parent": fork.parent, "at_step": fork.at_step, "snapshot": fork.snapshot, "root": root });
         recorder.record_host("fork", origin);
-        recorder.record_host("run", json!({ "task": fresh, "seed": request.seed }));
+        recorder.record_host("run", run);
         return Ok(fresh);
     }
     let recording = Recording::open(&fork.parent)?;
     let told = recorded_task(&recording)?;
     recorder.replaying(Replay::new(recording, Some(fork.at_step)))?;
     Ok(told)
+}
+
+/// The trace's `host run` event: the task the agent is told of and its
+/// seed, and, in the smoke profile only, `smoke: true`, which binds
+/// `episode.json`'s and `score.json`'s mark to the hash chain.
+fn run_event(request: &EpisodeRequest, told: &TaskInfoRecord) -> serde_json::Value {
+    let mut run = json!({ "task": told, "seed": request.seed });
+    if request.task.smoke() {
+        run["smoke"] = json!(true);
+    }
+    run
 }
 
 /// The task a recorded episode's agent was told of (its `host run` event).

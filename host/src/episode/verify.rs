@@ -36,6 +36,7 @@ pub fn check_records(dir: &Path) -> Vec<String> {
             failures.extend(check_store(dir, &record, &recording));
             failures.extend(check_validations(&record, &recording));
             failures.extend(check_limits(&record, &recording));
+            failures.extend(check_smoke(dir, &record, &recording));
         }
     }
     failures.extend(check_score(dir, &record));
@@ -259,6 +260,33 @@ pub fn check_limits(record: &EpisodeRecord, recording: &Recording) -> Option<Str
     Some(format!(
         "episode.json: limits.{field} is {is}, the hash chain bound {was} at the start (changed since)"
     ))
+}
+
+/// Whether the episode ran in the smoke profile is what its trace's
+/// `host run` event bound at the start: `episode.json` and `score.json`
+/// must say the same, so that a smoke score is never passed off as real.
+fn check_smoke(dir: &Path, record: &EpisodeRecord, recording: &Recording) -> Vec<String> {
+    let Some(run) = recording
+        .events
+        .iter()
+        .find(|e| e["interface"] == "host" && e["function"] == "run")
+    else {
+        return Vec::new();
+    };
+    let bound = run["args"]["smoke"].as_bool().unwrap_or(false);
+    let mut failures = Vec::new();
+    let mut differ = |file: &str, says: bool| {
+        if says != bound {
+            failures.push(format!(
+                "{file}: smoke is {says}, the hash chain bound {bound} at the start (changed since)"
+            ));
+        }
+    };
+    differ("episode.json", record.smoke);
+    if let Ok(score) = ScoreRecord::read(dir) {
+        differ("score.json", score.smoke);
+    }
+    failures
 }
 
 /// The intermediate scorings `episode.json` lists are the ones its trace

@@ -89,6 +89,11 @@ impl Benchmark {
         if self.plan.tasks.is_empty() {
             bail!("`plan.tasks`: a benchmark runs at least one task");
         }
+        if self.plan.smoke {
+            bail!(
+                "`plan.smoke`: the smoke profile's stand-in data measure nothing, so no benchmark runs on them; remove it"
+            );
+        }
         if let Some(closes) = &self.closes {
             closes_ms(closes)?;
         }
@@ -148,6 +153,10 @@ mod tests {
         for (bad, named) in [
             ("[plan]\ntasks = [\"digits\"]\nagents = [\"a.wasm\"]\n", "plan.agents"),
             ("[plan]\ntasks = []\n", "plan.tasks"),
+            (
+                "[plan]\ntasks = [\"digits\"]\nsmoke = true\n",
+                "`plan.smoke`: the smoke profile",
+            ),
             ("closes = \"soon\"\n[plan]\ntasks = [\"digits\"]\n", "RFC 3339"),
             ("[plan]\ntasks = [\"digits\"]\nsede = 3\n", "plan.sede"),
         ] {

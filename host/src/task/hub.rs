@@ -55,6 +55,11 @@ struct Index {
     datasets: BTreeMap<String, Vec<String>>,
 }
 
+/// What an episode's sandbox is opened with so that the agent's scripts
+/// see a hub as the task's own scripts do ([`Hub::apply`]): its mounts,
+/// and the environment and leading command each script runs with.
+pub type EpisodeProfile = (Vec<Mount>, (Vec<(String, String)>, Vec<String>));
+
 impl Hub {
     /// The smoke profile's stand-in hub, built in `sandbox` (the torch
     /// image) the first time and cached under `<cache>/standin/<key>/` after,
@@ -62,12 +67,7 @@ impl Hub {
     pub async fn stand_in(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Result<Self> {
         let lib = pylib::install(cache_dir)?;
         let key = lib.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        let reads_hub = || {
-            super::mlagentbench::known(&task.root)
-                .and_then(|k| k.smoke)
-                .is_some_and(|s| s.hub)
-        };
-        if task.layout == super::Layout::MlAgentBench && !reads_hub() {
+        if !reads_hub(task) {
             return Self::bare(cache_dir, key, lib);
         }
         let dir = cache_dir.join("standin").join(&key);
@@ -81,9 +81,10 @@ impl Hub {
         Self::open(dir, key, true, None, lib)
     }
 
-    /// The stand-in of an MLAgentBench folder: no hub models or datasets
-    /// (its data are the folder's own files, which the stand-in writes as
-    /// it prepares), only the smoke profile's library change
+    /// The stand-in of a task whose scripts read no hub (an MLAgentBench
+    /// folder's data are its own files, which the stand-in writes as it
+    /// prepares; a native task may name no model or dataset): no hub
+    /// models or datasets, only the smoke profile's library change
     /// (`mlrb_smoke_site.py`) as `python/sitecustomize.py`. Written here,
     /// as it runs nothing, under `<cache>/standin/bare-<key>/`.
     fn bare(cache_dir: &Path, key: String, lib: PathBuf) -> Result<Self> {
@@ -209,12 +210,46 @@ impl Hub {
             true => format!("export PYTHONPATH={GUEST_DIR}/{SITE_DIR}${{PYTHONPATH:+:$PYTHONPATH}} && "),
             false => String::new(),
         };
+        // Made once: an episode's scripts share their /tmp.
         let link_tree = format!(
-            "{site}cp -rsL {GUEST_DIR}/datasets {DATASETS_CACHE} && chmod -R u+w {DATASETS_CACHE} && exec \"$@\""
+            "{site}{{ [ -d {DATASETS_CACHE} ] || {{ cp -rsL {GUEST_DIR}/datasets {DATASETS_CACHE} && chmod -R u+w {DATASETS_CACHE}; }}; }} && exec \"$@\""
         );
         let wrapped = ["sh", "-c", &link_tree, "sh"].map(String::from);
         command.argv.splice(0..0, wrapped);
         command
+    }
+
+    /// [`Hub::apply`] for an episode's sandbox, whose scripts share one
+    /// `/tmp`: the datasets cache's links are made by the first script.
+    pub fn for_episode(&self) -> EpisodeProfile {
+        let blank = sandbox::Command {
+            argv: Vec::new(),
+            cwd: "/".into(),
+            mounts: Vec::new(),
+            env: Vec::new(),
+            network: sandbox::Reach::Nothing,
+            limits: sandbox::CommandLimits::new(&crate::limits::Limits::default(), Duration::ZERO),
+            gpus: Vec::new(),
+            log_prefix: None,
+            stop: Default::default(),
+            meter: Default::default(),
+        };
+        let applied = self.apply(blank);
+        (applied.mounts, (applied.env, applied.argv))
+    }
+}
+
+/// Whether the stand-in of `task` needs the hub's toy models and
+/// synthetic datasets: a native task that names a model or dataset in its
+/// `[[sources]]`, an MLAgentBench folder whose stand-in says so. Any
+/// other is given the bare stand-in, which builds nothing (a CPU task such
+/// as `digits` then needs no PyTorch for its smoke profile).
+fn reads_hub(task: &Task) -> bool {
+    match task.layout {
+        super::Layout::Native => task.spec.sources.iter().any(|s| s.kind != SourceKind::Protocol),
+        super::Layout::MlAgentBench => super::mlagentbench::known(&task.root)
+            .and_then(|k| k.smoke)
+            .is_some_and(|s| s.hub),
     }
 }
 
@@ -318,6 +353,14 @@ mod tests {
             assert!(missing.iter().any(|m| m == id), "{id} not in {missing:?}");
         }
         assert!(!missing.iter().any(|m| m.contains("xsum")), "{missing:?}");
+    }
+
+    /// A CPU task's smoke profile builds no toy models (and needs no PyTorch).
+    #[test]
+    fn only_a_task_that_names_a_model_or_dataset_reads_the_hub() {
+        let dir = super::super::builtin_tasks_dir();
+        assert!(!reads_hub(&Task::load(&dir.join("digits")).unwrap()));
+        assert!(reads_hub(&Task::load(&dir.join("mini_baby_lm")).unwrap()));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::item::{Item, Status, item};
 use super::requirements::{self, HostOffer};
 use super::starter::{log_prefix, run_in_workspace, run_starter, scratch, starter_failure};
-use super::{EvalRequest, Evaluation, Task, hub, improvement, prepare, pylib, refusals, smoke};
+use super::{EvalRequest, Evaluation, Task, improvement, prepare, pylib, refusals, smoke};
 use crate::sandbox::{Mount, Sandbox};
 
 /// One program run (starter or reference) and its evaluations.
@@ -152,10 +152,10 @@ async fn ready(
     let task = match smoke {
         true => {
             step("building the stand-in hub");
-            match with_stand_in(&task, offer.sandbox, cache_dir).await {
+            match smoke::profile(&task, offer, cache_dir).await {
                 Ok(task) => task,
-                Err(finding) => {
-                    report.findings.push(finding);
+                Err(why) => {
+                    report.findings.push(item("stand-in", Status::Fail, why));
                     return Ok(None);
                 }
             }
@@ -178,28 +178,6 @@ async fn ready(
             Ok(None)
         }
     }
-}
-
-/// `task` with the stand-in hub (built once), or why it cannot have one.
-async fn with_stand_in(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Result<Task, Item> {
-    if let Some(why) = super::mlab_smoke::no_stand_in(task) {
-        return Err(item("stand-in", Status::Fail, why));
-    }
-    let stand_in = hub::Hub::stand_in(task, sandbox, cache_dir)
-        .await
-        .map_err(|error| item("stand-in", Status::Fail, format!("{error:#}")))?;
-    let missing = stand_in.missing(task);
-    if !missing.is_empty() {
-        let detail = format!(
-            "the stand-in hub has nothing for {}: add it to host/python/mlrb_standin.py",
-            missing.join(", ")
-        );
-        return Err(item("stand-in", Status::Fail, detail));
-    }
-    Ok(Task {
-        hub: Some(stand_in),
-        ..task.clone()
-    })
 }
 
 /// In the smoke profile: whether the evaluator accepted the starter's

@@ -1,17 +1,23 @@
-//! The smoke profile of `mlrb tasks test --smoke`: a task's real
-//! preparation, starter and evaluator, run on the CPU and offline against
-//! the stand-in hub ([`super::hub::Hub::stand_in`]: toy models and
-//! synthetic data in each real dataset's schema), so that the scripts run
-//! unchanged in seconds.
+//! The smoke profile (`--smoke` of `mlrb tasks test`, `run` and `bench`):
+//! a task's real preparation, starter, evaluator (and an agent's
+//! episode), run on the CPU and offline against the stand-in hub
+//! ([`super::hub::Hub::stand_in`]: toy models and synthetic data in each
+//! real dataset's schema), so that the scripts run unchanged in seconds.
 //!
 //! Nothing of it can reach a benchmark result: a smoke task's prepared data
 //! have their own key and a [`PREPARED_MARK`] that evaluation outside the
-//! profile refuses, and its reports say `smoke` wherever a score appears.
+//! profile refuses, and its records and reports say `smoke` wherever a
+//! score appears.
 
-use super::Task;
+use std::path::Path;
+
+use super::requirements::HostOffer;
+use super::{Task, hub};
 
 /// The file beside prepared data that marks them as the smoke profile's.
 pub const PREPARED_MARK: &str = "smoke";
+/// What every table and page of smoke results says first.
+pub const BANNER: &str = "SMOKE PROFILE: stand-in data and toy models; these scores measure nothing";
 /// What the smoke profile leaves of a task's memory and time per script.
 const MAX_MEMORY_MB: u64 = 8192;
 const MAX_SCRIPT_SECONDS: u64 = 900;
@@ -34,6 +40,52 @@ pub fn resources(mut task: Task, on_gpu: bool) -> Task {
     resources.script_timeout_seconds = resources.script_timeout_seconds.min(MAX_SCRIPT_SECONDS);
     task.prepare_network = false;
     task
+}
+
+/// Why `task` has no smoke profile, if it has none: known from its folder
+/// alone, so that a run is refused before anything starts.
+pub fn refusal(task: &Task) -> Option<String> {
+    super::mlab_smoke::no_stand_in(task)
+}
+
+/// Refuses, before anything starts, a `--smoke` run of `task` that cannot
+/// be: the task has no stand-in, or the user's `--network` asks for what
+/// the offline profile never gives.
+pub fn check(task: &Task, overrides: &crate::limits::Overrides) -> anyhow::Result<()> {
+    if let Some(why) = refusal(task) {
+        anyhow::bail!("task {} has no smoke profile: {why}", task.spec.name);
+    }
+    if overrides.network == Some(true) {
+        anyhow::bail!(
+            "--smoke runs offline against the stand-in hub: drop --network (or `network = true` in the plan)"
+        );
+    }
+    Ok(())
+}
+
+/// `task` in its smoke profile, exactly as every command runs it: its
+/// [`resources`] (keeping its GPUs where `offer` has some) and the
+/// stand-in hub (built once), so that its data are prepared apart (the
+/// key's `smoke-` prefix); or the one-line reason it has none.
+pub async fn profile(task: &Task, offer: &HostOffer<'_>, cache_dir: &Path) -> Result<Task, String> {
+    if let Some(why) = refusal(task) {
+        return Err(why);
+    }
+    let task = resources(task.clone(), offer.gpus.size() > 0);
+    let stand_in = hub::Hub::stand_in(&task, offer.sandbox, cache_dir)
+        .await
+        .map_err(|error| format!("{error:#}").replace('\n', " "))?;
+    let missing = stand_in.missing(&task);
+    if !missing.is_empty() {
+        return Err(format!(
+            "the stand-in hub has nothing for {}: add it to host/python/mlrb_standin.py",
+            missing.join(", ")
+        ));
+    }
+    Ok(Task {
+        hub: Some(stand_in),
+        ..task
+    })
 }
 
 /// `task` in the smoke profile with an empty stand-in (for tests elsewhere).

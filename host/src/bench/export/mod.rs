@@ -124,6 +124,12 @@ pub fn export(run: &Path, format: Format, out: &Path, source: &Source) -> Result
         );
     }
     let results = super::read_results(run)?;
+    if super::smoke_of(&results, &run.display().to_string())? {
+        bail!(
+            "{}: its episodes ran in the smoke profile (stand-in data), whose scores measure nothing: nothing was exported",
+            run.display()
+        );
+    }
     let summary = summarize(&results);
     std::fs::create_dir_all(out).with_context(|| format!("{}: cannot create the folder", out.display()))?;
     let mut written = Vec::new();

@@ -78,8 +78,13 @@ async fn rescore(
         Ok(work) => work,
         Err(error) => return vec![format!("a scratch folder: {error}")],
     };
-    match runner.rescore(task, dir, record, work.path()).await {
-        Ok(again) => verify::compare_scores(recorded, &again, (tolerance, metric_tolerance(task)))
+    // A smoke episode is scored again in its profile, as it was scored.
+    let task = match runner.profile(task.clone(), record.smoke).await {
+        Ok(task) => task,
+        Err(error) => return vec![format!("re-scoring: {error:#}")],
+    };
+    match runner.rescore(&task, dir, record, work.path()).await {
+        Ok(again) => verify::compare_scores(recorded, &again, (tolerance, metric_tolerance(&task)))
             .into_iter()
             .collect(),
         Err(error) => vec![format!("re-scoring: {error:#}")],

@@ -41,6 +41,25 @@ pub struct Finding {
     pub what: String,
     /// Empty when verified.
     pub failures: Vec<String>,
+    /// An episode of the smoke profile (stand-in data and toy models):
+    /// verified or not, its score measures nothing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub smoke: bool,
+}
+
+impl Finding {
+    /// What `mlrb verify` prints of it: verified (saying so of a smoke
+    /// episode), or what failed.
+    pub fn line(&self) -> String {
+        let smoke = match self.smoke {
+            true => " (smoke profile: its score measures nothing)",
+            false => "",
+        };
+        match self.failures.as_slice() {
+            [] => format!("verified  {}{smoke}", self.what),
+            failures => format!("FAILED    {}{smoke}: {}", self.what, failures.join("; ")),
+        }
+    }
 }
 
 /// Every finding, the signature's first; `progress` hears of each episode
@@ -63,6 +82,7 @@ pub async fn verify(options: &Options, progress: &(dyn Fn(Progress) + Sync)) -> 
         findings.push(Finding {
             what: relative(episode, dir),
             failures,
+            smoke: EpisodeRecord::read(episode).is_ok_and(|r| r.smoke),
         });
         progress(Progress::Checked);
     }
@@ -70,6 +90,7 @@ pub async fn verify(options: &Options, progress: &(dyn Fn(Progress) + Sync)) -> 
         findings.push(Finding {
             what: "run (results.jsonl, summary.json)".into(),
             failures: check_results(dir),
+            smoke: crate::bench::read_results(dir).is_ok_and(|r| r.iter().any(|l| l.smoke)),
         });
     }
     Ok(findings)

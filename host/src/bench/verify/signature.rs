@@ -12,10 +12,12 @@ pub(super) fn finding(dir: &Path, key: Option<&Path>) -> Finding {
     let verified = |text: String| Finding {
         what: text,
         failures: Vec::new(),
+        smoke: false,
     };
     let failed = |why: String| Finding {
         what: "signature".into(),
         failures: vec![why],
+        smoke: false,
     };
     let trusted = match key.map(signature::read_public).transpose() {
         Ok(trusted) => trusted,

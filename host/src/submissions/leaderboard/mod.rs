@@ -159,7 +159,13 @@ pub const HELD: &str = "held for review";
 /// `entries`: Ranked ones ranked, then Held ones, the rest left out.
 pub fn board(benchmark: &Benchmark, entries: &[Entry], now_ms: i64) -> Board {
     let closed = benchmark.closed(now_ms);
-    let basis = Basis::of(benchmark, entries, closed);
+    // A smoke episode's score measures nothing: its entry is never on a board.
+    let entries: Vec<Entry> = entries
+        .iter()
+        .filter(|e| !e.results.iter().any(|r| r.smoke))
+        .cloned()
+        .collect();
+    let basis = Basis::of(benchmark, &entries, closed);
     let shown = entries
         .iter()
         .filter(|e| e.person.is_none() && matches!(e.state, State::Ranked | State::Held));
@@ -449,6 +455,18 @@ mod tests {
         r.valid = !r.valid;
         r.public_gain_lost = Some(true);
         r
+    }
+
+    #[test]
+    fn a_smoke_entry_is_never_on_the_board() {
+        let mut smoke = episode("digits", 1, 0.99, 0.99);
+        smoke.smoke = true;
+        let entries = [
+            entry(1, State::Ranked, vec![smoke]),
+            entry(2, State::Ranked, vec![episode("digits", 1, 0.5, 0.5)]),
+        ];
+        let board = board(&benchmark(&["digits"]), &entries, 0);
+        assert_eq!(ids(&board), [(2, Some(1))]);
     }
 
     #[test]

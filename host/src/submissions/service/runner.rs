@@ -177,10 +177,20 @@ pub(super) async fn check_records(layout: &super::Layout, benchmark: &Benchmark,
         setup,
     };
     let findings = crate::bench::verify::verify(&options, &|_| {}).await?;
-    let failures: Vec<String> = findings
+    let mut failures: Vec<String> = findings
         .iter()
         .flat_map(|f| f.failures.iter().map(move |why| format!("{}: {why}", f.what)))
         .collect();
+    // Verified or not, a smoke episode's score measures nothing: never ranked.
+    if let Some(smoke) = findings.iter().find(|f| f.smoke) {
+        failures.insert(
+            0,
+            format!(
+                "{}: an episode of the smoke profile (stand-in data), which never ranks",
+                smoke.what
+            ),
+        );
+    }
     Ok(Verdict {
         review_flags: scan.review,
         info_flags: scan.info,
