@@ -264,7 +264,8 @@ pub fn compare(
 /// did: a smoke score measures nothing, so it is no side of a comparison
 /// with a real one.
 fn same_profile((a, b): (&[&ResultLine], &[&ResultLine]), (sa, sb): (&Side, &Side)) -> Result<bool> {
-    let profile = |results: &[&ResultLine], side: &Side| super::results::smoke_of(results.iter().copied(), &side.run);
+    let profile =
+        |results: &[&ResultLine], side: &Side| super::result_line::smoke_of(results.iter().copied(), &side.run);
     match (profile(a, sa)?, profile(b, sb)?) {
         (x, y) if x == y => Ok(x),
         (x, _) => {

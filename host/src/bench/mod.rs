@@ -36,5 +36,6 @@ pub mod verify;
 pub use humans::check_plan_people;
 pub use matrix::Matrix;
 pub use plan::{AgentEntry, EpisodeSpec, Plan, Seeds, plan_episodes};
-pub use results::{read_results, smoke_of, write_outputs};
+pub use result_line::smoke_of;
+pub use results::{read_results, write_outputs};
 pub use run::{Outcome, run};

@@ -181,3 +181,25 @@ impl ResultLine {
         }
     }
 }
+
+/// Whether `results` are the smoke profile's: all of them or none (an
+/// infrastructure failure, which scored nothing, says neither); a mixture
+/// is refused, naming one of each, as `what` (a run's folder) holds it:
+/// smoke scores never share a table with real ones.
+pub fn smoke_of<'a>(results: impl IntoIterator<Item = &'a ResultLine>, what: &str) -> anyhow::Result<bool> {
+    let (mut smoke, mut real) = (None, None);
+    for result in results.into_iter().filter(|r| r.infra_error.is_none()) {
+        match result.smoke {
+            true => smoke.get_or_insert(result),
+            false => real.get_or_insert(result),
+        };
+    }
+    match (smoke, real) {
+        (Some(smoke), Some(real)) => anyhow::bail!(
+            "{what}: mixes episodes of the smoke profile ({}) with real ones ({}): keep them in separate runs",
+            smoke.id,
+            real.id
+        ),
+        (smoke, _) => Ok(smoke.is_some()),
+    }
+}

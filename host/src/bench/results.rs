@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::result_line::ResultLine;
+use super::result_line::{ResultLine, smoke_of};
 use super::{html, summary};
 
 /// Marks the results whose episodes were invalidated; with `rerun`, sets
@@ -40,28 +40,6 @@ pub(super) fn stale_results(dir: &Path, results: &mut BTreeMap<String, ResultLin
         results.remove(&id);
     }
     Ok(())
-}
-
-/// Whether `results` are the smoke profile's: all of them or none (an
-/// infrastructure failure, which scored nothing, says neither); a mixture
-/// is refused, naming one of each, as `what` (a run's folder) holds it:
-/// smoke scores never share a table with real ones.
-pub fn smoke_of<'a>(results: impl IntoIterator<Item = &'a ResultLine>, what: &str) -> Result<bool> {
-    let (mut smoke, mut real) = (None, None);
-    for result in results.into_iter().filter(|r| r.infra_error.is_none()) {
-        match result.smoke {
-            true => smoke.get_or_insert(result),
-            false => real.get_or_insert(result),
-        };
-    }
-    match (smoke, real) {
-        (Some(smoke), Some(real)) => anyhow::bail!(
-            "{what}: mixes episodes of the smoke profile ({}) with real ones ({}): keep them in separate runs",
-            smoke.id,
-            real.id
-        ),
-        (smoke, _) => Ok(smoke.is_some()),
-    }
 }
 
 /// Writes `results.jsonl`, `summary.json` and `report.html` (atomically).

@@ -1,6 +1,6 @@
-//! The smoke profile of upstream MLAgentBench folders: which ones mlrb has
-//! stand-in data for (`host/python/mlrb_standin_mlab.py`, which writes what
-//! each folder's prepare.py downloads, in its exact form), and the starters
+//! The smoke profile of upstream MLAgentBench folders (which ones mlrb has
+//! stand-in data for is `smoke::refusal`'s; `host/python/mlrb_standin_mlab.py`
+//! writes what each folder's prepare.py downloads, in its exact form): the starters
 //! upstream ships as skeletons for the agent to finish, which read the
 //! stand-in data and stop where the model is to be written: the stand-in
 //! then writes the submission a finished one would, so that the unchanged
@@ -16,27 +16,6 @@ use crate::sandbox::{self, Sandbox};
 
 /// The stand-in, as the sandbox sees it.
 const STAND_IN: &str = "/mlrb/lib/mlrb_standin_mlab.py";
-
-/// Why the smoke profile cannot run the MLAgentBench folder `task`, if it cannot.
-pub fn no_stand_in(task: &Task) -> Option<String> {
-    if task.layout != Layout::MlAgentBench {
-        return None;
-    }
-    match mlagentbench::known(&task.root) {
-        Some(known) if known.smoke.is_some() => None,
-        Some(known) => Some(format!(
-            "the smoke profile does not run the upstream MLAgentBench folder `{}`: {}; it runs with its real \
-             data only (`mlrb tasks check --suite mlagentbench` says what it needs)",
-            task.spec.name,
-            known.no_smoke.as_deref().unwrap_or("mlrb has no stand-in data for it")
-        )),
-        None => Some(format!(
-            "`{}` is not an unchanged upstream MLAgentBench folder, so the smoke profile has no stand-in for \
-             its data: test it with its real data",
-            task.spec.name
-        )),
-    }
-}
 
 /// What upstream's skeleton starter fails with, for a folder whose
 /// train.py is one.

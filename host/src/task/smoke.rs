@@ -43,9 +43,26 @@ pub fn resources(mut task: Task, on_gpu: bool) -> Task {
 }
 
 /// Why `task` has no smoke profile, if it has none: known from its folder
-/// alone, so that a run is refused before anything starts.
+/// alone (for an MLAgentBench folder, the overlay's word), so that a run
+/// is refused before anything starts.
 pub fn refusal(task: &Task) -> Option<String> {
-    super::mlab_smoke::no_stand_in(task)
+    if task.layout != super::Layout::MlAgentBench {
+        return None;
+    }
+    match super::mlagentbench::known(&task.root) {
+        Some(known) if known.smoke.is_some() => None,
+        Some(known) => Some(format!(
+            "the smoke profile does not run the upstream MLAgentBench folder `{}`: {}; it runs with its real \
+             data only (`mlrb tasks check --suite mlagentbench` says what it needs)",
+            task.spec.name,
+            known.no_smoke.as_deref().unwrap_or("mlrb has no stand-in data for it")
+        )),
+        None => Some(format!(
+            "`{}` is not an unchanged upstream MLAgentBench folder, so the smoke profile has no stand-in for \
+             its data: test it with its real data",
+            task.spec.name
+        )),
+    }
 }
 
 /// Refuses, before anything starts, a `--smoke` run of `task` that cannot
