@@ -262,20 +262,35 @@ pub fn check_table(items: &[Item]) -> Table {
     table
 }
 
-/// The table of `mlrb tasks check --suite mlagentbench`.
-pub fn mlagentbench_table(rows: &[crate::task::mlagentbench_table::Row]) -> Table {
+/// The table of `mlrb tasks check --suite mlagentbench`: each account's
+/// first clause, one folder to a line or two, or (`wide`) all of it.
+pub fn mlagentbench_table(rows: &[crate::task::mlagentbench_table::Row], wide: bool) -> Table {
+    let said = |text: &str| match wide {
+        true => text.to_string(),
+        false => first_clause(text).to_string(),
+    };
     let mut table = new_table();
     table.set_header(vec!["folder", "smoke profile", "real data", "refused"]);
     for row in rows {
-        let smoke = format!("{}: {}", if row.smoke { "yes" } else { "no" }, row.smoke_detail);
+        let smoke = match (row.smoke, wide) {
+            (_, true) => format!("{}: {}", if row.smoke { "yes" } else { "no" }, row.smoke_detail),
+            (true, false) => "yes".to_string(),
+            (false, false) if row.refused.is_some() => "no".to_string(),
+            (false, false) => format!("no: {}", first_clause(&row.smoke_detail)),
+        };
         table.add_row(vec![
             row.folder.clone(),
             smoke,
-            row.real_data.clone().unwrap_or_else(|| "-".into()),
-            row.refused.clone().unwrap_or_else(|| "-".into()),
+            row.real_data.as_deref().map_or_else(|| "-".into(), said),
+            row.refused.as_deref().map_or_else(|| "-".into(), said),
         ]);
     }
     table
+}
+
+/// A sentence's first clause: up to its first colon or semicolon.
+fn first_clause(text: &str) -> &str {
+    text.split([':', ';']).next().unwrap_or(text).trim()
 }
 
 /// The table of `mlrb tasks test`.

@@ -275,3 +275,19 @@ fn the_service_and_task_commands_fit_100_columns() {
         rendered(args, 100);
     }
 }
+
+/// `tasks check --suite mlagentbench` gives each folder a line or a few
+/// (each account's first clause) within 100 columns; `--wide` the rest.
+#[test]
+fn the_mlagentbench_table_is_short_and_wide_tells_the_rest() {
+    let short = rendered(&["tasks", "check", "--suite", "mlagentbench"], 100);
+    assert!(short.lines().count() <= 50, "{} lines:\n{short}", short.lines().count());
+    assert!(
+        short.contains("identify-contrails") && short.contains("--wide"),
+        "{short}"
+    );
+    assert!(!short.contains("list_to_string"), "only the first clause: {short}");
+    let wide = rendered(&["tasks", "check", "--suite", "mlagentbench", "--wide"], 100);
+    assert!(wide.contains("list_to_string"), "{wide}");
+    assert!(wide.lines().count() > short.lines().count());
+}

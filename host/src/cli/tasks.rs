@@ -41,6 +41,9 @@ pub enum TasksCommand {
         suite: Option<String>,
         #[arg(long)]
         json: bool,
+        /// With --suite: each folder's full account, not its first clause.
+        #[arg(long, requires = "suite")]
+        wide: bool,
         /// Only look at the folder: no import probe, preparation or dry run
         /// (then it cannot be called ready).
         #[arg(long)]
@@ -117,11 +120,12 @@ impl TasksCommand {
                 task,
                 suite,
                 json,
+                wide,
                 no_run,
                 sandbox,
             } => match (task, suite) {
                 (Some(task), _) => check(&task, json, !no_run, &sandbox).await,
-                (None, suite) => check_suite(suite.as_deref().unwrap_or_default(), json),
+                (None, suite) => check_suite(suite.as_deref().unwrap_or_default(), json, wide),
             },
             Self::Prepare {
                 task,
@@ -250,7 +254,7 @@ async fn check(name: &str, json: bool, run: bool, sandbox: &SandboxArgs) -> Resu
 }
 
 /// `tasks check --suite mlagentbench`: the upstream folders' standing.
-fn check_suite(suite: &str, json: bool) -> Result<ExitCode> {
+fn check_suite(suite: &str, json: bool, wide: bool) -> Result<ExitCode> {
     if suite != "mlagentbench" {
         bail!("--suite {suite}: `tasks check` has a table for the suite mlagentbench only; check other tasks by name");
     }
@@ -258,8 +262,11 @@ fn check_suite(suite: &str, json: bool) -> Result<ExitCode> {
     if json {
         say!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        say!("{}", report::mlagentbench_table(&rows));
+        say!("{}", report::mlagentbench_table(&rows, wide));
         say!("upstream MLAgentBench folders (snap-stanford/MLAgentBench, MLAgentBench/benchmarks)");
+        if !wide {
+            say!("More: --wide (each folder's full account), --json (everything).");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
