@@ -326,18 +326,16 @@ impl Bench {
 /// opened their sandbox.
 async fn configured(plan: &Plan, cache_dir: &Path) -> Result<(Vec<Configured>, Runner)> {
     let resolved: Vec<Task> = plan.tasks.iter().map(|t| task::resolve(t)).collect::<Result<_>>()?;
-    let mut tasks: Vec<Configured> = resolved
+    let configure = |task: Task| Configured::new(task, &plan.limits);
+    let plain: Vec<Task> = resolved
         .iter()
-        .map(|t| Configured::new(t.clone(), &plan.limits))
+        .map(|t| configure(t.clone()).map(|c| c.task))
         .collect::<Result<_>>()?;
-    let plain: Vec<Task> = tasks.iter().map(|c| c.task.clone()).collect();
     let runner = plan.host.runner(cache_dir, &plain).await?;
-    if plan.smoke {
-        // The overrides apply to each task as its profile left it.
-        tasks.clear();
-        for task in resolved {
-            tasks.push(Configured::new(runner.profile(task, true).await?, &plan.limits)?);
-        }
+    // The overrides apply to each task as its profile left it.
+    let mut tasks = Vec::with_capacity(resolved.len());
+    for task in resolved {
+        tasks.push(configure(runner.profile(task, plan.smoke).await?)?);
     }
     Ok((tasks, runner))
 }

@@ -47,18 +47,16 @@ impl RunArgs {
         let sigint = ctrl_c();
         self.limits.check()?;
         let task = task::resolve(&self.task)?;
-        let mut configured = Configured::new(task.clone(), &self.limits)?;
         if self.smoke {
             task::smoke::check(&task, &self.limits)?;
         }
+        let plain = Configured::new(task.clone(), &self.limits)?.task;
         let runner = self
             .host
-            .runner(&paths::cache_dir(), std::slice::from_ref(&configured.task))
+            .runner(&paths::cache_dir(), std::slice::from_ref(&plain))
             .await?;
-        if self.smoke {
-            // The overrides apply to the task as the profile left it.
-            configured = Configured::new(runner.profile(task, true).await?, &self.limits)?;
-        }
+        // The overrides apply to the task as its profile left it.
+        let configured = Configured::new(runner.profile(task, self.smoke).await?, &self.limits)?;
         let bar = spinner("loading the agent");
         let agent = runner.load_agent(&self.agent).await?;
         let steps = Arc::new(AtomicU32::new(0));

@@ -182,12 +182,24 @@ impl Hub {
         pylib::mount_dir(&self.lib)
     }
 
-    /// `command` with the hub: the hub (and the folder it links into)
-    /// read-only, the Hugging Face libraries told to use only it, and the
-    /// datasets cache as a private writable tree of links into it, made
-    /// before the script starts (`datasets` writes locks, and a script's
-    /// `map` or `train_test_split` results, into its cache).
+    /// `command` with the hub ([`Hub::for_episode`]'s parts, applied to
+    /// one command).
     pub fn apply(&self, mut command: sandbox::Command) -> sandbox::Command {
+        let (mounts, (env, wrapper)) = self.for_episode();
+        command.env.extend(env);
+        command.mounts.extend(mounts);
+        command.argv.splice(0..0, wrapper);
+        command
+    }
+
+    /// What a script runs with to see the hub: the hub (and the folder it
+    /// links into) read-only; the Hugging Face libraries told to use only
+    /// it; and the command its argv goes through, which makes the datasets
+    /// cache a private writable tree of links into the hub before the
+    /// script starts (`datasets` writes locks, and a script's `map` or
+    /// `train_test_split` results, into its cache), once: an episode's
+    /// scripts share their /tmp.
+    pub fn for_episode(&self) -> EpisodeProfile {
         let mut env = vec![
             ("HF_HUB_OFFLINE", "1"),
             ("HF_DATASETS_OFFLINE", "1"),
@@ -198,44 +210,20 @@ impl Hub {
         if self.stand_in {
             env.push(("MLRB_SMOKE", "1"));
         }
-        command
-            .env
-            .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        command.mounts.push(Mount::read_only(&self.dir, GUEST_DIR));
-        command
-            .mounts
-            .extend(self.from.iter().map(|from| Mount::read_only(from, FROM_DIR)));
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mounts = std::iter::once(Mount::read_only(&self.dir, GUEST_DIR))
+            .chain(self.from.iter().map(|from| Mount::read_only(from, FROM_DIR)))
+            .collect();
         // A stand-in's change to a library comes first on the path.
         let site = match self.dir.join(SITE_DIR).is_dir() {
             true => format!("export PYTHONPATH={GUEST_DIR}/{SITE_DIR}${{PYTHONPATH:+:$PYTHONPATH}} && "),
             false => String::new(),
         };
-        // Made once: an episode's scripts share their /tmp.
         let link_tree = format!(
             "{site}{{ [ -d {DATASETS_CACHE} ] || {{ cp -rsL {GUEST_DIR}/datasets {DATASETS_CACHE} && chmod -R u+w {DATASETS_CACHE}; }}; }} && exec \"$@\""
         );
-        let wrapped = ["sh", "-c", &link_tree, "sh"].map(String::from);
-        command.argv.splice(0..0, wrapped);
-        command
-    }
-
-    /// [`Hub::apply`] for an episode's sandbox, whose scripts share one
-    /// `/tmp`: the datasets cache's links are made by the first script.
-    pub fn for_episode(&self) -> EpisodeProfile {
-        let blank = sandbox::Command {
-            argv: Vec::new(),
-            cwd: "/".into(),
-            mounts: Vec::new(),
-            env: Vec::new(),
-            network: sandbox::Reach::Nothing,
-            limits: sandbox::CommandLimits::new(&crate::limits::Limits::default(), Duration::ZERO),
-            gpus: Vec::new(),
-            log_prefix: None,
-            stop: Default::default(),
-            meter: Default::default(),
-        };
-        let applied = self.apply(blank);
-        (applied.mounts, (applied.env, applied.argv))
+        let wrapper = ["sh", "-c", &link_tree, "sh"].map(String::from).to_vec();
+        (mounts, (env, wrapper))
     }
 }
 
