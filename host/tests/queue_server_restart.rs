@@ -58,7 +58,10 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "the resumed bench never ended");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the resumed bench never ended"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -81,7 +84,10 @@ fn answered_results_survive_a_killed_server_and_a_damaged_upload_is_set_aside() 
         assert_eq!(code, 200, "{body}");
         let answer: Value = serde_json::from_str(&body).unwrap();
         let lease = &answer["lease"];
-        (lease["episode"].as_str().unwrap().to_string(), lease["token"].as_str().unwrap().to_string())
+        (
+            lease["episode"].as_str().unwrap().to_string(),
+            lease["token"].as_str().unwrap().to_string(),
+        )
     };
     let ((a, a_lease), (b, b_lease)) = (lease(), lease());
     // A file where the episodes' folders go: none can be placed.
@@ -89,7 +95,12 @@ fn answered_results_survive_a_killed_server_and_a_damaged_upload_is_set_aside() 
     std::fs::write(&blocker, b"").unwrap();
     let report = |episode: &str, lease: &str, body: &[u8]| {
         let hash = blake3::hash(body).to_hex().to_string();
-        let headers = [auth, ("x-mlrb-episode", episode), ("x-mlrb-lease", lease), ("x-mlrb-blake3", &hash)];
+        let headers = [
+            auth,
+            ("x-mlrb-episode", episode),
+            ("x-mlrb-lease", lease),
+            ("x-mlrb-blake3", &hash),
+        ];
         request(&url, "POST", "/v1/report", &headers, body)
     };
     let (a_body, b_body) = (upload(tmp.path(), &a, "a"), upload(tmp.path(), &b, "b"));
@@ -104,7 +115,11 @@ fn answered_results_survive_a_killed_server_and_a_damaged_upload_is_set_aside() 
         (renew.join().unwrap(), reported)
     });
     assert!(matches!(renewed.0, 200 | 409), "{renewed:?}");
-    assert_eq!((reported.0, reported.1.contains("recorded")), (200, true), "{reported:?}");
+    assert_eq!(
+        (reported.0, reported.1.contains("recorded")),
+        (200, true),
+        "{reported:?}"
+    );
     let (code, body) = report(&b, &b_lease, &b_body);
     assert_eq!((code, body.contains("recorded")), (200, true), "{body}");
     // Again while A's folder waits to be placed: a duplicate, nothing kept.

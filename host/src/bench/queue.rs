@@ -651,7 +651,10 @@ mod tests {
             .unwrap();
         assert_eq!(recorded, Reported::Recorded);
         assert!(refused.is_err());
-        assert_eq!(queue.unplaced().unwrap(), vec![(one.episode.clone(), "one.tar".to_string())]);
+        assert_eq!(
+            queue.unplaced().unwrap(),
+            vec![(one.episode.clone(), "one.tar".to_string())]
+        );
         let placed = queue
             .group(|g| {
                 let other = g.apply(|w| w.placed(&one.episode, "other.tar")).unwrap();

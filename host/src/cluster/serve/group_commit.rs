@@ -109,6 +109,18 @@ impl Server {
         answered.await.map_err(|_| anyhow!("the queue's writer has stopped"))?
     }
 
+    /// `write`, from a thread outside the runtime.
+    pub(super) fn write_blocking(&self, write: Write) -> Result<Written> {
+        let (answer, answered) = oneshot::channel();
+        self.writes
+            .line
+            .blocking_send(Waiting { write, answer })
+            .map_err(|_| anyhow!("the queue's writer has stopped"))?;
+        answered
+            .blocking_recv()
+            .map_err(|_| anyhow!("the queue's writer has stopped"))?
+    }
+
     /// One group: applied, committed, then journalled and answered.
     fn commit(&self, waiting: Vec<Waiting>) {
         let now = now_ms();

@@ -3,43 +3,39 @@
 //! kept as a file under `cluster/unplaced/` named by its blake3, and noted
 //! in the queue in the same transaction as its result: the worker is
 //! answered once that commits, and the folder is unpacked into the run in
-//! the background, a few at a time. The file is removed only after its
+//! the background by a few threads of low priority (so that, cores short,
+//! requests go first and placing catches up). The file is removed only after its
 //! note; a server killed in between places what is noted when it starts
 //! again, and removes any file no note names (never answered). A kept
 //! upload whose bytes no longer match its name is set aside, not placed:
 //! its result stands, its folder is lost.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak, mpsc};
 
 use anyhow::{Context, Result, bail};
 use hyper::StatusCode;
 
-use super::group_commit::Write;
+use super::group_commit::{Write, Written};
 use super::{Answer, Server, Upload, refuse};
 use crate::bench::result_line::ResultLine;
 use crate::cluster::upload;
 
-/// How many folders are unpacked at once: enough to keep up with the
-/// results, few enough to leave the requests the cores.
-const PLACING_SLOTS: usize = 4;
+/// How many threads unpack folders.
+const PLACERS: usize = 2;
+/// Their nice value: below the requests, which never wait for them.
+const PLACERS_NICE: i32 = 10;
 
-/// Folders being placed.
+/// A folder to place: its episode and the kept upload's name.
+type Job = (String, String);
+
+/// Folders waiting to be placed or being placed.
+#[derive(Default)]
 pub(super) struct Placing {
-    slots: tokio::sync::Semaphore,
+    line: OnceLock<Mutex<mpsc::Sender<Job>>>,
     busy: AtomicUsize,
     idle: tokio::sync::Notify,
-}
-
-impl Default for Placing {
-    fn default() -> Self {
-        Self {
-            slots: tokio::sync::Semaphore::new(PLACING_SLOTS),
-            busy: AtomicUsize::new(0),
-            idle: tokio::sync::Notify::new(),
-        }
-    }
 }
 
 /// A checked upload's result, and the name of its kept file when it has a
@@ -90,30 +86,35 @@ impl Server {
     /// background; one that fails stays noted for the next start.
     pub(super) fn place_later(self: &Arc<Self>, episode: String, name: String) {
         self.placing.busy.fetch_add(1, Ordering::SeqCst);
-        let server = self.clone();
-        tokio::spawn(async move {
-            if let Err(error) = server.place_kept(&episode, &name).await {
-                tracing::error!(%episode, upload = %name, error = %format!("{error:#}"), "placing an episode's folder: kept for the next start");
-            }
-            if server.placing.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
-                server.placing.idle.notify_waiters();
-            }
-        });
+        let line = self
+            .placing
+            .line
+            .get_or_init(|| Mutex::new(start_placers(Arc::downgrade(self))));
+        let sent = line.lock().unwrap_or_else(|e| e.into_inner()).send((episode, name));
+        if sent.is_err() {
+            self.placed_one();
+        }
     }
 
-    async fn place_kept(self: &Arc<Self>, episode: &str, name: &str) -> Result<()> {
-        let _slot = self.placing.slots.acquire().await?;
-        let (server, staging) = (self.clone(), self.staging()?);
-        let (e, n) = (episode.to_string(), name.to_string());
-        tokio::task::spawn_blocking(move || server.unpack_kept(&e, &n, &staging.0)).await??;
+    fn placed_one(&self) {
+        if self.placing.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.placing.idle.notify_waiters();
+        }
+    }
+
+    /// Places one folder, on a placer's thread.
+    fn place_kept(&self, episode: &str, name: &str) -> Result<()> {
+        self.unpack_kept(episode, name, &self.staging()?.0)?;
         let placed = Write::Placed {
             episode: episode.to_string(),
             upload: name.to_string(),
         };
-        self.write(placed).await?;
+        if let Written::Placed(false) = self.write_blocking(placed)? {
+            tracing::warn!(%episode, upload = %name, "placed, but another upload was noted for it");
+        }
         // Only once its note is gone: a crash in between leaves a file no
         // note names, removed at the next start.
-        let _ = tokio::fs::remove_file(self.unplaced_dir().join(name)).await;
+        let _ = std::fs::remove_file(self.unplaced_dir().join(name));
         Ok(())
     }
 
@@ -150,7 +151,10 @@ impl Server {
         let server = self.clone();
         let noted = tokio::task::spawn_blocking(move || server.unnoted_removed()).await??;
         if !noted.is_empty() {
-            tracing::info!(count = noted.len(), "placing the folders of results recorded before a restart");
+            tracing::info!(
+                count = noted.len(),
+                "placing the folders of results recorded before a restart"
+            );
         }
         for (episode, name) in noted {
             self.place_later(episode, name);
@@ -186,6 +190,35 @@ impl Server {
         }
         Ok(self.queue.unplaced()?.len())
     }
+}
+
+/// The placers' threads, holding the server weakly (they end with it);
+/// the line they take folders from.
+fn start_placers(server: Weak<Server>) -> mpsc::Sender<Job> {
+    let (line, jobs) = mpsc::channel::<Job>();
+    let jobs = Arc::new(Mutex::new(jobs));
+    for n in 0..PLACERS {
+        let (server, jobs) = (server.clone(), jobs.clone());
+        let placer = std::thread::Builder::new().name(format!("placer-{n}"));
+        let started = placer.spawn(move || {
+            // SAFETY: setpriority on this thread (who 0) only reads its arguments.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, PLACERS_NICE) };
+            loop {
+                let job = jobs.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                let (Ok((episode, name)), Some(server)) = (job, server.upgrade()) else {
+                    return;
+                };
+                if let Err(error) = server.place_kept(&episode, &name) {
+                    tracing::error!(%episode, upload = %name, error = %format!("{error:#}"), "placing an episode's folder: kept for the next start");
+                }
+                server.placed_one();
+            }
+        });
+        if let Err(error) = started {
+            tracing::error!(error = %error, "starting a placer");
+        }
+    }
+    line
 }
 
 /// Whether the kept upload at `path` still hashes to the blake3 its name

@@ -127,7 +127,12 @@ mod tests {
 
     fn checked(entries: &[(&str, tar::EntryType)]) -> anyhow::Result<bool> {
         let archive = archive(entries, Path::new("/nowhere"));
-        check(archive.as_slice(), &|_| Ok(()), &mut |_, _| Ok(false), Path::new("episode"))
+        check(
+            archive.as_slice(),
+            &|_| Ok(()),
+            &mut |_, _| Ok(false),
+            Path::new("episode"),
+        )
     }
 
     #[test]
@@ -172,6 +177,10 @@ mod tests {
             assert!(unpacked.is_err(), "unpack took {entries:?}");
             assert!(checked(entries).is_err(), "check took {entries:?}");
         }
-        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "made outside the target");
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "made outside the target"
+        );
     }
 }
