@@ -29,6 +29,9 @@ pub const HUB_DIR: &str = "hf";
 const CIFAR10_MIRROR: (&str, &str) = ("MLRB_CIFAR10_MIRROR", "https://www.cs.toronto.edu/~kriz");
 const OGB_SERVER: (&str, &str) = ("MLRB_OGB_ENDPOINT", "http://snap.stanford.edu/ogb/data/nodeproppred");
 
+/// A sandboxed step: its argv, its mounts, its environment.
+pub type Step = (Vec<String>, Vec<Mount>, Vec<(String, String)>);
+
 /// Files fetched for one preparation, in a folder removed with it.
 pub struct Fetched {
     dir: tempfile::TempDir,
@@ -103,7 +106,7 @@ impl Fetched {
     /// The sandboxed step that puts the fetched files where the folder
     /// reads them, in `staging` (the prepared `env/` and `scripts/` are
     /// already there): argv, the mounts beyond those two, its environment.
-    pub fn step(&self, task: &Task, staging: &Path) -> Result<(Vec<String>, Vec<Mount>, Vec<(String, String)>)> {
+    pub fn step(&self, task: &Task, staging: &Path) -> Result<Step> {
         let name = task.spec.name.clone();
         let mut mounts = vec![Mount::read_only(self.dir.path(), GUEST_DIR)];
         let argv = match &self.source {
