@@ -1,11 +1,16 @@
 //! The real-data path of upstream MLAgentBench folders
-//! (`mlrb tasks prepare FOLDER --network`) against a server on 127.0.0.1
-//! standing in for Kaggle's API: the competition's zip (the smoke
-//! profile's stand-in files, zipped) is fetched on the host, the folder's
-//! own prepare.py runs on it offline and leaves the stand-in's layout, a
-//! later run without the network scores from the prepared cache; a source
-//! answering garbage, a hostile zip, a short or a huge answer is refused in
-//! one line naming the folder and the source, leaving nothing prepared.
+//! (`mlrb tasks prepare FOLDER --network`) against servers on 127.0.0.1
+//! standing in for each source. Kaggle's API: the competition's zip (the
+//! smoke profile's stand-in files, zipped) is fetched on the host, the
+//! folder's own prepare.py runs on it offline and leaves the stand-in's
+//! layout, and a later run without the network scores from the prepared
+//! cache. The Hugging Face hub: imdb's files become an offline hub kept with
+//! the prepared data, which upstream's eval.py and later runs read offline.
+//! OGB: its zip is unpacked where the folder's code looks. A source
+//! answering garbage, a hostile zip or tar, a short or a huge answer is
+//! refused in one line naming the folder and the source, leaving nothing
+//! prepared. (torchvision's mirror is checked for refusals only: torchvision
+//! checks the md5 of CIFAR-10's real files, which test data cannot match.)
 
 mod common;
 
@@ -403,4 +408,112 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
         (again["dir"].as_str(), again["from_cache"].as_bool()),
         (prepared["dir"].as_str(), Some(true))
     );
+}
+
+/// The files of a Hugging Face dataset repository like imdb's (its card's
+/// configuration, a parquet file per split, rows of `text` and `label`).
+fn imdb_repo(venv: &Path, dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let code = r#"
+import os, sys
+import pyarrow as pa, pyarrow.parquet as pq
+out = sys.argv[1]
+os.makedirs(os.path.join(out, "plain_text"))
+for split, n in (("train", 6), ("test", 4), ("unsupervised", 2)):
+    table = pa.table({"text": [f"review {i}" for i in range(n)], "label": [i % 2 for i in range(n)]})
+    pq.write_table(table, os.path.join(out, "plain_text", f"{split}-00000-of-00001.parquet"))
+card = "---\nconfigs:\n- config_name: plain_text\n  data_files:\n"
+for split in ("train", "test", "unsupervised"):
+    card += f"  - split: {split}\n    path: plain_text/{split}-*\n"
+open(os.path.join(out, "README.md"), "w").write(card + "---\n# imdb\n")
+"#;
+    let output = Command::new(venv.join("bin/python3"))
+        .args(["-c", code])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    layout(dir)
+        .into_iter()
+        .map(|rel| (rel.clone(), std::fs::read(dir.join(&rel)).unwrap()))
+        .collect()
+}
+
+#[test]
+fn imdb_from_a_hub_is_kept_as_an_offline_hub_that_later_runs_read() {
+    let Some(venv) = common::torch_venv() else {
+        return;
+    };
+    let setup = setup_of("imdb");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let files = imdb_repo(&venv, &setup.tmp.path().join("repo"));
+    let siblings: Vec<_> = files
+        .iter()
+        .map(|(f, _)| serde_json::json!({ "rfilename": f }))
+        .collect();
+    let listing = serde_json::json!({ "id": "stanfordnlp/imdb", "sha": commit, "siblings": siblings });
+    let mut routes = Routes::from([(
+        "/api/datasets/imdb/revision/main".to_string(),
+        (200, listing.to_string().into_bytes(), None),
+    )]);
+    for (file, body) in files {
+        routes.insert(format!("/datasets/imdb/resolve/{commit}/{file}"), (200, body, None));
+    }
+    let url = serve(routes);
+    let output = mlrb(&setup, &["prepare", "--network", "--json"], &url, Some(&venv));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let prepared: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let dir = PathBuf::from(prepared["dir"].as_str().unwrap());
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("hf/index.json")).unwrap()).unwrap();
+    assert_eq!(index["datasets"], serde_json::json!({ "imdb": ["plain_text"] }));
+
+    // Upstream's eval.py, offline, on the hub as mlrb shows it to scripts.
+    let submission = setup.tmp.path().join("submission");
+    std::fs::create_dir_all(&submission).unwrap();
+    let rows: String = (0..4).map(|i| format!("{i},{},{}\n", 1 - i % 2, i % 2)).collect();
+    std::fs::write(submission.join("submission.csv"), format!("idx,0,1\n{rows}")).unwrap();
+    let links = setup.tmp.path().join("datasets-cache");
+    let script = format!(
+        "cp -rsL {hub}/datasets {links} && chmod -R u+w {links} && {python} -c 'import eval; print(eval.get_score(\"{sub}\"))'",
+        hub = dir.join("hf").display(),
+        links = links.display(),
+        python = venv.join("bin/python3").display(),
+        sub = submission.display(),
+    );
+    let scored = Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(dir.join("scripts"))
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_DATASETS_OFFLINE", "1")
+        .env("HF_DATASETS_CACHE", &links)
+        .env("HF_HUB_CACHE", dir.join("hf/hub"))
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&scored.stdout);
+    assert!(
+        scored.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&scored.stderr)
+    );
+    assert_eq!(stdout.trim().lines().last(), Some("1.0"), "every label predicted");
+
+    // Later, offline, through mlrb: the prepared cache and its hub are used;
+    // the starter (upstream leaves its model to the agent) gets past loading.
+    let output = mlrb(&setup, &["test", "--json"], "http://127.0.0.1:9", Some(&venv));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let reports: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let report = &reports[0];
+    assert_eq!(report["prepared_from_cache"], true, "{report:#}");
+    let error = report["starter"]["error"].as_str().unwrap_or_default();
+    assert!(
+        !error.contains("127.0.0.1") && !error.contains("onnection"),
+        "{report:#}"
+    );
+    // With torch (CI's venv), the skeleton fails after load_dataset("imdb").
+    if !error.contains("No module named 'torch'") {
+        assert!(
+            error.contains("TypeError: 'NoneType' object is not callable"),
+            "{report:#}"
+        );
+    }
 }
