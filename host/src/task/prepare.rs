@@ -120,7 +120,7 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
     if let Some(command) = prepare_command(task, staging.path(), cache_dir, &reach, fetched.as_ref())? {
         let outcome = sandbox.run(command).await?;
         let failure = match outcome.success() {
-            false => Some(prepare_failure(&outcome, task.prepare_network())),
+            false => Some(prepare_failure(&outcome, task)),
             true => missing_outputs(task, staging.path()).map(|missing| {
                 format!("prepare step exited 0 but did not produce what the task needs ({missing}): a failed download?")
             }),
@@ -131,17 +131,10 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
         }
     }
     // Fetched data are whole: no run of the evaluator to download more.
-    let warm_up = fetched.is_none();
-    drop(fetched);
-    if let Some(command) = warm_up_command(task, staging.path(), cache_dir, &reach)?.filter(|_| warm_up) {
-        // An evaluator that fetches its test data when it first runs gets it
-        // now, into the hidden side, so that scoring needs no network.
-        let outcome = sandbox.run(command).await?;
-        if !outcome.success() {
-            tracing::warn!(task = %task.spec.name, cause = %super::failure::failure_cause(&outcome.stderr.text),
-                "the evaluator's run during preparation failed");
-        }
+    if fetched.is_none() {
+        warm_up(task, sandbox, staging.path(), cache_dir, &reach).await?;
     }
+    drop(fetched);
     if let Some(command) = split_command(task, staging.path(), cache_dir)? {
         let outcome = sandbox.run(command).await?;
         if !outcome.success() {
@@ -314,6 +307,25 @@ fn step(
     }))
 }
 
+/// An evaluator that fetches its test data when it first runs gets it
+/// now, into the hidden side, so that scoring needs no network.
+async fn warm_up(
+    task: &Task,
+    sandbox: &dyn Sandbox,
+    staging: &Path,
+    cache_dir: &Path,
+    reach: &sandbox::Reach,
+) -> Result<()> {
+    if let Some(command) = warm_up_command(task, staging, cache_dir, reach)? {
+        let outcome = sandbox.run(command).await?;
+        if !outcome.success() {
+            tracing::warn!(task = %task.spec.name, cause = %super::failure::failure_cause(&outcome.stderr.text),
+                "the evaluator's run during preparation failed");
+        }
+    }
+    Ok(())
+}
+
 /// For an MLAgentBench folder whose preparation may reach the network: the
 /// evaluator run once on the prepared env, in the prepared scripts folder
 /// (its working directory at scoring time, so relative paths resolve as
@@ -407,10 +419,15 @@ fn keep_failed_log(staging: &Path, dir: &Path) -> PathBuf {
 }
 
 /// One line saying why prepare failed, and what would fix the usual causes.
-fn prepare_failure(outcome: &Outcome, network: bool) -> String {
-    let stderr = &outcome.stderr.text;
+fn prepare_failure(outcome: &Outcome, task: &Task) -> String {
+    let (stderr, network) = (&outcome.stderr.text, task.prepare_network());
     let last = stderr.trim().lines().last().unwrap_or("").trim();
-    let hint = if stderr.contains("EOFError") {
+    // A folder whose real data mlrb fetches itself only needs `--network`.
+    let fetched = || mlagentbench::known(&task.root).is_some_and(|k| k.fetch.is_some());
+    let hint = if !network && stderr.contains("EOFError") && fetched() {
+        " (prepare.py asked for input: give `--network` to `mlrb tasks prepare`, which fetches its data \
+         on the host and answers its consent prompt; see its real-data needs in `mlrb tasks check`)"
+    } else if stderr.contains("EOFError") {
         " (prepare.py asked for input, but prepare steps run unattended with stdin closed: \
          remove the input() call, or prepare the folder by hand first)"
     } else if !network
