@@ -129,8 +129,12 @@ pub(super) mod server {
                     }
                 }
                 let (status, body, length) = routes.get(&path).cloned().unwrap_or((404, b"no".to_vec(), None));
-                let length = length.unwrap_or(body.len());
-                let head = format!("HTTP/1.1 {status} X\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n");
+                // An announced length of 0 with a body: none announced, the body ends at close.
+                let length = match length {
+                    Some(0) => String::new(),
+                    said => format!("content-length: {}\r\n", said.unwrap_or(body.len())),
+                };
+                let head = format!("HTTP/1.1 {status} X\r\n{length}connection: close\r\n\r\n");
                 let mut stream = &stream;
                 let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(&body));
             }
@@ -165,13 +169,15 @@ mod tests {
         routes.insert("/ok".into(), (200, b"hello".to_vec(), None));
         routes.insert("/short".into(), (200, b"hel".to_vec(), Some(5)));
         routes.insert("/huge".into(), (200, vec![b'x'; 64], None));
+        routes.insert("/unannounced".into(), (200, vec![b'x'; 64], Some(0)));
         routes.insert("/rules".into(), (403, b"{}".to_vec(), None));
         let (got, dir) = get(routes.clone(), "/ok", 100).await;
         assert_eq!(got.unwrap(), 5);
         assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"hello");
         for (path, says) in [
             ("/short", "truncated"),
-            ("/huge", "more than 10"),
+            ("/huge", "offers 64 bytes, more than 10"),
+            ("/unannounced", "sent more than 10 bytes"),
             ("/rules", "403 Forbidden: accept the rules"),
             ("/missing", "404"),
         ] {
