@@ -158,7 +158,8 @@ impl Objects {
 
     /// [`Self::store_object`] for a small file: read whole, named, and
     /// held to be written when the snapshot ends ([`Self::flush`]) unless
-    /// the store has it already.
+    /// a pack has it already (a content packed that is also an object of
+    /// its own is harmless: readers take the pack's).
     fn store_small(&mut self, file: &fs::File, size: u64) -> Result<(String, u64, u64)> {
         let mut buf = vec![0u8; size as usize];
         let size = read_data(file, size, |offset, bytes| {
@@ -168,7 +169,9 @@ impl Objects {
         let content = &buf[..size as usize];
         let hash = packs::content_name(content);
         let raw = *blake3::Hash::from_hex(&hash)?.as_bytes();
-        if self.packed.contains(&raw) || self.pending.names.contains(&raw) || self.objects.join(&hash).exists() {
+        // Whether an object of its own has it is asked only if it is not
+        // packed (a stat per new file would cost what packs save).
+        if self.packed.contains(&raw) || self.pending.names.contains(&raw) {
             return Ok((hash, size, 0));
         }
         let offset = self.pending.data.len() as u64;
@@ -186,9 +189,13 @@ impl Objects {
         Ok((hash, size, written))
     }
 
-    /// Writes `content` as the object `hash`, zero blocks left holes.
+    /// Writes `content` as the object `hash` (unless it is there), zero
+    /// blocks left holes.
     fn write_small(&mut self, hash: &str, content: &[u8]) -> std::io::Result<()> {
         let object = self.objects.join(hash);
+        if object.exists() {
+            return Ok(());
+        }
         let runs = ContentHasher::new().update(0, content);
         let tmp_name = self.tmp_name();
         let tmp = self.objects.join(tmp_name);
