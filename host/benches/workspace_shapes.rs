@@ -52,6 +52,10 @@ struct Figure {
     snapshot_ms: f64,
     written_mib: f64,
     next_step_ms: f64,
+    /// For the small files: opening, reading and hashing them all, nothing
+    /// written (what no snapshot can beat).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_ms: Option<f64>,
 }
 
 struct Episode {
@@ -111,10 +115,29 @@ fn open(runtime: &tokio::runtime::Runtime, sandbox: &dyn Sandbox) -> Episode {
     Episode { tmp, sandbox, store }
 }
 
+/// Milliseconds to open, read and hash every file under `dir` (one
+/// thread, as the snapshot does), writing nothing.
+fn read_floor(dir: &std::path::Path) -> f64 {
+    let started = Instant::now();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(entry.path());
+            } else {
+                std::hint::black_box(blake3::hash(&std::fs::read(entry.path()).unwrap()));
+            }
+        }
+    }
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
 /// The step that makes a shape, then one that changes a small file.
 fn shape(runtime: &tokio::runtime::Runtime, sandbox: &dyn Sandbox, name: &'static str, code: &str) -> Figure {
     let mut episode = open(runtime, sandbox);
     let script = episode.script(runtime, code);
+    let floor_ms = (code == FILES).then(|| read_floor(&episode.ws().join("many")));
     let (snapshot_ms, written_mib) = episode.snapshot();
     episode.script(runtime, SMALL_CHANGE);
     let (next_step_ms, _) = episode.snapshot();
@@ -126,6 +149,7 @@ fn shape(runtime: &tokio::runtime::Runtime, sandbox: &dyn Sandbox, name: &'stati
         snapshot_ms,
         written_mib,
         next_step_ms,
+        floor_ms,
     }
 }
 
@@ -151,6 +175,7 @@ fn rewritten(runtime: &tokio::runtime::Runtime, sandbox: &dyn Sandbox) -> Figure
         snapshot_ms: median(&mut snapshots),
         written_mib: median(&mut written),
         next_step_ms,
+        floor_ms: None,
     }
 }
 
@@ -182,6 +207,12 @@ fn measure(
             "{:<7} {:<62} script {:>7.2} s  snapshot after it {:>8.1} ms ({:>7.1} MiB written)  next step {:>6.1} ms",
             figure.sandbox, figure.shape, figure.script_s, figure.snapshot_ms, figure.written_mib, figure.next_step_ms
         );
+        if let Some(floor) = figure.floor_ms {
+            println!(
+                "{:<7} {:<62} reading and hashing them, nothing written: {floor:.1} ms",
+                "", ""
+            );
+        }
         figures.push(figure);
     }
     figures

@@ -648,8 +648,10 @@ fn check_snapshot_flood(attack: Attack) {
     assert!(detail.contains("snapshots wrote"), "{detail}");
     // The budget is three workspaces (72 MiB): at most one snapshot past it.
     let objects = attack.finished.dir.join("snapshots/objects");
+    let packs = attack.finished.dir.join("snapshots/packs");
     let stored: u64 = walkdir::WalkDir::new(&objects)
         .into_iter()
+        .chain(walkdir::WalkDir::new(&packs))
         .filter_map(|e| e.ok())
         .filter_map(|e| e.metadata().ok())
         .filter(|m| m.is_file())

@@ -17,7 +17,7 @@ use super::recorder::{Recorder, host_fault};
 use super::tool_error::{ToolError, ToolResult};
 use super::{HostResult, to_wit};
 use crate::limits::Limits;
-use crate::record::snapshot::ManifestEntry;
+use crate::record::snapshot::{ManifestEntry, ObjectReader};
 use crate::record::trace::text;
 use crate::record::walk::{self, DirHandle, Opened, Usage};
 use crate::sandbox::egress::gateway::Gateway;
@@ -576,7 +576,7 @@ impl ExecView<'_> {
         if changed.is_empty() {
             return Ok(false);
         }
-        let objects = DirHandle::open_root(self.recorder.snapshots.objects_dir())?;
+        let objects = self.recorder.snapshots.reader()?;
         for (path, entry) in &changed {
             if let ManifestEntry::File { hash, executable, .. } = entry {
                 restore_file(self.files.handle(), path, &objects, hash, *executable)
@@ -636,7 +636,13 @@ impl From<sandbox::Outcome> for CommandOutcome {
 /// Puts object `hash` back at `rel` under `root`, replacing whatever a
 /// script left on the way (a link, a file where a folder was) without ever
 /// following a link.
-fn restore_file(root: &DirHandle, rel: &str, objects: &DirHandle, hash: &str, executable: bool) -> anyhow::Result<()> {
+fn restore_file(
+    root: &DirHandle,
+    rel: &str,
+    objects: &ObjectReader,
+    hash: &str,
+    executable: bool,
+) -> anyhow::Result<()> {
     let (parents, name) = rel.rsplit_once('/').unwrap_or(("", rel));
     let mut dir = root.try_clone()?;
     for part in parents.split('/').filter(|p| !p.is_empty()) {
@@ -654,8 +660,5 @@ fn restore_file(root: &DirHandle, rel: &str, objects: &DirHandle, hash: &str, ex
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e.into()),
     }
-    let (source, _) = objects.open_file(hash.as_bytes())?;
-    let out = dir.create_file(name.as_bytes(), if executable { 0o755 } else { 0o644 })?;
-    walk::copy_sparse(&source, &out)?;
-    Ok(())
+    objects.restore(hash, &dir, name, executable, true)
 }

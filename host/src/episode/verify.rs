@@ -1,7 +1,8 @@
 //! What `mlrb verify` checks of one episode's records, without running
-//! anything: the events' hash chain and its head, every snapshot object and
-//! tree against its hash, every manifest's root against the chain, and the
-//! bindings of `episode.json` and `score.json` to all of these.
+//! anything: the events' hash chain and its head, every snapshot object,
+//! packed content and tree against its hash (and every pack's index), every
+//! manifest's root against the chain, and the bindings of `episode.json`
+//! and `score.json` to all of these.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -48,7 +49,8 @@ pub fn check_records(dir: &Path) -> Vec<String> {
 /// are there, and the final one is the one `episode.json` names.
 fn check_store(dir: &Path, record: &EpisodeRecord, recording: &Recording) -> Vec<String> {
     let store = dir.join("snapshots");
-    let mut failures = check_hashes(&store);
+    let (objects, mut failures) = check_contents(&store);
+    let Some(objects) = objects else { return failures };
     let manifests = match snapshot::list_manifests(&store) {
         Ok(manifests) => manifests,
         Err(error) => return [failures, vec![format!("{error:#}")]].concat(),
@@ -79,12 +81,29 @@ fn check_store(dir: &Path, record: &EpisodeRecord, recording: &Recording) -> Vec
                 failures.push(format!("{name}: changed since the hash chain recorded it"));
             }
         }
-        if let Err(why) = files_present(&store, header.id) {
+        if let Err(why) = files_present(&store, &objects, header.id) {
             failures.push(why);
         }
     }
     failures.extend(check_final(record, &manifests));
     failures
+}
+
+/// Every object, packed content and tree hashes to its name, and every
+/// pack is whole and its index sound; the store's contents as far as they
+/// are to be trusted.
+fn check_contents(store: &Path) -> (Option<snapshot::ObjectReader>, Vec<String>) {
+    let mut failures = check_hashes(store);
+    let objects = match snapshot::ObjectReader::open(store) {
+        Ok(objects) => objects,
+        Err(error) => {
+            failures.push(format!("{error:#}"));
+            return (None, failures);
+        }
+    };
+    failures.extend(objects.refused().iter().cloned());
+    failures.extend(objects.check_packed());
+    (Some(objects), failures)
 }
 
 /// Every object and tree hashes to its name.
@@ -188,12 +207,12 @@ fn fork_snapshot(recording: &Recording) -> u64 {
         .unwrap_or(0)
 }
 
-/// Every file snapshot `id` names has its object.
-fn files_present(store: &Path, id: u64) -> Result<(), String> {
+/// Every file snapshot `id` names has its content, loose or in a trusted pack.
+fn files_present(store: &Path, objects: &snapshot::ObjectReader, id: u64) -> Result<(), String> {
     let manifest = snapshot::read_manifest(store, id).map_err(|e| format!("{e:#}"))?;
     for (path, entry) in &manifest.entries {
         if let ManifestEntry::File { hash, .. } = entry
-            && !store.join("objects").join(hash).is_file()
+            && !objects.contains(hash)
         {
             return Err(format!(
                 "snapshot {id}: the content of {path} ({}) is missing",
@@ -410,6 +429,92 @@ pub fn json_differs(recorded: &Value, expected: &Value, path: &str) -> Option<St
 mod tests {
     use super::*;
     use crate::task::Spread;
+
+    /// A snapshot store of 100 small files (packed) and one larger (an
+    /// object of its own); the pack's path.
+    fn packed_store(dir: &Path) -> std::path::PathBuf {
+        let ws = dir.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        for i in 0..100 {
+            std::fs::write(ws.join(format!("f{i}")), format!("file {i}")).unwrap();
+        }
+        std::fs::write(ws.join("big"), vec![7u8; 100_000]).unwrap();
+        let store = dir.join("snapshots");
+        let mut snapshots = snapshot::SnapshotStore::create(&store, &crate::limits::Limits::default()).unwrap();
+        let root = crate::record::walk::DirHandle::open_root(&ws).unwrap();
+        snapshots.snapshot(&root, "s").unwrap().unwrap();
+        let packs: Vec<_> = std::fs::read_dir(store.join("packs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(packs.len(), 1, "{packs:?}");
+        assert_eq!(std::fs::read_dir(store.join("objects")).unwrap().count(), 1);
+        packs[0].clone()
+    }
+
+    fn failures(store: &Path) -> String {
+        check_contents(store).1.join("\n")
+    }
+
+    /// A pack written whole verifies; one changed byte of a content, a cut
+    /// pack, or a hostile index is refused, saying which and why.
+    #[test]
+    fn a_changed_or_cut_pack_and_a_hostile_index_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pack = packed_store(tmp.path());
+        let store = tmp.path().join("snapshots");
+        assert_eq!(failures(&store), "");
+        let whole = std::fs::read(&pack).unwrap();
+        let rewrite = |bytes: &[u8]| {
+            std::fs::remove_file(&pack).unwrap();
+            std::fs::write(&pack, bytes).unwrap();
+        };
+        let mut changed = whole.clone();
+        changed[3] ^= 1;
+        rewrite(&changed);
+        let said = failures(&store);
+        assert!(
+            said.contains("does not hash to its name") && said.contains("snapshots/packs/"),
+            "{said}"
+        );
+        rewrite(&whole[..whole.len() - 100]);
+        let said = failures(&store);
+        assert!(said.contains("truncated") && said.contains("not trusted"), "{said}");
+        // Hostile indexes, each with a checksum that holds.
+        let entry = |bytes: &[u8], offset, len| snapshot::PackEntry {
+            name: *blake3::Hash::from_hex(snapshot::content_name(bytes))
+                .unwrap()
+                .as_bytes(),
+            offset,
+            len,
+        };
+        let hostile = |entries: &[snapshot::PackEntry], why: &str| {
+            std::fs::remove_file(&pack).ok();
+            let (tail, name) = snapshot::encode_tail(6, entries);
+            let path = store.join(format!("packs/{name}.pack"));
+            std::fs::write(&path, [&b"onetwo"[..], &tail].concat()).unwrap();
+            let said = failures(&store);
+            assert!(said.contains(why) && said.contains(&name), "{why}: {said}");
+            std::fs::remove_file(&path).unwrap();
+        };
+        hostile(&[entry(b"one", 0, 3), entry(b"two", 5, 3)], "outside its data");
+        hostile(&[entry(b"onet", 0, 4), entry(b"two", 3, 3)], "overlap");
+        let mut twice = entry(b"two", 3, 3);
+        twice.name = entry(b"one", 0, 3).name;
+        hostile(&[entry(b"one", 0, 3), twice], "twice");
+        // A second pack that lists a content of the first, with other bytes.
+        std::fs::write(&pack, &whole).unwrap();
+        let mut other = entry(b"onetwo", 0, 6);
+        other.name = entry(b"file 0", 0, 6).name;
+        let (tail, name) = snapshot::encode_tail(6, &[other]);
+        std::fs::write(
+            store.join(format!("packs/{name}.pack")),
+            [&b"onetwo"[..], &tail].concat(),
+        )
+        .unwrap();
+        let said = failures(&store);
+        assert!(said.contains("which another pack lists"), "{said}");
+    }
 
     fn timed(score: f64, low: f64, high: f64) -> ScoreRecord {
         serde_json::from_value(serde_json::json!({

@@ -88,7 +88,7 @@ pub fn read_public(path: &Path) -> Result<VerifyingKey> {
 
 /// The files a signature lists: every regular file and symbolic link under
 /// `dir` but the signature itself and the content-addressed snapshot
-/// objects and trees.
+/// objects, packs and trees (verify checks each against its name).
 fn listed_files(dir: &Path) -> Result<BTreeMap<String, String>> {
     let mut files = BTreeMap::new();
     for entry in walkdir::WalkDir::new(dir).follow_links(false).sort_by_file_name() {
@@ -96,7 +96,7 @@ fn listed_files(dir: &Path) -> Result<BTreeMap<String, String>> {
         let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
         let parent = rel.parent().and_then(Path::file_name).and_then(|n| n.to_str());
         let in_store = rel.parent().and_then(Path::parent).and_then(Path::file_name) == Some("snapshots".as_ref())
-            && matches!(parent, Some("objects" | "trees"));
+            && matches!(parent, Some("objects" | "trees" | "packs"));
         if entry.file_type().is_dir() || in_store || rel == Path::new(FILE) {
             continue;
         }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::{layout, param, read_record_file};
+use super::{layout, param};
 use crate::format::esc;
 use crate::record::snapshot::{self, Manifest, ManifestEntry};
 
@@ -139,11 +139,12 @@ struct FileChange {
 
 fn changes(snapshots: &Path, before: &Manifest, after: &Manifest) -> Vec<FileChange> {
     let paths: BTreeSet<&String> = before.entries.keys().chain(after.entries.keys()).collect();
+    let objects = snapshot::ObjectReader::open(snapshots).ok();
     let text = |entry: Option<&ManifestEntry>| -> Option<String> {
         match entry {
             None => Some(String::new()),
-            Some(ManifestEntry::File { hash, size, .. }) if *size <= DIFF_BYTES && snapshot::is_hash(hash) => {
-                read_record_file(&snapshots.join("objects").join(hash)).ok()
+            Some(ManifestEntry::File { hash, size, .. }) if *size <= DIFF_BYTES => {
+                String::from_utf8(objects.as_ref()?.read(hash, DIFF_BYTES).ok()?).ok()
             }
             _ => None,
         }

@@ -8,14 +8,16 @@ use anyhow::{Context, Result};
 
 use crate::record::snapshot::links::{direct_link, resolve_link};
 use crate::record::snapshot::manifest::{Manifest, ManifestEntry};
+use crate::record::snapshot::reader::ObjectReader;
 use crate::record::walk::DirHandle;
 
 /// Rebuilds the files of `manifest` under `dest` (created if missing),
 /// leaving out every symbolic link that does not resolve inside the
 /// workspace ([`resolve_link`]) and writing each other one as the direct
 /// path to where it leads, through plain folders only: an evaluator mounted
-/// next to hidden answers must never follow the agent's link to them. Files are hard links into the object store
-/// where possible: callers must treat the result as read-only. Every entry
+/// next to hidden answers must never follow the agent's link to them. Files
+/// are hard links into the object store where possible (packed ones are
+/// copies): callers must treat the result as read-only. Every entry
 /// is created beneath `dest` by handle, so no link in the result is ever
 /// followed while it is built.
 pub fn materialize_contained(snapshot_dir: &Path, manifest: &Manifest, dest: &Path) -> Result<()> {
@@ -29,8 +31,7 @@ pub fn materialize_writable(snapshot_dir: &Path, manifest: &Manifest, dest: &Pat
 }
 
 fn materialize(snapshot_dir: &Path, manifest: &Manifest, dest: &Path, copy: bool) -> Result<()> {
-    let objects = snapshot_dir.join("objects");
-    let objects_dir = DirHandle::open_root(&objects).with_context(|| format!("opening {}", objects.display()))?;
+    let objects = ObjectReader::open(snapshot_dir)?;
     fs::create_dir_all(dest)?;
     let root = DirHandle::open_root(dest)?;
     let mut parent: Option<(String, DirHandle)> = None;
@@ -57,30 +58,12 @@ fn materialize(snapshot_dir: &Path, manifest: &Manifest, dest: &Path, copy: bool
                 }
             },
             ManifestEntry::File { hash, executable, .. } => {
-                restore_file(&objects_dir, hash, dir, name, *executable, copy)
+                objects
+                    .restore(hash, dir, name, *executable, copy)
                     .with_context(|| format!("restoring {rel} from object {hash}"))?;
             }
         }
     }
-    Ok(())
-}
-
-/// Puts object `hash` at `name` in `dir`: a hard link, or a copy.
-fn restore_file(
-    objects: &DirHandle,
-    hash: &str,
-    dir: &DirHandle,
-    name: &str,
-    executable: bool,
-    copy: bool,
-) -> Result<()> {
-    if !copy && rustix::fs::linkat(objects, hash, dir, name, rustix::fs::AtFlags::empty()).is_ok() {
-        return Ok(());
-    }
-    let (source, _) = objects.open_file(hash.as_bytes())?;
-    let out = dir.create_file(name.as_bytes(), if executable { 0o755 } else { 0o644 })?;
-    // Holes stay holes: a sparse file never becomes its apparent size on disk.
-    crate::record::walk::copy_sparse(&source, &out)?;
     Ok(())
 }
 

@@ -3,6 +3,11 @@
 //! * `snapshots/objects/<name>`: each distinct file content, once, named
 //!   as [`super::extents`] says (its blake3 unless it holds blocks of
 //!   zeros); holes are never read, and zero blocks stay holes.
+//! * `snapshots/packs/<name>.pack`: where a snapshot has many new small
+//!   contents (64 or more, each at most 64 KiB), they are written together
+//!   as one pack instead (see `packs.rs`): 200,000 new small files cost one
+//!   file, not 200,000. [`ObjectReader`] reads a content by its name
+//!   wherever it lies; nothing else knows the layout.
 //! * `snapshots/trees/<blake3>`: one JSON object per directory (its entries,
 //!   and the entries refused with why); a directory of more than
 //!   [`SHARD_ENTRIES`] entries is split into shards by the hash of each
@@ -28,7 +33,9 @@ mod links;
 mod manifest;
 mod materialize;
 mod objects;
+mod packs;
 mod read;
+mod reader;
 mod scan;
 #[cfg(test)]
 mod shape_tests;
@@ -39,6 +46,8 @@ mod tree;
 pub use links::resolve_link;
 pub use manifest::{Manifest, ManifestEntry, Refused, SnapshotStats};
 pub use materialize::{materialize_contained, materialize_writable};
+pub use packs::{PackEntry, content_name, encode_tail};
 pub use read::{is_hash, latest_manifest, list_manifests, read_manifest, read_manifest_header};
+pub use reader::ObjectReader;
 pub use store::SnapshotStore;
 pub use tree::SHARD_ENTRIES;

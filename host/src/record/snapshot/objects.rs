@@ -1,5 +1,6 @@
 //! Writing the content-addressed store: each file's content and each tree
-//! once, under its blake3, through a temporary name.
+//! once, under its blake3, through a temporary name; a snapshot's many
+//! new small contents together in a pack (see [`super::packs`]).
 
 use std::collections::HashSet;
 use std::fs;
@@ -9,6 +10,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::record::extents::{ContentHasher, read_data};
+use crate::record::snapshot::packs::{self, PackEntry};
+use crate::record::snapshot::reader::ObjectReader;
 use crate::record::snapshot::tree::Tree;
 
 /// The folders of file contents and trees, and the trees known written.
@@ -17,6 +20,12 @@ pub(super) struct Objects {
     pub(super) objects: PathBuf,
     /// One file per tree, named by its blake3.
     pub(super) trees: PathBuf,
+    /// Packs of small contents.
+    pub(super) packs: PathBuf,
+    /// The names of every packed content.
+    packed: HashSet<[u8; 32]>,
+    /// New small contents not yet written.
+    pending: Pending,
     trees_stored: HashSet<String>,
     tmp_counter: u64,
     /// Files written since the last [`Objects::sync`].
@@ -27,16 +36,69 @@ pub(super) struct Objects {
 /// whole filesystem at once (a first snapshot of a large workspace).
 const SYNC_ONE_BY_ONE: usize = 64;
 
+/// A snapshot's new small contents are packed from this many on (fewer
+/// are objects of their own: a step that changes a few files writes them).
+const PACK_FROM: usize = 64;
+
+/// New small contents are written as a pack once they reach this size.
+const PACK_BYTES: usize = 32 << 20;
+
+/// New small contents, held until the snapshot ends.
+#[derive(Default)]
+struct Pending {
+    data: Vec<u8>,
+    entries: Vec<PackEntry>,
+    names: HashSet<[u8; 32]>,
+}
+
 impl Objects {
-    /// The objects and trees of the snapshot directory `dir`.
+    /// The objects, packs and trees of the snapshot directory `dir`, with
+    /// the names its trusted packs hold (a pack not trusted is ignored:
+    /// what it held is written again when met).
     pub(super) fn new(dir: &Path) -> Self {
+        let packed = ObjectReader::open(dir).map_or_else(|_| HashSet::new(), |r| r.packed().copied().collect());
         Self {
             objects: dir.join("objects"),
             trees: dir.join("trees"),
+            packs: dir.join("packs"),
+            packed,
+            pending: Pending::default(),
             trees_stored: HashSet::new(),
             tmp_counter: 0,
             unsynced: Vec::new(),
         }
+    }
+
+    /// Writes the small contents held since the last call: as one pack if
+    /// there are many, else each as an object of its own. Returns the
+    /// bytes written past the contents themselves (a pack's index).
+    pub(super) fn flush(&mut self) -> Result<u64> {
+        if self.pending.entries.len() >= PACK_FROM {
+            return self.write_pack().context("writing a pack of small contents");
+        }
+        let pending = std::mem::take(&mut self.pending);
+        for entry in &pending.entries {
+            let content = &pending.data[entry.offset as usize..(entry.offset + entry.len) as usize];
+            let name = blake3::Hash::from_bytes(entry.name).to_hex();
+            self.write_small(name.as_str(), content)
+                .with_context(|| format!("writing object {name}"))?;
+        }
+        Ok(0)
+    }
+
+    /// Writes every pending content as one pack.
+    fn write_pack(&mut self) -> Result<u64> {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.entries.is_empty() {
+            return Ok(0);
+        }
+        fs::create_dir_all(&self.packs)?;
+        let tmp_name = self.tmp_name();
+        let tmp = self.packs.join(tmp_name);
+        let (name, index) = packs::write(&self.packs, &tmp, &pending.data, &pending.entries)?;
+        self.unsynced.push(self.packs.join(format!("{name}.pack")));
+        self.packed.extend(pending.names);
+        Ok(index)
     }
 
     /// Makes what was written since the last call durable, with the folder
@@ -51,7 +113,13 @@ impl Objects {
         for file in files.iter().map(PathBuf::as_path).chain([also]) {
             fs::File::open(file)?.sync_data()?;
         }
-        let dirs = [Some(self.objects.as_path()), Some(self.trees.as_path()), also.parent()];
+        let packs = self.packs.is_dir().then_some(self.packs.as_path());
+        let dirs = [
+            Some(self.objects.as_path()),
+            Some(self.trees.as_path()),
+            packs,
+            also.parent(),
+        ];
         for dir in dirs.into_iter().flatten() {
             fs::File::open(dir)?.sync_all()?;
         }
@@ -66,7 +134,8 @@ impl Objects {
         if size <= SMALL {
             return self.store_small(file, size).context("reading a workspace file");
         }
-        let tmp = self.tmp_path();
+        let tmp_name = self.tmp_name();
+        let tmp = self.objects.join(tmp_name);
         let out = create_object_file(&tmp)?;
         let copied = copy_content(file, &out, size);
         drop(out);
@@ -88,31 +157,56 @@ impl Objects {
     }
 
     /// [`Self::store_object`] for a small file: read whole, named, and
-    /// written only if no object has its name yet.
-    fn store_small(&mut self, file: &fs::File, size: u64) -> std::io::Result<(String, u64, u64)> {
+    /// held to be written when the snapshot ends ([`Self::flush`]) unless
+    /// a pack has it already (a content packed that is also an object of
+    /// its own is harmless: readers take the pack's).
+    fn store_small(&mut self, file: &fs::File, size: u64) -> Result<(String, u64, u64)> {
         let mut buf = vec![0u8; size as usize];
         let size = read_data(file, size, |offset, bytes| {
             buf[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
             Ok(())
         })?;
         let content = &buf[..size as usize];
-        let mut hasher = ContentHasher::new();
-        let runs = hasher.update(0, content);
-        let hash = hasher.finish(size);
-        let object = self.objects.join(&hash);
-        if object.exists() {
+        let hash = packs::content_name(content);
+        let raw = *blake3::Hash::from_hex(&hash)?.as_bytes();
+        // Whether an object of its own has it is asked only if it is not
+        // packed (a stat per new file would cost what packs save).
+        if self.packed.contains(&raw) || self.pending.names.contains(&raw) {
             return Ok((hash, size, 0));
         }
-        let tmp = self.tmp_path();
+        let offset = self.pending.data.len() as u64;
+        self.pending.data.extend_from_slice(content);
+        self.pending.entries.push(PackEntry {
+            name: raw,
+            offset,
+            len: size,
+        });
+        self.pending.names.insert(raw);
+        let mut written = size;
+        if self.pending.data.len() >= PACK_BYTES {
+            written += self.write_pack().context("writing a pack of small contents")?;
+        }
+        Ok((hash, size, written))
+    }
+
+    /// Writes `content` as the object `hash` (unless it is there), zero
+    /// blocks left holes.
+    fn write_small(&mut self, hash: &str, content: &[u8]) -> std::io::Result<()> {
+        let object = self.objects.join(hash);
+        if object.exists() {
+            return Ok(());
+        }
+        let runs = ContentHasher::new().update(0, content);
+        let tmp_name = self.tmp_name();
+        let tmp = self.objects.join(tmp_name);
         let written = create_object_file(&tmp).and_then(|out| {
             write_runs(&out, 0, content, &runs)?;
-            out.set_len(size)?;
-            Ok(runs.iter().map(|r| r.len() as u64).sum())
+            out.set_len(content.len() as u64)
         });
-        match written.and_then(|written| fs::rename(&tmp, &object).map(|()| written)) {
-            Ok(written) => {
+        match written.and_then(|()| fs::rename(&tmp, &object)) {
+            Ok(()) => {
                 self.unsynced.push(object);
-                Ok((hash, size, written))
+                Ok(())
             }
             Err(e) => {
                 let _ = fs::remove_file(&tmp);
@@ -121,11 +215,10 @@ impl Objects {
         }
     }
 
-    /// A fresh temporary name in the objects folder.
-    fn tmp_path(&mut self) -> PathBuf {
+    /// A fresh temporary name (in the objects or packs folder).
+    fn tmp_name(&mut self) -> String {
         self.tmp_counter += 1;
-        self.objects
-            .join(format!(".tmp-{}-{}", std::process::id(), self.tmp_counter))
+        format!(".tmp-{}-{}", std::process::id(), self.tmp_counter)
     }
 
     /// Stores a tree (once) and returns its hash and the bytes written.

@@ -266,4 +266,12 @@ fn twenty_thousand_files_are_recorded_and_a_step_after_reads_only_its_change() {
         panic!()
     };
     assert_eq!(size, 7);
+    // The first step's contents are one pack, the later change an object
+    // of its own; both read back.
+    let count = |sub: &str| fs::read_dir(tmp.path().join("snap").join(sub)).unwrap().count();
+    assert_eq!((count("packs"), count("objects")), (1, 1));
+    let back = tmp.path().join("back");
+    materialize_writable(&tmp.path().join("snap"), &second, &back).unwrap();
+    assert_eq!(fs::read_to_string(back.join("d019/f999")).unwrap(), "19 999");
+    assert_eq!(fs::read_to_string(back.join("d007/f7")).unwrap(), "changed");
 }

@@ -11,6 +11,7 @@ use crate::limits::Limits;
 use crate::record::snapshot::manifest::{Manifest, ManifestEntry};
 use crate::record::snapshot::objects::{Objects, link_all, write_new};
 use crate::record::snapshot::read::{read_manifest, read_manifest_header};
+use crate::record::snapshot::reader::ObjectReader;
 use crate::record::snapshot::scan::{Restart, Walk, Walked};
 use crate::record::snapshot::tracking::{Plan, StatKey, Tracking};
 use crate::record::snapshot::tree::{flat_entry, join};
@@ -44,7 +45,12 @@ impl SnapshotStore {
             written: 0,
             last: None,
         };
-        for sub in [&store.content.objects, &store.content.trees, &store.manifests] {
+        for sub in [
+            &store.content.objects,
+            &store.content.trees,
+            &store.content.packs,
+            &store.manifests,
+        ] {
             fs::create_dir_all(sub).with_context(|| format!("creating {}", sub.display()))?;
         }
         Ok(store)
@@ -58,14 +64,17 @@ impl SnapshotStore {
     }
 
     /// A store in `dir` that starts as `parent`'s did after its snapshot
-    /// `upto` (a fork): every object and tree hard-linked (copied only
-    /// across filesystems), the manifests up to `upto` likewise, and that
-    /// one the last snapshot taken.
+    /// `upto` (a fork): every object, pack and tree hard-linked (copied
+    /// only across filesystems), the manifests up to `upto` likewise, and
+    /// that one the last snapshot taken.
     pub fn forked(dir: &Path, parent: &Path, upto: u64, limits: &Limits) -> Result<Self> {
         let mut store = Self::create(dir, limits)?;
-        for sub in ["objects", "trees"] {
-            link_all(&parent.join(sub), &dir.join(sub), |_| true)?;
+        for sub in ["objects", "trees", "packs"] {
+            if sub != "packs" || parent.join(sub).is_dir() {
+                link_all(&parent.join(sub), &dir.join(sub), |name| !name.starts_with(".tmp-"))?;
+            }
         }
+        store.content = Objects::new(dir);
         link_all(&parent.join("manifests"), &dir.join("manifests"), |name| {
             name.strip_suffix(".json")
                 .and_then(|id| id.parse::<u64>().ok())
@@ -102,9 +111,16 @@ impl SnapshotStore {
         &self.dir
     }
 
-    /// The folder of file contents, one file per blake3 hash.
+    /// The folder of loose contents, one file per name (where the trace
+    /// keeps long strings whole; snapshots' contents are read through
+    /// [`Self::reader`], since small ones are packed).
     pub fn objects_dir(&self) -> &Path {
         &self.content.objects
+    }
+
+    /// A reader of every content written so far, loose or packed.
+    pub fn reader(&self) -> Result<ObjectReader> {
+        ObjectReader::open(&self.dir)
     }
 
     /// The blake3 of snapshot `id`'s manifest file as written (what the
@@ -186,6 +202,7 @@ impl SnapshotStore {
             capped,
             latest_ctime,
         } = walked;
+        stats.written_bytes += self.content.flush()?;
         wait_past(latest_ctime);
         self.tracking.dirs = dirs;
         self.tracking.capped = capped;
@@ -222,9 +239,16 @@ impl SnapshotStore {
 
     /// A store that goes on in `dir` after its snapshot `upto` (an episode
     /// resumed after its host died): later manifests, taken for a step that
-    /// was never recorded, are removed; their objects stay, unreferenced.
+    /// was never recorded, are removed; their objects and packs stay,
+    /// unreferenced, and a pack left half-written is removed.
     pub fn resumed(dir: &Path, upto: u64, limits: &Limits) -> Result<Self> {
         let mut store = Self::create(dir, limits)?;
+        for entry in fs::read_dir(&store.content.packs)? {
+            let entry = entry?;
+            if entry.file_name().to_string_lossy().starts_with(".tmp-") {
+                fs::remove_file(entry.path())?;
+            }
+        }
         for entry in fs::read_dir(&store.manifests)? {
             let entry = entry?;
             let name = entry.file_name();
@@ -312,6 +336,40 @@ mod tests {
         let back = tmp.path().join("back");
         materialize_contained(&snap, &first, &back).unwrap();
         assert_eq!(fs::read_to_string(back.join("a.txt")).unwrap(), "one");
+    }
+
+    /// Many new small files are one pack; a fork and a resumed store read
+    /// it and never write those contents again, and a resume clears a pack
+    /// left half-written.
+    #[test]
+    fn small_contents_are_packed_and_a_fork_or_resume_reads_the_pack() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        for i in 0..100 {
+            fs::write(ws.join(format!("f{i}")), format!("small {i}")).unwrap();
+        }
+        let mut store = store(tmp.path());
+        let first = take(&mut store, &ws, "s");
+        let snap = tmp.path().join("snap");
+        let listed = |dir: &Path, sub: &str| fs::read_dir(dir.join(sub)).unwrap().count();
+        assert_eq!((listed(&snap, "packs"), listed(&snap, "objects")), (1, 0));
+        let child = tmp.path().join("child");
+        let mut forked = SnapshotStore::forked(&child, &snap, first.id, &Limits::default()).unwrap();
+        fs::write(ws.join("f0"), "small 1").unwrap();
+        fs::write(ws.join("new"), "new").unwrap();
+        let second = take(&mut forked, &ws, "t");
+        assert_eq!((listed(&child, "packs"), listed(&child, "objects")), (1, 1));
+        let back = tmp.path().join("back");
+        materialize_contained(&child, &second, &back).unwrap();
+        assert_eq!(fs::read_to_string(back.join("f0")).unwrap(), "small 1");
+        assert_eq!(fs::read_to_string(back.join("f99")).unwrap(), "small 99");
+        fs::write(snap.join("packs/.tmp-1-1"), "half a pack").unwrap();
+        let mut resumed = SnapshotStore::resumed(&snap, first.id, &Limits::default()).unwrap();
+        assert_eq!(listed(&snap, "packs"), 1);
+        fs::write(ws.join("f0"), "small 0").unwrap();
+        take(&mut resumed, &ws, "u");
+        assert_eq!((listed(&snap, "packs"), listed(&snap, "objects")), (1, 1));
     }
 
     #[test]
