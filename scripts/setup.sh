@@ -108,6 +108,12 @@ if with torch && ! grep -qx "$lock_hash" "$torch_venv/mlrb-lock" 2>/dev/null; th
         --find-links "$wheels" -r images/torch/requirements.lock
     echo "$lock_hash" > "$torch_venv/mlrb-lock"
 fi
+# The start-up module the torch image has too (numpy 1's printing where a
+# folder's environment asks): copied each time, so an edit reaches the venv.
+if with torch && [ -d "$torch_venv/lib/python3.11/site-packages" ]; then
+    cp host/python/mlrb_site_compat.py "$torch_venv/lib/python3.11/site-packages/"
+    echo "import mlrb_site_compat" > "$torch_venv/lib/python3.11/site-packages/mlrb_site_compat.pth"
+fi
 
 skipped=""
 for part in $all_parts; do with "$part" || skipped="$skipped $part"; done

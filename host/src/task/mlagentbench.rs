@@ -62,6 +62,10 @@ pub struct Known {
     /// `torch`: its scripts import what the torch image holds (torchvision, datasets).
     #[serde(default)]
     pub image: Option<String>,
+    /// What every script of the folder runs with (`resources.env`): what
+    /// its code assumed of its libraries, e.g. Keras's backend.
+    #[serde(default)]
+    pub environment: std::collections::BTreeMap<String, String>,
     /// How the smoke profile runs it, where mlrb has stand-in data for it.
     #[serde(default)]
     pub smoke: Option<KnownSmoke>,
@@ -333,6 +337,7 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
             if known.image.as_deref() == Some("torch") {
                 resources.image = Some(crate::sandbox::image::ImageRecipe::standard(true).tag());
             }
+            resources.env = known.environment.clone();
             (
                 known_metric(&known),
                 PrepareSpec {
