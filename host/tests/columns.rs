@@ -282,10 +282,7 @@ fn the_service_and_task_commands_fit_100_columns() {
 fn the_mlagentbench_table_is_short_and_wide_tells_the_rest() {
     let short = rendered(&["tasks", "check", "--suite", "mlagentbench"], 100);
     assert!(short.lines().count() <= 50, "{} lines:\n{short}", short.lines().count());
-    assert!(
-        short.contains("ogbn-arxiv") && short.contains("--wide"),
-        "{short}"
-    );
+    assert!(short.contains("ogbn-arxiv") && short.contains("--wide"), "{short}");
     assert!(!short.contains("extensions built"), "only the first clause: {short}");
     let wide = rendered(&["tasks", "check", "--suite", "mlagentbench", "--wide"], 100);
     assert!(wide.contains("extensions built"), "{wide}");

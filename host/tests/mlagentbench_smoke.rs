@@ -238,5 +238,8 @@ fn the_torch_image_keeps_numpy_2_and_keras_3_unless_a_folder_asks() {
     let keras = "import keras; print(keras.backend.backend())";
     assert_eq!(python(&["KERAS_BACKEND=torch"], keras), (true, "torch".into()));
     let (ok, text) = python(&[], keras);
-    assert!(!ok && text.contains("tensorflow"), "Keras's default backend is not in the image: {text}");
+    assert!(
+        !ok && text.contains("tensorflow"),
+        "Keras's default backend is not in the image: {text}"
+    );
 }

@@ -66,6 +66,10 @@ pub struct Known {
     /// its code assumed of its libraries, e.g. Keras's backend.
     #[serde(default)]
     pub environment: std::collections::BTreeMap<String, String>,
+    /// The memory its scripts need, in MiB, where mlrb's default (2 GiB) is
+    /// too little for its own starter on its real data.
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
     /// How the smoke profile runs it, where mlrb has stand-in data for it.
     #[serde(default)]
     pub smoke: Option<KnownSmoke>,
@@ -338,6 +342,7 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
                 resources.image = Some(crate::sandbox::image::ImageRecipe::standard(true).tag());
             }
             resources.env = known.environment.clone();
+            resources.memory_mb = known.memory_mb.unwrap_or(resources.memory_mb);
             (
                 known_metric(&known),
                 PrepareSpec {

@@ -244,7 +244,12 @@ impl Task {
 
     /// The task's own environment variables, as (name, value).
     fn env(&self) -> Vec<(String, String)> {
-        self.spec.resources.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.spec
+            .resources
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// Whether preparation may reach the network: the task grants it, or the user did.
@@ -457,13 +462,21 @@ mod tests {
         assert!(err.contains("colour"), "{err}");
 
         // A task's environment may not set what mlrb sets for every script.
-        for (name, field) in [("PATH", "PATH"), ("HF_HOME", "HF_HOME"), ("LD_PRELOAD", "LD_PRELOAD"), ("lower", "lower")] {
+        for (name, field) in [
+            ("PATH", "PATH"),
+            ("HF_HOME", "HF_HOME"),
+            ("LD_PRELOAD", "LD_PRELOAD"),
+            ("lower", "lower"),
+        ] {
             write_task(tmp.path(), &format!("{GOOD}[resources.env]\n{name} = \"x\"\n"));
             let err = Task::load(tmp.path()).unwrap_err().to_string();
             assert!(err.contains("resources.env") && err.contains(field), "{err}");
             assert_eq!(err.lines().count(), 1, "{err}");
         }
-        write_task(tmp.path(), &format!("{GOOD}[resources.env]\nKERAS_BACKEND = \"torch\"\n"));
+        write_task(
+            tmp.path(),
+            &format!("{GOOD}[resources.env]\nKERAS_BACKEND = \"torch\"\n"),
+        );
         let task = Task::load(tmp.path()).unwrap();
         let command = task.in_profile(sandbox::Command {
             argv: vec!["python3".into()],
@@ -477,7 +490,11 @@ mod tests {
             stop: Default::default(),
             meter: Default::default(),
         });
-        assert!(command.env.contains(&("KERAS_BACKEND".into(), "torch".into())), "{:?}", command.env);
+        assert!(
+            command.env.contains(&("KERAS_BACKEND".into(), "torch".into())),
+            "{:?}",
+            command.env
+        );
         let (_, (env, _)) = task.episode_profile();
         assert_eq!(env, vec![("KERAS_BACKEND".to_string(), "torch".to_string())]);
 

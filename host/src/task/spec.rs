@@ -491,11 +491,22 @@ impl Default for Resources {
 /// environment can hold.
 fn env_fault(name: &str, value: &str) -> Option<&'static str> {
     const RESERVED: &[&str] = &[
-        "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "PYTHONPATH", "PYTHONHOME",
-        "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "TRANSFORMERS_OFFLINE", "MLRB_SMOKE",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "TMPDIR",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "TRANSFORMERS_OFFLINE",
+        "MLRB_SMOKE",
     ];
     let identifier = name.chars().next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
-        && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
     if !identifier {
         return Some("is not a variable name (upper-case letters, digits and `_`)");
     }
