@@ -69,7 +69,8 @@ impl ImageRecipe {
             suite: "bookworm".into(),
             variant: "minbase".into(),
             packages: debian.iter().map(|p| p.to_string()).collect(),
-            revision: 1,
+            // 2: the torch image's wheels are installed compiled (below).
+            revision: if torch { 2 } else { 1 },
             wheels: torch.then(|| TORCH_LOCK.to_string()),
             site_compat: torch.then(|| SITE_COMPAT.to_string()),
         }
@@ -256,7 +257,11 @@ async fn install_wheels(cache: &Path, rootfs: &Path) -> Result<()> {
             "--no-index",
             "--require-hashes",
         ])
-        .args(["--break-system-packages", "--no-cache-dir", "--no-compile"])
+        // Compiled on install: a container cannot keep the bytecode its
+        // imports write, so without it every script and evaluation would
+        // compile torch's and transformers' Python again (7.8 s of a 15.7 s
+        // `import torch, transformers` in a fresh container, on 2 cores).
+        .args(["--break-system-packages", "--no-cache-dir"])
         .args([
             "--find-links",
             "/tmp/mlrb-wheels",
