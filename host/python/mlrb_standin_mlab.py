@@ -371,19 +371,27 @@ KAGGLE = {
 BEFORE_PREPARE = {"cifar10": cifar10}
 
 
+def prepare_words(argv, kwargs):
+    """The words of a command prepare.py runs (with shell=True the command
+    is one string, alone or first in a list)."""
+    command = argv if isinstance(argv, str) else argv[0] if kwargs.get("shell") else None
+    return str(command).split() if command is not None else [str(a) for a in argv]
+
+
+def from_prepare(depth=2):
+    """Whether the caller's caller is prepare.py itself: libraries it
+    imports run their own commands (`uname -p`)."""
+    return os.path.abspath(sys._getframe(depth).f_code.co_filename) == os.path.abspath("prepare.py")
+
+
 def stand_in_run(rng):
     """subprocess.run for prepare.py: the download commands stood in."""
     real_run = subprocess.run
 
-    prepare = os.path.abspath("prepare.py")
-
     def run(argv, *args, cwd=None, **kwargs):
-        # Only prepare.py's own calls: libraries it imports run theirs (`uname -p`).
-        if os.path.abspath(sys._getframe(1).f_code.co_filename) != prepare:
+        if not from_prepare():
             return real_run(argv, *args, cwd=cwd, **kwargs)
-        # With shell=True the command is one string (alone or first in a list).
-        command = argv if isinstance(argv, str) else argv[0] if kwargs.get("shell") else None
-        words = str(command).split() if command is not None else [str(a) for a in argv]
+        words = prepare_words(argv, kwargs)
         where = cwd or "."
         if words[:3] == ["kaggle", "competitions", "download"] and "-c" in words:
             name = words[words.index("-c") + 1]
@@ -408,16 +416,17 @@ def stand_in_run(rng):
 # MLAgentBench's checkout (benchmarks/<competition>/env), which the folder
 # was renamed from. The stand-in makes that path the folder's env/ while
 # prepare.py runs, as the checkout it was written in did.
-DOWNLOAD_DIR = {"feedback": "benchmarks/feedback-prize-english-language-learning/env",
-                "fathomnet": "benchmarks/fathomnet-out-of-sample-detection/env"}
+DOWNLOAD_DIR = {
+    "feedback": "benchmarks/feedback-prize-english-language-learning/env",
+    "fathomnet": "benchmarks/fathomnet-out-of-sample-detection/env",
+}
 
 
-def prepare(folder):
-    rng = random.Random(f"{SEED}:{folder}")
-    if folder in BEFORE_PREPARE:
-        BEFORE_PREPARE[folder](os.getcwd(), rng)
-    builtins.input = lambda prompt="": print(prompt) or ""
-    subprocess.run = stand_in_run(rng)
+def run_prepare(folder, run, answer):
+    """Runs the folder's prepare.py (cwd: its scripts/) with `run` for its
+    subprocess.run and `answer(prompt)` for its input()."""
+    builtins.input = answer
+    subprocess.run = run
     sys.argv = ["prepare.py"]
     link = DOWNLOAD_DIR.get(folder)
     if link:
@@ -429,6 +438,13 @@ def prepare(folder):
         if link:
             os.remove(link)
             os.removedirs(os.path.dirname(link))
+
+
+def prepare(folder):
+    rng = random.Random(f"{SEED}:{folder}")
+    if folder in BEFORE_PREPARE:
+        BEFORE_PREPARE[folder](os.getcwd(), rng)
+    run_prepare(folder, stand_in_run(rng), lambda prompt="": print(prompt) or "")
 
 
 # ---------------------------------------------------------------------------

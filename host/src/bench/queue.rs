@@ -85,6 +85,13 @@ CREATE TABLE IF NOT EXISTS leases (
     worker TEXT NOT NULL,
     leased_ms INTEGER NOT NULL
 );
+-- Recorded results whose uploaded folder is not yet in the run: the file
+-- under cluster/unplaced/ it is unpacked from (after the answer, and again
+-- after a restart). Written with the result, in the same transaction.
+CREATE TABLE IF NOT EXISTS unplaced (
+    episode TEXT PRIMARY KEY,
+    upload TEXT NOT NULL
+);
 -- Leases that went on from a suspended episode's records, after a step.
 CREATE TABLE IF NOT EXISTS resumes (
     token TEXT PRIMARY KEY,
@@ -258,6 +265,15 @@ impl Queue {
         Ok(Some((known, done)))
     }
 
+    /// The recorded results whose folders are still to be placed: each
+    /// episode and the name of its upload's file.
+    pub fn unplaced(&self) -> Result<Vec<(String, String)>> {
+        let db = self.reads();
+        let mut select = db.prepare("SELECT episode, upload FROM unplaced ORDER BY episode")?;
+        let rows = select.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// How many episodes wait, are leased and are done, at `now`. Each
     /// count walks one of the partial indexes, never the whole table
     /// (whose rows hold the results).
@@ -397,6 +413,22 @@ impl Writes<'_> {
         )?
         .execute(params![episode, text, hash])?;
         Ok(Reported::Recorded)
+    }
+
+    /// Notes that the folder of `episode`, just recorded, is still in the
+    /// upload `name` (see `Queue::unplaced`).
+    pub fn unplaced(&self, episode: &str, name: &str) -> Result<()> {
+        self.0
+            .prepare_cached("INSERT OR REPLACE INTO unplaced (episode, upload) VALUES (?1, ?2)")?
+            .execute(params![episode, name])?;
+        Ok(())
+    }
+
+    /// Notes that the folder of `episode` in the upload `name` is placed
+    /// (or set aside): false when that was not the upload noted.
+    pub fn placed(&self, episode: &str, name: &str) -> Result<bool> {
+        let sql = "DELETE FROM unplaced WHERE episode = ?1 AND upload = ?2";
+        Ok(self.0.prepare_cached(sql)?.execute(params![episode, name])? == 1)
     }
 
     /// See `Queue::counts`.
@@ -594,6 +626,43 @@ mod tests {
             "only the renewed lease holds at 61 s"
         );
         assert!(queue.holds(&second.episode, &second.token).unwrap());
+    }
+
+    /// A result's unplaced upload is noted in its savepoint: undone with a
+    /// refused report, kept with a recorded one until placed.
+    #[test]
+    fn an_unplaced_upload_is_noted_with_its_result_or_not_at_all() {
+        let (_tmp, queue) = queue(2);
+        let one = queue.lease("a", TTL, 0).unwrap().unwrap();
+        let two = queue.lease("a", TTL, 0).unwrap().unwrap();
+        let (recorded, refused) = queue
+            .group(|group| {
+                let recorded = group.apply(|w| {
+                    let reported = w.report(&one.episode, &one.token, &json!(1))?;
+                    w.unplaced(&one.episode, "one.tar")?;
+                    Ok(reported)
+                });
+                let refused = group.apply(|w| {
+                    w.report(&two.episode, &one.token, &json!(2))?;
+                    w.unplaced(&two.episode, "two.tar")
+                });
+                (recorded.unwrap(), refused)
+            })
+            .unwrap();
+        assert_eq!(recorded, Reported::Recorded);
+        assert!(refused.is_err());
+        assert_eq!(
+            queue.unplaced().unwrap(),
+            vec![(one.episode.clone(), "one.tar".to_string())]
+        );
+        let placed = queue
+            .group(|g| {
+                let other = g.apply(|w| w.placed(&one.episode, "other.tar")).unwrap();
+                (other, g.apply(|w| w.placed(&one.episode, "one.tar")).unwrap())
+            })
+            .unwrap();
+        assert_eq!(placed, (false, true));
+        assert!(queue.unplaced().unwrap().is_empty());
     }
 
     #[test]

@@ -62,7 +62,10 @@ pub enum TasksCommand {
         /// `save_to_disk` folders named by hub id (DIR/owner/name[/config]).
         #[arg(long, value_name = "DIR", conflicts_with = "network")]
         from: Option<std::path::PathBuf>,
-        /// Let preparation reach the network, beyond what the task grants.
+        /// Let preparation reach the network, beyond what the task grants. An
+        /// upstream MLAgentBench folder whose source mlrb knows (Kaggle, the
+        /// Hugging Face hub, torchvision's mirror, OGB) has its real data
+        /// fetched on the host, then prepared offline; later runs use them.
         #[arg(long)]
         network: bool,
         #[arg(long)]

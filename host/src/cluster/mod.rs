@@ -176,6 +176,14 @@ pub async fn bench(
         linger(&server, &setup).await;
     }
     serving.abort();
+    // Results are answered before their folders are in place.
+    let unplaced = server.placed().await?;
+    if unplaced > 0 {
+        tracing::warn!(
+            count = unplaced,
+            "results whose folders could not be placed (see the errors above): `mlrb bench --resume` tries again"
+        );
+    }
     finish(dir, server.queue(), interrupted, ran)
 }
 

@@ -51,22 +51,7 @@ pub struct Unpacked {
 /// refused; `into` is then left for the caller to remove.
 pub fn unpack(archive: impl Read, into: &Path) -> Result<Unpacked> {
     let mut result = None;
-    let allow = |rel: &Path| -> Result<()> {
-        if rel != Path::new("result.json") && !rel.starts_with("episode") {
-            bail!("{}: the upload holds only result.json and episode/", rel.display());
-        }
-        Ok(())
-    };
-    let mut take = |rel: &Path, entry: &mut dyn Read| -> Result<bool> {
-        if rel != Path::new("result.json") {
-            return Ok(false);
-        }
-        let mut text = Vec::new();
-        entry.take(1 << 20).read_to_end(&mut text)?;
-        result = Some(serde_json::from_slice::<ResultLine>(&text).context("result.json is not a result line")?);
-        Ok(true)
-    };
-    archive::unpack(archive, into, &allow, &mut take)?;
+    archive::unpack(archive, into, &allow, &mut |rel, entry| take(rel, entry, &mut result))?;
     let episode = into.join("episode");
     Ok(Unpacked {
         result,
@@ -74,9 +59,50 @@ pub fn unpack(archive: impl Read, into: &Path) -> Result<Unpacked> {
     })
 }
 
+/// What a checked upload holds: its result line, and whether it has an
+/// episode folder.
+pub struct Checked {
+    /// Its result line (none for a suspended episode).
+    pub result: Option<ResultLine>,
+    /// Whether it holds an episode folder.
+    pub folder: bool,
+}
+
+/// Checks an archive as `unpack` would take it, writing nothing: an
+/// archive that passes unpacks (short of the disk failing).
+pub fn check(archive: impl Read) -> Result<Checked> {
+    let mut result = None;
+    let folder = archive::check(
+        archive,
+        &allow,
+        &mut |rel, entry| take(rel, entry, &mut result),
+        Path::new("episode"),
+    )?;
+    Ok(Checked { result, folder })
+}
+
+/// An upload holds result.json and episode/, nothing else.
+fn allow(rel: &Path) -> Result<()> {
+    if rel != Path::new("result.json") && !rel.starts_with("episode") {
+        bail!("{}: the upload holds only result.json and episode/", rel.display());
+    }
+    Ok(())
+}
+
+/// Reads result.json into `result` instead of writing it.
+fn take(rel: &Path, entry: &mut dyn Read, result: &mut Option<ResultLine>) -> Result<bool> {
+    if rel != Path::new("result.json") {
+        return Ok(false);
+    }
+    let mut text = Vec::new();
+    entry.take(1 << 20).read_to_end(&mut text)?;
+    *result = Some(serde_json::from_slice::<ResultLine>(&text).context("result.json is not a result line")?);
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{pack, unpack};
+    use super::{check, pack, unpack};
     use crate::bench::result_line::ResultLine;
 
     fn result() -> ResultLine {
@@ -94,6 +120,8 @@ mod tests {
         let mut archive = Vec::new();
         pack(Some(&result()), Some(&episode), &mut archive).unwrap();
         let into = tmp.path().join("into");
+        let checked = check(archive.as_slice()).unwrap();
+        assert!(checked.folder && checked.result.is_some());
         let unpacked = unpack(archive.as_slice(), &into).unwrap();
         assert_eq!(unpacked.result.unwrap().id, "digits/a/1");
         let dir = unpacked.episode.unwrap();
@@ -163,6 +191,8 @@ mod tests {
             let into = tmp.path().join(name);
             let error = format!("{:#}", unpack(archive.as_slice(), &into).err().expect(name));
             assert!(error.contains(why), "{name}: {error}");
+            let checked = format!("{:#}", check(archive.as_slice()).err().expect(name));
+            assert!(checked.contains(why), "{name}, checked: {checked}");
         }
         assert!(!tmp.path().join("escaped").exists());
         assert!(!std::path::Path::new("/tmp/escaped").exists());

@@ -21,6 +21,9 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+mod check;
+pub use check::check;
+
 /// Something of a packed folder that the archive does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeftOut {
@@ -334,6 +337,11 @@ pub fn unpack(
     }
     // Last: a link made earlier could have had a later entry written through it.
     for (at, to) in links {
+        // Beneath another link, it would be made wherever that one points.
+        let mut above = at.ancestors().skip(1).take_while(|a| a.starts_with(into) && *a != into);
+        if above.any(|a| a.is_symlink()) {
+            bail!("{}: a symbolic link beneath another", at.display());
+        }
         if let Some(parent) = at.parent() {
             std::fs::create_dir_all(parent)?;
         }

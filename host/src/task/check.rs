@@ -243,6 +243,14 @@ fn prepare_item(task: &Task, cache_dir: &Path) -> Item {
         return item("data", Status::Ok, detail);
     }
     let source = std::fs::read_to_string(task.prepare_script()).unwrap_or_default();
+    if super::mlagentbench::known(&task.root).is_some_and(|k| k.fetch.is_some()) {
+        return item(
+            "data",
+            Status::Warn,
+            "not prepared: `mlrb tasks prepare FOLDER --network` fetches its real data on the host \
+             (what it needs: `mlrb tasks check --suite mlagentbench --wide`), or prepare it by hand",
+        );
+    }
     if source.contains("input(") {
         return item(
             "data",

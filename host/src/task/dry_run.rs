@@ -59,7 +59,12 @@ pub fn scoring_network(task: &Task) -> Option<Item> {
     if found.is_empty() {
         return None;
     }
+    let fetched = super::mlagentbench::known(&task.root).is_some_and(|k| k.fetch.is_some());
     let how = match task.layout {
+        Layout::MlAgentBench if fetched => {
+            "scoring runs without network: `mlrb tasks prepare FOLDER --network` fetches what it reads \
+             into the prepared data, which scoring then reads offline"
+        }
         Layout::MlAgentBench => {
             "scoring runs without network: prepare with --network, and mlrb runs the evaluator once during \
              preparation so that what it fetches lands beside the hidden answers"

@@ -141,6 +141,20 @@ impl Hub {
         Self::open(dir, key, false, Some(from), lib)
     }
 
+    /// The offline hub kept in a folder's prepared data (`real_data.rs`):
+    /// its real data, fetched from the Hugging Face hub.
+    pub fn prepared(dir: PathBuf, cache_dir: &Path) -> Result<Self> {
+        let lib = pylib::install(cache_dir)?;
+        let key = format!(
+            "prepared-{}",
+            dir.parent()
+                .and_then(|d| d.file_name())
+                .unwrap_or_default()
+                .to_string_lossy()
+        );
+        Self::open(dir, key, false, None, lib)
+    }
+
     fn open(dir: PathBuf, key: String, stand_in: bool, from: Option<PathBuf>, lib: PathBuf) -> Result<Self> {
         let path = dir.join("index.json");
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;

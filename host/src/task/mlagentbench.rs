@@ -79,6 +79,10 @@ pub struct Known {
     /// What running it with its real data needs (credentials, network, packages).
     #[serde(default)]
     pub real_data: String,
+    /// Where mlrb itself fetches its real data from, on the host, when it
+    /// is prepared with `--network` (`real_data.rs`).
+    #[serde(default)]
+    pub fetch: Option<Fetch>,
     /// Why mlrb refuses to score it, where it does.
     #[serde(default)]
     pub refused: Option<String>,
@@ -100,6 +104,20 @@ pub struct KnownSmoke {
     /// Its scripts read the stand-in hub's synthetic Hugging Face data sets.
     #[serde(default)]
     pub hub: bool,
+}
+
+/// A source mlrb fetches a folder's real data from.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fetch {
+    /// A Kaggle competition's files (what `kaggle competitions download -c NAME` gives).
+    Kaggle(String),
+    /// A dataset repository of the Hugging Face hub, which `datasets.load_dataset` reads.
+    HuggingFace(String),
+    /// The archive torchvision's dataset class downloads (`cifar10`).
+    Torchvision(String),
+    /// An OGB dataset's zip, as `PygNodePropPredDataset` downloads it (`arxiv`).
+    Ogb(String),
 }
 
 fn yes() -> bool {

@@ -16,9 +16,12 @@ mod dry_run;
 mod evaluate;
 mod failure;
 pub mod feedback;
+mod fetch;
+mod hf_snapshot;
 pub mod hub;
 pub mod imports;
 pub mod item;
+mod kaggle;
 mod mlab_smoke;
 pub mod mlagentbench;
 pub mod mlagentbench_table;
@@ -26,6 +29,7 @@ pub mod overrides;
 mod populate;
 mod prepare;
 pub mod pylib;
+mod real_data;
 mod refusals;
 pub mod requirements;
 mod sealed;
@@ -37,6 +41,7 @@ pub mod split;
 mod starter;
 pub mod submission;
 pub mod suite;
+mod zip_listing;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -126,6 +131,9 @@ impl Task {
             task.spec.metric.baseline = Some(measured.mean);
             task.spec.metric.baseline_from = Some(measured.source());
         }
+        // Real data fetched from the Hugging Face hub are read from the
+        // offline hub kept with them, not the network.
+        task.hub = real_data::prepared_hub(&task, &crate::paths::cache_dir());
         Ok(task)
     }
 

@@ -74,11 +74,13 @@ impl Prepared {
         let warm_up = task.prepare_network() && !task.root.join("scripts/prepared").is_file();
         // The smoke profile's data are its stand-in's, never a folder's real ones.
         let in_place = mlagentbench::prepared_in_place(&task.root) && !task.smoke();
-        if task.layout == Layout::MlAgentBench && in_place && !warm_up {
+        let dir = Self::cache_path(task, cache_dir);
+        let cached = dir.join("complete").is_file();
+        // Real data fetched before (`--network`) are used offline after.
+        if task.layout == Layout::MlAgentBench && in_place && !warm_up && !cached {
             return Some(Self::at(task, task.root.clone(), true));
         }
-        let dir = Self::cache_path(task, cache_dir);
-        if !dir.join("complete").is_file() {
+        if !cached {
             return None;
         }
         // Data prepared by an older mlrb were not sealed: seal them now.
@@ -108,12 +110,17 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
         .to_path_buf();
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let staging = tempfile::Builder::new().prefix(".staging-").tempdir_in(&base)?;
+    // Real data mlrb fetches itself: on the host, then prepare.py offline.
+    let fetched = super::real_data::fetch(task, &base).await?;
     // Kept until preparation is over: the way out its grant gives.
-    let (reach, _gateway) = task.reach(true)?;
-    if let Some(command) = prepare_command(task, staging.path(), cache_dir, &reach)? {
+    let (reach, _gateway) = match fetched.is_some() {
+        true => (sandbox::Reach::Nothing, None),
+        false => task.reach(true)?,
+    };
+    if let Some(command) = prepare_command(task, staging.path(), cache_dir, &reach, fetched.as_ref())? {
         let outcome = sandbox.run(command).await?;
         let failure = match outcome.success() {
-            false => Some(prepare_failure(&outcome, task.prepare_network())),
+            false => Some(prepare_failure(&outcome, task)),
             true => missing_outputs(task, staging.path()).map(|missing| {
                 format!("prepare step exited 0 but did not produce what the task needs ({missing}): a failed download?")
             }),
@@ -123,15 +130,11 @@ pub async fn prepare(task: &Task, sandbox: &dyn Sandbox, cache_dir: &Path) -> Re
             bail!("task {}: {why}; log: {}", task.spec.name, log.display());
         }
     }
-    if let Some(command) = warm_up_command(task, staging.path(), cache_dir, &reach)? {
-        // An evaluator that fetches its test data when it first runs gets it
-        // now, into the hidden side, so that scoring needs no network.
-        let outcome = sandbox.run(command).await?;
-        if !outcome.success() {
-            tracing::warn!(task = %task.spec.name, cause = %super::failure::failure_cause(&outcome.stderr.text),
-                "the evaluator's run during preparation failed");
-        }
+    // Fetched data are whole: no run of the evaluator to download more.
+    if fetched.is_none() {
+        warm_up(task, sandbox, staging.path(), cache_dir, &reach).await?;
     }
+    drop(fetched);
     if let Some(command) = split_command(task, staging.path(), cache_dir)? {
         let outcome = sandbox.run(command).await?;
         if !outcome.success() {
@@ -191,6 +194,7 @@ fn prepare_command(
     staging: &Path,
     cache_dir: &Path,
     reach: &sandbox::Reach,
+    fetched: Option<&super::real_data::Fetched>,
 ) -> Result<Option<sandbox::Command>> {
     let (argv, mounts) = match task.layout {
         Layout::Native => {
@@ -216,14 +220,23 @@ fn prepare_command(
             std::fs::create_dir_all(&scripts)?;
             populate::copy_tree(&task.env_dir(), &env)?;
             populate::copy_tree(&task.scripts_dir(), &scripts)?;
-            if !task.prepare_script().is_file() {
-                // Nothing of its own to run: the copies are the prepared data.
-                return Ok(None);
-            }
             let mounts = vec![
                 Mount::writable(&env, "/task/env"),
                 Mount::writable(&scripts, "/task/scripts"),
             ];
+            if let Some(fetched) = fetched {
+                // Real data mlrb fetched: put where the folder reads them, offline.
+                let (argv, extra, env) = fetched.step(task, staging)?;
+                let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+                let mounts = mounts.into_iter().chain(extra).collect();
+                let mut command = step(task, &argv, mounts, cache_dir, reach, staging.join("prepare"))?;
+                command.env.extend(env);
+                return Ok(Some(command));
+            }
+            if !task.prepare_script().is_file() {
+                // Nothing of its own to run: the copies are the prepared data.
+                return Ok(None);
+            }
             match task.smoke() {
                 // Its own prepare.py, with what it downloads stood in.
                 true => (vec!["python3", STAND_IN, "prepare", task.spec.name.as_str()], mounts),
@@ -292,6 +305,25 @@ fn step(
         stop: Default::default(),
         meter: Default::default(),
     }))
+}
+
+/// An evaluator that fetches its test data when it first runs gets it
+/// now, into the hidden side, so that scoring needs no network.
+async fn warm_up(
+    task: &Task,
+    sandbox: &dyn Sandbox,
+    staging: &Path,
+    cache_dir: &Path,
+    reach: &sandbox::Reach,
+) -> Result<()> {
+    if let Some(command) = warm_up_command(task, staging, cache_dir, reach)? {
+        let outcome = sandbox.run(command).await?;
+        if !outcome.success() {
+            tracing::warn!(task = %task.spec.name, cause = %super::failure::failure_cause(&outcome.stderr.text),
+                "the evaluator's run during preparation failed");
+        }
+    }
+    Ok(())
 }
 
 /// For an MLAgentBench folder whose preparation may reach the network: the
@@ -387,10 +419,15 @@ fn keep_failed_log(staging: &Path, dir: &Path) -> PathBuf {
 }
 
 /// One line saying why prepare failed, and what would fix the usual causes.
-fn prepare_failure(outcome: &Outcome, network: bool) -> String {
-    let stderr = &outcome.stderr.text;
+fn prepare_failure(outcome: &Outcome, task: &Task) -> String {
+    let (stderr, network) = (&outcome.stderr.text, task.prepare_network());
     let last = stderr.trim().lines().last().unwrap_or("").trim();
-    let hint = if stderr.contains("EOFError") {
+    // A folder whose real data mlrb fetches itself only needs `--network`.
+    let fetched = || mlagentbench::known(&task.root).is_some_and(|k| k.fetch.is_some());
+    let hint = if !network && stderr.contains("EOFError") && fetched() {
+        " (prepare.py asked for input: give `--network` to `mlrb tasks prepare`, which fetches its data \
+         on the host and answers its consent prompt; see its real-data needs in `mlrb tasks check`)"
+    } else if stderr.contains("EOFError") {
         " (prepare.py asked for input, but prepare steps run unattended with stdin closed: \
          remove the input() call, or prepare the folder by hand first)"
     } else if !network

@@ -38,11 +38,18 @@ pub(super) enum Write {
     Release {
         token: String,
     },
-    /// A result whose folder is in place.
+    /// A result whose folder is in place, or in the upload `unplaced`
+    /// names (noted with the result, to be placed once answered).
     Record {
         episode: String,
         token: String,
         result: Box<ResultLine>,
+        unplaced: Option<String>,
+    },
+    /// A recorded result's folder, placed from the upload named.
+    Placed {
+        episode: String,
+        upload: String,
     },
 }
 
@@ -56,6 +63,7 @@ pub(super) enum Written {
     Renewed(bool),
     Released(bool),
     Recorded(Reported),
+    Placed(bool),
     /// A result the queue refused (another result stands), and why.
     Refused(String),
 }
@@ -101,6 +109,18 @@ impl Server {
         answered.await.map_err(|_| anyhow!("the queue's writer has stopped"))?
     }
 
+    /// `write`, from a thread outside the runtime.
+    pub(super) fn write_blocking(&self, write: Write) -> Result<Written> {
+        let (answer, answered) = oneshot::channel();
+        self.writes
+            .line
+            .blocking_send(Waiting { write, answer })
+            .map_err(|_| anyhow!("the queue's writer has stopped"))?;
+        answered
+            .blocking_recv()
+            .map_err(|_| anyhow!("the queue's writer has stopped"))?
+    }
+
     /// One group: applied, committed, then journalled and answered.
     fn commit(&self, waiting: Vec<Waiting>) {
         let now = now_ms();
@@ -137,9 +157,23 @@ impl Server {
             Write::Lease { worker } => self.lease_in(group, worker, now, recorded),
             Write::Renew { token } => Ok(Written::Renewed(group.apply(|w| w.renew(token, self.lease, now))?)),
             Write::Release { token } => Ok(Written::Released(group.apply(|w| w.release(token))?)),
-            Write::Record { episode, token, result } => {
+            Write::Placed { episode, upload } => Ok(Written::Placed(group.apply(|w| w.placed(episode, upload))?)),
+            Write::Record {
+                episode,
+                token,
+                result,
+                unplaced,
+            } => {
                 let value = serde_json::to_value(result.as_ref())?;
-                let reported = match group.apply(|w| w.report(episode, token, &value)) {
+                let record = |w: &crate::bench::queue::Writes<'_>| {
+                    let reported = w.report(episode, token, &value)?;
+                    // Noted only with the result it goes with: a duplicate's is dropped.
+                    if let (Reported::Recorded, Some(upload)) = (reported, unplaced) {
+                        w.unplaced(episode, upload)?;
+                    }
+                    Ok(reported)
+                };
+                let reported = match group.apply(record) {
                     Ok(reported) => reported,
                     Err(why) => return Ok(Written::Refused(format!("{why:#}"))),
                 };

@@ -1,13 +1,15 @@
 //! `mlrb serve`: a run's queue over HTTP (hyper, JSON) for workers on other
 //! nodes. Every request carries the run's bearer token; a refused request
 //! gets a 4xx with its reason and changes nothing. An upload is size-capped
-//! while it streams, hash-checked against what the worker states, unpacked
-//! beneath a staging folder, and moved into the run only once the queue has
-//! recorded it. A stopped worker's episode is kept suspended (`partial`)
+//! while it streams, hash-checked against what the worker states, checked
+//! as unpacking would take it, and kept with its result when the queue
+//! records it; its folder is placed in the run after the answer
+//! (`placing`). A stopped worker's episode is kept suspended (`partial`)
 //! for the next lease to go on with.
 
 mod group_commit;
 mod partial;
+mod placing;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +29,7 @@ use super::protocol::{
 };
 use super::upload;
 use crate::bench::journal::Journal;
-use crate::bench::queue::{Queue, now_ms};
+use crate::bench::queue::{Queue, Reported, now_ms};
 use crate::bench::result_line::ResultLine;
 use group_commit::{Write, Writes, Written};
 
@@ -57,6 +59,7 @@ pub struct Server {
     // run and recorded; others go on beside it.
     finishing: Finishing,
     writes: Writes,
+    placing: placing::Placing,
     // Requests whose queue and disk work run on the blocking pool at once.
     blocking_slots: tokio::sync::Semaphore,
     arrived: tokio::sync::mpsc::UnboundedSender<ResultLine>,
@@ -86,6 +89,7 @@ impl Server {
     /// A server; each result recorded is also sent to `arrived`.
     pub fn new(parts: ServerParts, arrived: tokio::sync::mpsc::UnboundedSender<ResultLine>) -> Result<Self> {
         std::fs::create_dir_all(parts.dir.join("cluster/staging"))?;
+        std::fs::create_dir_all(parts.dir.join("cluster/unplaced"))?;
         Ok(Self {
             token: blake3::hash(parts.token.as_bytes()),
             lease: Duration::from_millis(parts.info.lease_ms),
@@ -98,6 +102,7 @@ impl Server {
             journal: std::sync::Mutex::new(parts.journal),
             finishing: Finishing::default(),
             writes: Writes::new(),
+            placing: placing::Placing::default(),
             blocking_slots: tokio::sync::Semaphore::new(BLOCKING_SLOTS),
             arrived,
             last_request: std::sync::atomic::AtomicI64::new(now_ms()),
@@ -116,9 +121,11 @@ impl Server {
         Duration::from_millis(now_ms().saturating_sub(last).max(0) as u64)
     }
 
-    /// Serves on `listener` until the task is dropped.
+    /// Serves on `listener` until the task is dropped, once the folders of
+    /// results recorded before a restart are on their way into place.
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> Result<()> {
         self.start_writer();
+        self.place_unplaced().await?;
         let respond = move |request| {
             let server = self.clone();
             async move { server.respond(request).await }
@@ -258,6 +265,9 @@ impl Server {
         }
     }
 
+    /// A result: answered once it is recorded with its upload kept; the
+    /// upload's folder is placed after (see `placing`). One on a shared
+    /// filesystem names its folder, moved into place before it is recorded.
     async fn report(self: &Arc<Self>, request: Request<Incoming>) -> Result<Answer> {
         let upload = match self.checked_upload(request).await? {
             Ok(upload) => upload,
@@ -266,25 +276,42 @@ impl Server {
         let staging = self.staging()?;
         let (episode, token) = (upload.episode.clone(), upload.token.clone());
         let _one = self.finishing(&episode).await;
-        let result = match self.blocking(move |s| s.place(upload, &staging.0)).await? {
-            Ok(result) => result,
+        let kept = self.blocking(move |s| match upload.staged.is_some() {
+            true => Ok(s.place(upload, &staging.0)?.map(|result| (result, None))),
+            false => s.keep(upload),
+        });
+        let (result, unplaced) = match kept.await? {
+            Ok(kept) => kept,
             Err(refusal) => return Ok(refusal),
         };
         let record = Write::Record {
             episode: episode.clone(),
             token,
             result,
+            unplaced: unplaced.clone(),
         };
-        Ok(match self.write(record).await? {
-            Written::Recorded(reported) => {
+        let written = self.write(record).await;
+        Ok(match written {
+            Ok(Written::Recorded(reported)) => {
+                match (reported, unplaced) {
+                    (Reported::Recorded, Some(name)) => self.place_later(episode.clone(), name),
+                    (_, unplaced) => self.drop_kept(unplaced).await,
+                }
                 self.drop_partial(&episode);
                 json(StatusCode::OK, &ReportAnswer { reported })
             }
-            Written::Refused(why) => refuse(
-                StatusCode::CONFLICT,
-                &format!("{why}; the first result stands and this one was not kept"),
-            ),
-            _ => unreachable!("a result is answered as recorded or refused"),
+            Ok(Written::Refused(why)) => {
+                self.drop_kept(unplaced).await;
+                refuse(
+                    StatusCode::CONFLICT,
+                    &format!("{why}; the first result stands and this one was not kept"),
+                )
+            }
+            Ok(_) => unreachable!("a result is answered as recorded or refused"),
+            Err(error) => {
+                self.drop_kept(unplaced).await;
+                return Err(error);
+            }
         })
     }
 
@@ -328,6 +355,7 @@ impl Server {
             token,
             spool,
             staged,
+            hash: actual,
         }))
     }
 
@@ -347,14 +375,16 @@ impl Server {
         })
     }
 
-    /// Unpacks a checked upload and moves it into the run (unless its
-    /// episode is done); its result, for the queue to record, or why not.
+    /// Unpacks a checked upload and moves the folder it names on the
+    /// shared filesystem into the run (unless its episode is done); its
+    /// result, for the queue to record, or why not.
     fn place(&self, upload: Upload, staging: &Path) -> Result<Result<Box<ResultLine>, Answer>> {
         let Upload {
             episode,
             token,
             spool,
             staged,
+            ..
         } = upload;
         let (episode, token) = (episode.as_str(), token.as_str());
         let unpacked = match spool.unpack(staging) {
@@ -513,6 +543,8 @@ struct Upload {
     token: String,
     spool: Spool,
     staged: Option<String>,
+    /// Its blake3, as hex.
+    hash: String,
 }
 
 /// An upload's body, as read so far: in memory, or in a file once it is
@@ -548,6 +580,27 @@ impl Spool {
             Some(file) => upload::unpack(std::io::BufReader::new(file.reopen()?), into),
             None => upload::unpack(self.memory.as_slice(), into),
         }
+    }
+
+    /// What unpacking would give, nothing written.
+    fn check(&self) -> Result<upload::Checked> {
+        match &self.file {
+            Some(file) => upload::check(std::io::BufReader::new(file.reopen()?)),
+            None => upload::check(self.memory.as_slice()),
+        }
+    }
+
+    /// Keeps the upload as the new file `to` (written through to the
+    /// kernel: it outlives this process; as the queue, not a power cut).
+    fn keep(self, to: &Path) -> Result<()> {
+        use std::io::Write;
+        match self.file {
+            Some(file) => {
+                file.persist_noclobber(to)?;
+            }
+            None => std::fs::File::create_new(to)?.write_all(&self.memory)?,
+        }
+        Ok(())
     }
 }
 
