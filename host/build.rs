@@ -22,7 +22,15 @@ fn main() {
     for path in &files {
         println!("cargo:rerun-if-changed={}", path.display());
         let name = path.file_name().unwrap().to_string_lossy();
-        writeln!(code, "    ({name:?}, include_str!({:?})),", path.display().to_string()).unwrap();
+        // Relative to the crate being compiled, not to this script's run: a
+        // target folder reused by another checkout (CI keeps one outside
+        // the clone) must embed that checkout's files, and does not rerun
+        // this script when only the path changed.
+        writeln!(
+            code,
+            "    ({name:?}, include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/python/{name}\"))),"
+        )
+        .unwrap();
     }
     code.push_str("];\n");
     let out = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("pylib.rs");

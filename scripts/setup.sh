@@ -93,7 +93,8 @@ fi
 # in (about 3 GiB; each checked against its hash) and installed offline.
 torch_venv="${MLRB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb/tools}/torch"
 wheels="${MLRB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mlrb}/image-build/wheels"
-lock_hash=$(sha256sum images/torch/requirements.lock | cut -c1-16)
+# The lock's hash names the venv, with how it is installed (compiled).
+lock_hash=$(sha256sum images/torch/requirements.lock | cut -c1-16)-compiled
 if with torch && ! grep -qx "$lock_hash" "$torch_venv/mlrb-lock" 2>/dev/null; then
     /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || {
         echo "scripts/setup.sh: the torch lock is for CPython 3.11 (Debian bookworm's python3)" >&2; exit 1; }
@@ -104,9 +105,17 @@ if with torch && ! grep -qx "$lock_hash" "$torch_venv/mlrb-lock" 2>/dev/null; th
     pip=("$torch_venv/bin/pip" --quiet --disable-pip-version-check)
     "${pip[@]}" download --no-deps --require-hashes --only-binary=:all: \
         -r images/torch/requirements.lock -d "$wheels"
-    "${pip[@]}" install --no-deps --no-index --require-hashes --no-compile \
+    # Compiled on install, as in the image: the local sandbox mounts the
+    # venv read-only, so bytecode not written now is compiled at every start.
+    "${pip[@]}" install --no-deps --no-index --require-hashes \
         --find-links "$wheels" -r images/torch/requirements.lock
     echo "$lock_hash" > "$torch_venv/mlrb-lock"
+fi
+# The start-up module the torch image has too (numpy 1's printing where a
+# folder's environment asks): copied each time, so an edit reaches the venv.
+if with torch && [ -d "$torch_venv/lib/python3.11/site-packages" ]; then
+    cp host/python/mlrb_site_compat.py "$torch_venv/lib/python3.11/site-packages/"
+    echo "import mlrb_site_compat" > "$torch_venv/lib/python3.11/site-packages/mlrb_site_compat.pth"
 fi
 
 skipped=""

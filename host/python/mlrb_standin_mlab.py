@@ -10,8 +10,9 @@ Usage (each in the sandbox, as the folder's own scripts run):
 what it downloads stood in: a Kaggle competition's files as the Kaggle CLI
 unpacks them (``kaggle competitions download -c NAME``: the real file
 names, columns and id formats, a few dozen seeded rows), torchvision's
-CIFAR-10 batch files where ``datasets.CIFAR10(root=...)`` looks for them.
-Its ``input()`` (the consent prompt) is answered, its ``kaggle`` and
+CIFAR-10 batch files where ``datasets.CIFAR10(root=...)`` looks for them,
+FathomNet's images as its download_images.py saves them (which its
+prepare.py asks a person to run). Its ``input()`` (the consent prompt) is answered, its ``kaggle`` and
 ``unzip`` calls are stood in, its ``rm``, ``mv`` and ``cp`` of its own
 files run; anything else it runs is refused (what the libraries it imports
 run is theirs).
@@ -28,6 +29,7 @@ competitions' data. Its scores measure nothing.
 """
 import builtins
 import csv
+import json
 import os
 import random
 import runpy
@@ -226,8 +228,6 @@ def contrail_record(folder, gen, labelled):
 
 
 def identify_contrails(out, rng):
-    import json
-
     import numpy as np
 
     gen = np.random.default_rng(rng.randrange(2**32))
@@ -241,6 +241,73 @@ def identify_contrails(out, rng):
             json.dump([{"record_id": r, "timestamp": 1.68e9} for r in records], f)
     write_csv(os.path.join(out, "sample_submission.csv"), ["record_id", "encoded_pixels"],
               [[r, "-"] for r in ids["test"]])
+
+
+# ---------------------------------------------------------------------------
+# fathomnet: Kaggle's fathomnet-out-of-sample-detection (FathomNet 2023 FGVC)
+
+FATHOM_SUPER = ["Worm", "Feather star", "Sea cucumber", "Squat lobster", "Fish", "Soft coral", "Urchin",
+                "Sea star", "Sea fan", "Sea pen", "Barnacle", "Eel", "Glass sponge", "Shrimp", "Black coral",
+                "Anemone", "Sea spider", "Gastropod", "Crab", "Stony coral"]
+# 750 training images: prepare.py holds out the last 2 % of them (15) as
+# the answers, and eval.py draws each answer's out-of-sample label at random,
+# so that both labels occur (roc_auc_score needs them) but for 2**-14.
+FATHOM_IMAGES = 750
+
+
+def png(path, width, height, pixels):
+    """An 8-bit RGB PNG of `pixels` (rows of width*3 bytes), as
+    download_images.py saves the competition's images."""
+    import struct
+    import zlib
+
+    def chunk(tag, data):
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    raw = b"".join(b"\x00" + pixels[y * width * 3:(y + 1) * width * 3] for y in range(height))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def coco_image(number, uuid, rng):
+    return {"id": number, "width": 16, "height": 16, "file_name": f"{uuid}.png", "license": 0,
+            "flickr_url": "", "coco_url": f"https://fathomnet.org/static/m3/staging/{uuid}.png",
+            "date_captured": f"2017-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 00:00:00"}
+
+
+def fathomnet(out, rng):
+    uuid = lambda: "-".join(f"{rng.getrandbits(4 * n):0{n}x}" for n in (8, 4, 4, 4, 12))
+    categories = [{"id": c, "name": f"category {c}", "supercategory": FATHOM_SUPER[(c - 1) % 20]}
+                  for c in range(1, 291)]
+    train = [(uuid(), sorted(rng.sample(range(1, 291), rng.randint(1, 4)))) for _ in range(FATHOM_IMAGES)]
+    # categories as the real file writes them: a list of floats, quoted when it has a comma.
+    write_csv(os.path.join(out, "multilabel_classification", "train.csv"), ["id", "categories"],
+              [[i, str([float(c) for c in cats])] for i, cats in train])
+    images = [coco_image(n, i, rng) for n, (i, _) in enumerate(train, 1)]
+    annotations = [{"id": len(images) * 10 + k, "image_id": n, "category_id": c, "segmentation": [],
+                    "area": 64.0, "bbox": [2.0, 2.0, 8.0, 8.0], "iscrowd": 0}
+                   for n, (_, cats) in enumerate(train, 1) for k, c in enumerate(cats)]
+    for k, annotation in enumerate(annotations, 1):
+        annotation["id"] = k
+    info = {"description": "mlrb stand-in (synthetic)", "version": "1.0", "year": 2023}
+    detection = os.path.join(out, "object_detection")
+    os.makedirs(detection, exist_ok=True)
+    with open(os.path.join(detection, "train.json"), "w") as f:
+        json.dump({"info": info, "images": images, "annotations": annotations, "licenses": [],
+                   "categories": categories}, f)
+    evaluation = [coco_image(n, uuid(), rng) for n in range(1, 11)]
+    with open(os.path.join(detection, "eval.json"), "w") as f:
+        json.dump({"info": info, "images": evaluation, "licenses": [], "categories": categories}, f)
+    write_csv(os.path.join(out, "category_key.csv"), ["id", "name", "supercategory"],
+              [[c["id"], c["name"], c["supercategory"]] for c in categories])
+    write_csv(os.path.join(out, "sample_submission.csv"), ["id", "categories", "osd"],
+              [[e["file_name"][:-4], "1 146 10 12 44 210", 0.1] for e in evaluation])
+    # The images download_images.py fetches for train.json, 16 x 16 (the starter resizes them).
+    folder = os.path.join(out, "images")
+    os.makedirs(folder, exist_ok=True)
+    for image in images:
+        png(os.path.join(folder, image["file_name"]), 16, 16, rng.randbytes(16 * 16 * 3))
 
 
 # ---------------------------------------------------------------------------
@@ -298,6 +365,7 @@ KAGGLE = {
     "amp-parkinsons-disease-progression-prediction": amp_parkinsons,
     "feedback-prize-english-language-learning": feedback,
     "google-research-identify-contrails-reduce-global-warming": identify_contrails,
+    "fathomnet-out-of-sample-detection": fathomnet,
 }
 # Folder -> writer of what its prepare.py finds already downloaded.
 BEFORE_PREPARE = {"cifar10": cifar10}

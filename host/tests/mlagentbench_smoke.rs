@@ -26,6 +26,8 @@ const COVERED: &[(&str, usize, bool)] = &[
     ("imdb", 2, true),
     ("spaceship-titanic", 3, true),
     ("feedback", 3, true),
+    ("fathomnet", 3, true),
+    ("identify-contrails", 3, true),
 ];
 
 fn upstream(name: &str, dir: &Path) -> PathBuf {
@@ -207,6 +209,37 @@ fn a_folder_the_smoke_profile_cannot_run_says_why_before_anything_starts() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let folder = upstream("identify-contrails", tmp.path());
-    refused_before_anything(folder, |d| d.contains("np.int64(1)") && d.contains("list_to_string"));
+    let folder = upstream("ogbn-arxiv", tmp.path());
+    refused_before_anything(folder, |d| d.contains("pyg-lib") && d.contains("torch-sparse"));
+}
+
+/// The torch image prints numpy's scalars as numpy 1 did only where a
+/// folder's environment asks (identify-contrails'), and its Keras runs on
+/// PyTorch where the environment says so (fathomnet's), TensorFlow absent.
+#[test]
+fn the_torch_image_keeps_numpy_2_and_keras_3_unless_a_folder_asks() {
+    if !common::docker_ready() {
+        return;
+    }
+    let image = image(true);
+    let python = |env: &[&str], code: &str| {
+        let mut docker = Command::new("docker");
+        docker.args(["run", "--rm", "--network", "none"]);
+        for pair in env {
+            docker.args(["-e", pair]);
+        }
+        let output = docker.args([image.as_str(), "python3", "-c", code]).output().unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        (output.status.success(), text + &String::from_utf8_lossy(&output.stderr))
+    };
+    let scalars = "import numpy as np; print([np.int64(1), np.float32(0.5)])";
+    assert_eq!(python(&[], scalars), (true, "[np.int64(1), np.float32(0.5)]".into()));
+    assert_eq!(python(&["MLRB_NUMPY_PRINT=1.25"], scalars), (true, "[1, 0.5]".into()));
+    let keras = "import keras; print(keras.backend.backend())";
+    assert_eq!(python(&["KERAS_BACKEND=torch"], keras), (true, "torch".into()));
+    let (ok, text) = python(&[], keras);
+    assert!(
+        !ok && text.contains("tensorflow"),
+        "Keras's default backend is not in the image: {text}"
+    );
 }

@@ -252,8 +252,9 @@ impl Runner {
         let (tally, resolver, gateway) = episode_network(limits)?;
         let reach = gateway.as_ref().map_or(Reach::Nothing, |g| Reach::Proxy(g.socket()));
         let mut setup = episode_setup(&dir.display().to_string(), &files, limits, devices.to_vec(), reach);
-        // In the smoke profile the agent's scripts see the stand-in hub too.
-        let (hub_mounts, profile) = task.hub.as_ref().map(|h| h.for_episode()).unwrap_or_default();
+        // The agent's scripts run as the task's own do: its environment,
+        // and in the smoke profile the stand-in hub.
+        let (hub_mounts, profile) = task.episode_profile();
         setup.mounts.extend(hub_mounts);
         let sandbox = self.sandbox.open_episode(setup).await?;
         let mut scripts = ScriptRunner::new(sandbox, limits.clone(), exec_dir).in_profile(profile);

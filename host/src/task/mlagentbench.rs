@@ -62,6 +62,14 @@ pub struct Known {
     /// `torch`: its scripts import what the torch image holds (torchvision, datasets).
     #[serde(default)]
     pub image: Option<String>,
+    /// What every script of the folder runs with (`resources.env`): what
+    /// its code assumed of its libraries, e.g. Keras's backend.
+    #[serde(default)]
+    pub environment: std::collections::BTreeMap<String, String>,
+    /// The memory its scripts need, in MiB, where mlrb's default (2 GiB) is
+    /// too little for its own starter on its real data.
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
     /// How the smoke profile runs it, where mlrb has stand-in data for it.
     #[serde(default)]
     pub smoke: Option<KnownSmoke>,
@@ -351,6 +359,8 @@ pub fn spec(root: &Path) -> Result<TaskSpec> {
             if known.image.as_deref() == Some("torch") {
                 resources.image = Some(crate::sandbox::image::ImageRecipe::standard(true).tag());
             }
+            resources.env = known.environment.clone();
+            resources.memory_mb = known.memory_mb.unwrap_or(resources.memory_mb);
             (
                 known_metric(&known),
                 PrepareSpec {

@@ -197,6 +197,10 @@ impl Task {
             hasher.update(b"\0split\0");
             hasher.update(split.splitter_spec(&self.split_seed()).to_string().as_bytes());
         }
+        // What preparation runs with is part of what it made.
+        for (name, value) in &self.spec.resources.env {
+            hasher.update(format!("\0env\0{name}={value}").as_bytes());
+        }
         // The smoke profile's data are prepared from its stand-in, apart.
         if let Some(stand_in) = self.hub.as_ref().filter(|h| h.stand_in) {
             hasher.update(b"\0smoke\0");
@@ -227,12 +231,33 @@ impl Task {
     }
 
     /// `command`, one of the task's scripts, as its profile runs it: with
-    /// its offline hub, when it has one.
-    pub fn in_profile(&self, command: sandbox::Command) -> sandbox::Command {
+    /// the task's environment (`resources.env`) and its offline hub, when
+    /// it has one.
+    pub fn in_profile(&self, mut command: sandbox::Command) -> sandbox::Command {
+        command.env.extend(self.env());
         match &self.hub {
             Some(hub) => hub.apply(command),
             None => command,
         }
+    }
+
+    /// What each of an episode's scripts runs with, as [`Self::in_profile`]
+    /// gives the task's own: the hub's mounts (for the sandbox's opening),
+    /// the environment and the command the argv goes through.
+    pub fn episode_profile(&self) -> hub::EpisodeProfile {
+        let (mounts, (mut env, wrapper)) = self.hub.as_ref().map(|h| h.for_episode()).unwrap_or_default();
+        env.splice(0..0, self.env());
+        (mounts, (env, wrapper))
+    }
+
+    /// The task's own environment variables, as (name, value).
+    fn env(&self) -> Vec<(String, String)> {
+        self.spec
+            .resources
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// Whether preparation may reach the network: the task grants it, or the user did.
@@ -443,6 +468,43 @@ mod tests {
         write_task(tmp.path(), &format!("{GOOD}colour = \"blue\"\n"));
         let err = Task::load(tmp.path()).unwrap_err().to_string();
         assert!(err.contains("colour"), "{err}");
+
+        // A task's environment may not set what mlrb sets for every script.
+        for (name, field) in [
+            ("PATH", "PATH"),
+            ("HF_HOME", "HF_HOME"),
+            ("LD_PRELOAD", "LD_PRELOAD"),
+            ("lower", "lower"),
+        ] {
+            write_task(tmp.path(), &format!("{GOOD}[resources.env]\n{name} = \"x\"\n"));
+            let err = Task::load(tmp.path()).unwrap_err().to_string();
+            assert!(err.contains("resources.env") && err.contains(field), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+        write_task(
+            tmp.path(),
+            &format!("{GOOD}[resources.env]\nKERAS_BACKEND = \"torch\"\n"),
+        );
+        let task = Task::load(tmp.path()).unwrap();
+        let command = task.in_profile(sandbox::Command {
+            argv: vec!["python3".into()],
+            cwd: "/".into(),
+            mounts: Vec::new(),
+            env: Vec::new(),
+            network: sandbox::Reach::Nothing,
+            limits: task.task_script_limits(std::time::Duration::from_secs(1)),
+            gpus: Vec::new(),
+            log_prefix: None,
+            stop: Default::default(),
+            meter: Default::default(),
+        });
+        assert!(
+            command.env.contains(&("KERAS_BACKEND".into(), "torch".into())),
+            "{:?}",
+            command.env
+        );
+        let (_, (env, _)) = task.episode_profile();
+        assert_eq!(env, vec![("KERAS_BACKEND".to_string(), "torch".to_string())]);
 
         write_task(tmp.path(), "this is [not toml");
         let err = Task::load(tmp.path()).unwrap_err().to_string();

@@ -138,6 +138,12 @@ async fn ready(
     report: &mut Report,
     step: &(dyn Fn(&str) + Sync),
 ) -> Result<Option<(Task, super::Prepared)>> {
+    // A folder the smoke profile has no stand-in for is told so first: its
+    // missing packages are beside the point.
+    if let Some(why) = smoke.then(|| smoke::refusal(task)).flatten() {
+        report.findings.push(item("stand-in", Status::Fail, why));
+        return Ok(None);
+    }
     let task = match smoke {
         true => smoke::resources(task.clone(), offer.gpus.size() > 0),
         false => task.clone(),

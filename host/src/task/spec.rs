@@ -427,6 +427,10 @@ pub struct Resources {
     pub workspace_mb: u64,
     /// Files, folders and links the workspace may hold.
     pub workspace_files: u64,
+    /// Environment variables every script of the task runs with (its
+    /// preparation, starter and evaluator, and the agent's scripts), e.g.
+    /// `{ KERAS_BACKEND = "torch" }`. Names mlrb sets itself are refused.
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 impl Resources {
@@ -451,6 +455,9 @@ impl Resources {
         if self.gpu_memory_gb > 0.0 && self.gpus == 0 {
             return bad("resources.gpu_memory_gb", "is set but `resources.gpus` is 0");
         }
+        if let Some((name, why)) = self.env.iter().find_map(|(k, v)| env_fault(k, v).map(|why| (k, why))) {
+            return Some(("resources.env", format!("`{name}` {why}")));
+        }
         let module = self.python_packages.iter().find(|m| !is_module_name(m))?;
         Some((
             "resources.python_packages",
@@ -473,8 +480,43 @@ impl Default for Resources {
             python_packages: Vec::new(),
             workspace_mb: 10 * 1024,
             workspace_files: 1_000_000,
+            env: Default::default(),
         }
     }
+}
+
+/// What is wrong with a task's environment variable `name=value`: a name
+/// that is not a shell identifier, one mlrb sets for every script (the
+/// sandbox's paths and identity, the offline hub, the GPUs), or a value no
+/// environment can hold.
+fn env_fault(name: &str, value: &str) -> Option<&'static str> {
+    const RESERVED: &[&str] = &[
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "TMPDIR",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "TRANSFORMERS_OFFLINE",
+        "MLRB_SMOKE",
+    ];
+    let identifier = name.chars().next().is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    if !identifier {
+        return Some("is not a variable name (upper-case letters, digits and `_`)");
+    }
+    if RESERVED.contains(&name) || name.starts_with("HF_") || name.starts_with("LD_") {
+        return Some("is set by mlrb for every script: drop it");
+    }
+    if value.contains('\0') || value.len() > 4096 {
+        return Some("has a value no environment can hold (a NUL byte, or over 4096 bytes)");
+    }
+    None
 }
 
 /// Rules for files in the workspace.
