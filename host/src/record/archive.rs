@@ -291,18 +291,25 @@ impl Read for Segments<'_> {
 /// The most entries an archive unpacked may hold.
 const MAX_ENTRIES: usize = 500_000;
 
-/// Unpacks `archive` beneath `into` (made when the first entry is; must
-/// not exist), each entry's path first checked by `allow` (an error names
-/// it and why). Returns the entries `take` claimed instead of writing them.
-pub fn unpack(
+/// What an entry of an archive is, as [`unpack`] takes it.
+enum Taken {
+    Folder,
+    /// A file, with its permission bits (its content is the entry's).
+    File(u32),
+    /// A symbolic link, to where it points.
+    Link(PathBuf),
+}
+
+/// Each entry of `archive` that `take` does not claim, its path checked
+/// (and by `allow`), given to `visit` with what it is; an entry of any
+/// other kind is refused, as are more than [`MAX_ENTRIES`].
+fn each_entry(
     archive: impl Read,
-    into: &Path,
     allow: &dyn Fn(&Path) -> Result<()>,
     take: &mut dyn FnMut(&Path, &mut dyn Read) -> Result<bool>,
+    visit: &mut dyn FnMut(Taken, &Path, &mut dyn Read) -> Result<()>,
 ) -> Result<()> {
     let mut archive = tar::Archive::new(archive);
-    let mut links = Vec::new();
-    let mut created = false;
     for (n, entry) in archive.entries()?.enumerate() {
         if n >= MAX_ENTRIES {
             bail!("the archive holds more than {MAX_ENTRIES} entries");
@@ -312,29 +319,53 @@ pub fn unpack(
         let rel = checked(&path)?;
         allow(&rel)?;
         let kind = entry.header().entry_type();
-        if (kind.is_file() || kind.is_gnu_sparse()) && take(&rel, &mut entry)? {
+        let file = kind.is_file() || kind.is_gnu_sparse();
+        if file && take(&rel, &mut entry)? {
             continue;
         }
-        if !created {
-            std::fs::create_dir(into).with_context(|| format!("creating {}", into.display()))?;
-            created = true;
-        }
-        let target = into.join(&rel);
-        if kind.is_dir() {
-            std::fs::create_dir_all(&target)?;
-        } else if kind.is_file() || kind.is_gnu_sparse() {
-            let mode = entry.header().mode().unwrap_or(0o644) & 0o755;
-            write_file(&mut entry, &target, mode).with_context(|| format!("{}: written twice", path.display()))?;
+        let taken = if kind.is_dir() {
+            Taken::Folder
+        } else if file {
+            Taken::File(entry.header().mode().unwrap_or(0o644) & 0o755)
         } else if kind.is_symlink() {
-            let to = entry.link_name()?.map(|l| l.into_owned()).unwrap_or_default();
-            links.push((target, to));
+            Taken::Link(entry.link_name()?.map(|l| l.into_owned()).unwrap_or_default())
         } else {
             bail!(
                 "{}: a {kind:?} entry; only files, folders and symbolic links are taken",
                 path.display()
             );
-        }
+        };
+        visit(taken, &rel, &mut entry)?;
     }
+    Ok(())
+}
+
+/// Unpacks `archive` beneath `into` (made when the first entry is; must
+/// not exist), each entry's path first checked by `allow` (an error names
+/// it and why). Returns the entries `take` claimed instead of writing them.
+pub fn unpack(
+    archive: impl Read,
+    into: &Path,
+    allow: &dyn Fn(&Path) -> Result<()>,
+    take: &mut dyn FnMut(&Path, &mut dyn Read) -> Result<bool>,
+) -> Result<()> {
+    let mut links = Vec::new();
+    let mut created = false;
+    each_entry(archive, allow, take, &mut |taken, rel, content| {
+        if !created {
+            std::fs::create_dir(into).with_context(|| format!("creating {}", into.display()))?;
+            created = true;
+        }
+        let target = into.join(rel);
+        match taken {
+            Taken::Folder => std::fs::create_dir_all(&target)?,
+            Taken::File(mode) => {
+                write_file(content, &target, mode).with_context(|| format!("{}: written twice", rel.display()))?
+            }
+            Taken::Link(to) => links.push((target, to)),
+        }
+        Ok(())
+    })?;
     // Last: a link made earlier could have had a later entry written through it.
     for (at, to) in links {
         // Beneath another link, it would be made wherever that one points.

@@ -404,18 +404,10 @@ impl Server {
             },
             (None, folder) => folder,
         };
-        let Some(result) = unpacked.result else {
-            return Ok(Err(refuse(StatusCode::BAD_REQUEST, "the upload has no result.json")));
+        let result = match episode_result(unpacked.result, episode) {
+            Ok(result) => result,
+            Err(why) => return Ok(Err(refuse(StatusCode::BAD_REQUEST, &why))),
         };
-        if result.id != episode || result.dir != episode {
-            return Ok(Err(refuse(
-                StatusCode::BAD_REQUEST,
-                &format!(
-                    "the upload's result is for {} (in {}), not {episode}",
-                    result.id, result.dir
-                ),
-            )));
-        }
         if let Some((_, true)) = self.queue.lease_of(episode, token)? {
             // Done: recorded as a duplicate, or refused; nothing is moved.
             return Ok(Ok(Box::new(result)));
@@ -634,6 +626,20 @@ fn json_bytes(status: StatusCode, bytes: Bytes) -> Answer {
         .header(hyper::header::CONTENT_TYPE, "application/json")
         .body(Full::new(bytes))
         .unwrap_or_default()
+}
+
+/// An upload's result, or why it is refused: it has none, or not `episode`'s.
+fn episode_result(result: Option<ResultLine>, episode: &str) -> Result<ResultLine, String> {
+    let Some(result) = result else {
+        return Err("the upload has no result.json".into());
+    };
+    if result.id != episode || result.dir != episode {
+        return Err(format!(
+            "the upload's result is for {} (in {}), not {episode}",
+            result.id, result.dir
+        ));
+    }
+    Ok(result)
 }
 
 fn refuse(status: StatusCode, why: &str) -> Answer {

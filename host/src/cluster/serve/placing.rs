@@ -55,18 +55,10 @@ impl Server {
             Ok(checked) => checked,
             Err(error) => return Ok(Err(refuse(StatusCode::BAD_REQUEST, &format!("{error:#}")))),
         };
-        let Some(result) = checked.result else {
-            return Ok(Err(refuse(StatusCode::BAD_REQUEST, "the upload has no result.json")));
+        let result = match super::episode_result(checked.result, episode) {
+            Ok(result) => result,
+            Err(why) => return Ok(Err(refuse(StatusCode::BAD_REQUEST, &why))),
         };
-        if result.id != episode || result.dir != episode {
-            return Ok(Err(refuse(
-                StatusCode::BAD_REQUEST,
-                &format!(
-                    "the upload's result is for {} (in {}), not {episode}",
-                    result.id, result.dir
-                ),
-            )));
-        }
         if !checked.folder {
             return Ok(Ok((Box::new(result), None)));
         }

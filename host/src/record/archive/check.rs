@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::{MAX_ENTRIES, checked};
+use super::{Taken, each_entry};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -61,36 +61,20 @@ pub fn check(
     take: &mut dyn FnMut(&Path, &mut dyn Read) -> Result<bool>,
     folder: &Path,
 ) -> Result<bool> {
-    let mut archive = tar::Archive::new(archive);
     let mut tree = Tree::default();
     let mut links = Vec::new();
-    for (n, entry) in archive.entries()?.enumerate() {
-        if n >= MAX_ENTRIES {
-            bail!("the archive holds more than {MAX_ENTRIES} entries");
-        }
-        let mut entry = entry.context("reading the archive")?;
-        let path = entry.path()?.into_owned();
-        let rel = checked(&path)?;
-        allow(&rel)?;
-        let kind = entry.header().entry_type();
-        if (kind.is_file() || kind.is_gnu_sparse()) && take(&rel, &mut entry)? {
-            continue;
-        }
-        if kind.is_dir() {
-            tree.folders(&rel, true)?;
-        } else if kind.is_file() || kind.is_gnu_sparse() {
+    each_entry(archive, allow, take, &mut |taken, rel, content| match taken {
+        Taken::Folder => tree.folders(rel, true),
+        Taken::File(_) => {
             // Read through, as unpacking does: a truncated archive fails here.
-            std::io::copy(&mut entry, &mut std::io::sink()).with_context(|| format!("{}", path.display()))?;
-            tree.add(&rel, Kind::File)?;
-        } else if kind.is_symlink() {
-            links.push(rel);
-        } else {
-            bail!(
-                "{}: a {kind:?} entry; only files, folders and symbolic links are taken",
-                path.display()
-            );
+            std::io::copy(content, &mut std::io::sink()).with_context(|| format!("{}", rel.display()))?;
+            tree.add(rel, Kind::File)
         }
-    }
+        Taken::Link(_) => {
+            links.push(rel.to_path_buf());
+            Ok(())
+        }
+    })?;
     for link in links {
         tree.add(&link, Kind::Link)?;
     }
