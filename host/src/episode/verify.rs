@@ -367,17 +367,14 @@ pub fn compare_scores(recorded: &ScoreRecord, again: &ScoreRecord, (relative, ab
     })
 }
 
-/// How far a re-scoring `b` may land from a score measured in rounds: the
-/// wider half-spread of the two measurements, the recorded one trusted up
-/// to twice the re-scoring's (a spread edited wider buys nothing), plus
-/// [`SPREAD_FLOOR`] of `b`, for rounds that happened to agree closely.
+/// How far a re-scoring `b` may land from a score measured in rounds
+/// ([`crate::task::Spread::allows`]).
 pub fn spread_tolerance(recorded: crate::task::Spread, again: crate::task::Spread, b: f64) -> f64 {
-    let trusted = recorded.half_width().min(2.0 * again.half_width());
-    trusted.max(again.half_width()) + SPREAD_FLOOR * b.abs()
+    recorded.allows(again, b)
 }
 
 /// The part of a re-scored timing it may always differ by.
-pub const SPREAD_FLOOR: f64 = 0.05;
+pub use crate::task::SPREAD_FLOOR;
 
 fn round3(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0

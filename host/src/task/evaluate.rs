@@ -87,7 +87,19 @@ impl Spread {
     pub fn half_width(&self) -> f64 {
         (self.high - self.low) / 2.0
     }
+
+    /// How far a re-scoring `b`, measured in rounds `again`, may land from
+    /// a score measured in these: the wider half-spread of the two, these
+    /// trusted up to twice `again`'s (a spread edited wider buys nothing),
+    /// plus [`SPREAD_FLOOR`] of `b`, for rounds that happened to agree closely.
+    pub fn allows(&self, again: Spread, b: f64) -> f64 {
+        let trusted = self.half_width().min(2.0 * again.half_width());
+        trusted.max(again.half_width()) + SPREAD_FLOOR * b.abs()
+    }
 }
+
+/// The part of a re-scored timing it may always differ by.
+pub const SPREAD_FLOOR: f64 = 0.05;
 
 /// The most measures an evaluator may keep beside its score.
 const MAX_MEASURES: usize = 16;

@@ -49,7 +49,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-pub use evaluate::{EvalRequest, Evaluation, Spread, evaluate};
+pub use evaluate::{EvalRequest, Evaluation, SPREAD_FLOOR, Spread, evaluate};
 pub use populate::{apply_reference, populate};
 pub use prepare::{Prepared, prepare, prepare_from};
 pub use spec::TaskSpec;
