@@ -41,11 +41,19 @@ def refuse(folder, source, why):
     sys.exit(f"mlrb: {folder}: {source}: {why}")
 
 
-def member_ok(info):
-    name = info.filename
+def outside(name):
+    """Why an archive member's name would land outside the folder, if it would."""
     parts = name.replace("\\", "/").split("/")
     if not name or name.startswith(("/", "\\")) or name[1:2] == ":" or "\0" in name or ".." in parts:
         return f"its member {name!r} would be written outside the folder"
+    return None
+
+
+def member_ok(info):
+    name = info.filename
+    why = outside(name)
+    if why:
+        return why
     if stat.S_ISLNK(info.external_attr >> 16):
         return f"its member {name!r} is a link"
     return None
@@ -83,9 +91,9 @@ def untar(archive, into, folder, source):
             members = tf.getmembers()
             total = 0
             for m in members:
-                parts = m.name.replace("\\", "/").split("/")
-                if m.name.startswith("/") or ".." in parts:
-                    refuse(folder, source, f"its member {m.name!r} would be written outside the folder")
+                why = outside(m.name)
+                if why:
+                    refuse(folder, source, why)
                 if not (m.isfile() or m.isdir()):
                     refuse(folder, source, f"its member {m.name!r} is a link or a device")
                 total += m.size
