@@ -178,8 +178,8 @@ def _fold_scores(score_fn, argv, k):
 
 class Timed(float):
     """A score measured in rounds (a speed): the float is the score, and
-    ``low``/``high`` the lowest and highest round (mlrb's ``verify`` allows
-    a re-scoring the spread the rounds showed), ``rounds`` how many there
+    ``low``/``high`` how far the rounds leave it uncertain (mlrb's
+    ``verify`` allows a re-scoring that much), ``rounds`` how many there
     were, ``measures`` other figures kept beside the score in
     ``score.json`` (``{name: number}``, e.g. the median seconds)."""
 
@@ -194,7 +194,7 @@ class Timed(float):
             if not math.isfinite(number):
                 raise ValueError(f"the evaluator computed a non-finite timing: {number!r}")
         if not self.low <= float(self) <= self.high:
-            raise ValueError(f"the score {float(self)} lies outside its rounds {self.low}-{self.high}")
+            raise ValueError(f"the score {float(self)} lies outside its spread {self.low}-{self.high}")
         digits = lambda v: float(f"{v:.6g}")  # noqa: E731
         low, high = (round(v, SCORE_DIGITS) for v in (self.low, self.high))  # as the score is
         fields = {"spread": {"low": low, "high": high, "rounds": self.rounds}}
@@ -206,21 +206,32 @@ class Timed(float):
 def cpu_ratio(one_round, rounds, rounds_for=None):
     """A speed measured against a reference, as a :class:`Timed` score.
 
-    ``one_round()`` runs the subject and its reference once each, one
-    right after the other (timed runs of :func:`run_submission`), and
-    returns them as ``(subject, reference)``; ``rounds_for(first_subject)``
-    may change how many rounds there are after the first. A round's ratio
-    is the subject's CPU time over the reference's; the score is the
-    median ratio, its spread the lowest and highest, and its measures the
-    subject's median ``seconds`` (wall clock), ``cpu_seconds`` and the
-    reference's ``reference_cpu_seconds``. Choose a reference whose call
-    takes a second or so: CPU time of a call of a few milliseconds gains
-    10-15 % under load, which the ratio would carry. Raises RuntimeError (the
-    evaluator fails: no score) where mlrb measured no CPU time."""
+    ``one_round(subject_first)`` runs the subject and its reference once
+    each, one right after the other in the order it is told (timed runs of
+    :func:`run_submission`), and returns them as ``(subject, reference)``;
+    the order alternates from round to round, so that whatever the first
+    run of a round does to the second (a sandbox torn down beside it)
+    touches both alike. ``rounds_for(first_subject)`` may change how many
+    rounds there are after the first (at least 2 are run).
+
+    The score is the least CPU time of the subject's runs over the least of
+    the reference's: what a run costs beyond its work (another tenant of
+    the machine taking the CPU, cache lost to a neighbour) only ever adds,
+    in bursts, so each side's quickest run is the one nearest its work, and
+    the ratio of the two is steady where any one round's ratio is not. Its
+    spread is that ratio with each side's second-quickest run in place of
+    its quickest (``s1/r2`` to ``s2/r1``): narrow when the quickest runs of
+    each side agree. The measures are the subject's median ``seconds``
+    (wall clock), ``cpu_seconds`` and the reference's
+    ``reference_cpu_seconds``. Choose a reference whose call takes a second
+    or so: CPU time of a call of a few milliseconds gains 10-15 % under
+    load, which the ratio would carry. Raises RuntimeError (the evaluator
+    fails: no score) where mlrb measured no CPU time."""
     import statistics
     subjects, references = [], []
+    rounds = max(rounds, 2)
     while len(subjects) < rounds:
-        subject, reference = one_round()
+        subject, reference = one_round(len(subjects) % 2 == 1)
         for run in (subject, reference):
             if run.cpu_seconds is None:
                 raise RuntimeError(
@@ -229,15 +240,16 @@ def cpu_ratio(one_round, rounds, rounds_for=None):
         subjects.append(subject)
         references.append(reference)
         if len(subjects) == 1 and rounds_for is not None:
-            rounds = rounds_for(subject)
-    ratios = [s.cpu_seconds / max(r.cpu_seconds, 1e-6) for s, r in zip(subjects, references)]
+            rounds = max(rounds_for(subject), 2)
+    s1, s2 = sorted(max(s.cpu_seconds, 1e-6) for s in subjects)[:2]
+    r1, r2 = sorted(max(r.cpu_seconds, 1e-6) for r in references)[:2]
     median = statistics.median
     measures = {
         "seconds": median(s.seconds for s in subjects),
         "cpu_seconds": median(s.cpu_seconds for s in subjects),
         "reference_cpu_seconds": median(r.cpu_seconds for r in references),
     }
-    return Timed(median(ratios), min(ratios), max(ratios), len(ratios), measures)
+    return Timed(s1 / r1, s1 / r2, s2 / r1, len(subjects), measures)
 
 
 # ---------------------------------------------------------------------------

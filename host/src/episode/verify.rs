@@ -349,7 +349,12 @@ pub fn compare_scores(recorded: &ScoreRecord, again: &ScoreRecord, (relative, ab
             .then(|| differs(recorded, again, String::new()));
     };
     let allowed = match (recorded.spread, again.spread) {
-        (Some(was), Some(now)) => spread_tolerance(was, now, b),
+        (Some(was), Some(now)) => {
+            if let Some(noisy) = now.too_noisy(b) {
+                return Some(noisy);
+            }
+            spread_tolerance(was, now, b)
+        }
         (None, Some(_)) => {
             return Some(format!(
                 "score.json keeps no spread for its score {a}, which its task measures in rounds"
@@ -556,5 +561,19 @@ mod tests {
             150.0,
         );
         assert!((allowed - (30.0 + SPREAD_FLOOR * 150.0)).abs() < 1e-9, "{allowed}");
+    }
+
+    /// Rounds spread wider than half the re-scoring cannot check a timing:
+    /// verify says so instead of letting a score 3 times better through;
+    /// and however wide both spreads, no more than half is allowed.
+    #[test]
+    fn a_timing_re_scored_too_noisily_is_not_taken_for_verified() {
+        let noisy = timed(1.0, 0.4, 1.8);
+        let said = compare_scores(&timed(1.0, 0.4, 1.8), &noisy, (1e-9, 0.0)).unwrap();
+        assert!(said.contains("too noisy") && said.contains("quieter machine"), "{said}");
+        let wide = timed(1.0, 0.55, 1.45);
+        assert_eq!(compare_scores(&timed(1.4, 0.5, 2.0), &wide, (1e-9, 0.0)), None);
+        let third = compare_scores(&timed(1.0 / 3.0, 0.0, 2.0), &wide, (1e-9, 0.0)).unwrap();
+        assert!(third.contains("score.json says 0.33"), "{third}");
     }
 }

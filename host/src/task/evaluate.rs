@@ -57,9 +57,11 @@ pub struct Evaluation {
     pub measures: BTreeMap<String, f64>,
 }
 
-/// The rounds a score measured in rounds (a speed) came from: the lowest
-/// and the highest and how many; the score is their median. `mlrb verify`
-/// allows a re-scoring what the rounds spread over.
+/// How uncertain a score measured in rounds (a speed) is: the lowest and
+/// highest value its rounds allow (for `mlrb_eval.cpu_ratio`, the ratio
+/// with each side's second-quickest run in place of its quickest), which
+/// hold the score, and how many rounds there were. `mlrb verify` allows a
+/// re-scoring what the two spread over.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     /// The lowest round.
@@ -91,15 +93,35 @@ impl Spread {
     /// How far a re-scoring `b`, measured in rounds `again`, may land from
     /// a score measured in these: the wider half-spread of the two, these
     /// trusted up to twice `again`'s (a spread edited wider buys nothing),
-    /// plus [`SPREAD_FLOOR`] of `b`, for rounds that happened to agree closely.
+    /// plus [`SPREAD_FLOOR`] of `b`, for rounds that happened to agree
+    /// closely; never more than [`SPREAD_CEILING`] of `b`.
     pub fn allows(&self, again: Spread, b: f64) -> f64 {
         let trusted = self.half_width().min(2.0 * again.half_width());
-        trusted.max(again.half_width()) + SPREAD_FLOOR * b.abs()
+        let allowed = trusted.max(again.half_width()) + SPREAD_FLOOR * b.abs();
+        allowed.min(SPREAD_CEILING * b.abs())
+    }
+
+    /// Why a re-scoring `b` measured in these rounds is too uncertain to
+    /// check a timing by, if it is: a half-spread over [`SPREAD_CEILING`]
+    /// of `b` could not tell the score from one edited twice as good.
+    pub fn too_noisy(&self, b: f64) -> Option<String> {
+        (self.half_width() > SPREAD_CEILING * b.abs()).then(|| {
+            format!(
+                "re-scoring was too noisy to check a timing: its rounds leave {b} anywhere from {} to {} (more than ±{:.0} %); verify again on a quieter machine",
+                self.low,
+                self.high,
+                SPREAD_CEILING * 100.0
+            )
+        })
     }
 }
 
 /// The part of a re-scored timing it may always differ by.
 pub const SPREAD_FLOOR: f64 = 0.05;
+
+/// The most of a re-scored timing it may differ by, however its rounds
+/// spread: a score edited 3 times better is never allowed.
+pub const SPREAD_CEILING: f64 = 0.5;
 
 /// The most measures an evaluator may keep beside its score.
 const MAX_MEASURES: usize = 16;
