@@ -16,7 +16,7 @@ and runs `mlrb verify` on the recorded episode once. It prints, per
 evaluation, the score, its rounds' spread, the median seconds (wall) and
 CPU seconds of a call and of the reference's, and per load the medians and
 how far they moved from the recorded ones: the score should stay within
-its spread, the seconds should not.
+what `mlrb verify` allows it, the seconds should not.
 """
 import argparse
 import json
