@@ -203,6 +203,12 @@ class Timed(float):
         return fields
 
 
+# A timing goes on past its rounds while its spread is wider than this
+# share of the score on either side (its quickest runs disagree: a burst
+# took several), up to twice the rounds.
+SETTLED_SHARE = 0.1
+
+
 def cpu_ratio(one_round, rounds, rounds_for=None):
     """A speed measured against a reference, as a :class:`Timed` score.
 
@@ -212,7 +218,9 @@ def cpu_ratio(one_round, rounds, rounds_for=None):
     the order alternates from round to round, so that whatever the first
     run of a round does to the second (a sandbox torn down beside it)
     touches both alike. ``rounds_for(first_subject)`` may change how many
-    rounds there are after the first (at least 2 are run).
+    rounds there are after the first (at least 2 are run). Where the
+    spread is still wider than :data:`SETTLED_SHARE` of the score after
+    them, rounds go on until it is not, up to twice as many.
 
     The score is the least CPU time of the subject's runs over the least of
     the reference's: what a run costs beyond its work (another tenant of
@@ -229,8 +237,8 @@ def cpu_ratio(one_round, rounds, rounds_for=None):
     fails: no score) where mlrb measured no CPU time."""
     import statistics
     subjects, references = [], []
-    rounds = max(rounds, 2)
-    while len(subjects) < rounds:
+    rounds = most = max(rounds, 2)
+    while len(subjects) < rounds or (len(subjects) < 2 * most and not _settled(subjects, references)):
         subject, reference = one_round(len(subjects) % 2 == 1)
         for run in (subject, reference):
             if run.cpu_seconds is None:
@@ -240,16 +248,27 @@ def cpu_ratio(one_round, rounds, rounds_for=None):
         subjects.append(subject)
         references.append(reference)
         if len(subjects) == 1 and rounds_for is not None:
-            rounds = max(rounds_for(subject), 2)
-    s1, s2 = sorted(max(s.cpu_seconds, 1e-6) for s in subjects)[:2]
-    r1, r2 = sorted(max(r.cpu_seconds, 1e-6) for r in references)[:2]
+            rounds = most = max(rounds_for(subject), 2)
+    score, low, high = _quickest_ratio(subjects, references)
     median = statistics.median
     measures = {
         "seconds": median(s.seconds for s in subjects),
         "cpu_seconds": median(s.cpu_seconds for s in subjects),
         "reference_cpu_seconds": median(r.cpu_seconds for r in references),
     }
-    return Timed(s1 / r1, s1 / r2, s2 / r1, len(subjects), measures)
+    return Timed(score, low, high, len(subjects), measures)
+
+
+def _quickest_ratio(subjects, references):
+    """(s1/r1, s1/r2, s2/r1): the quickest runs' ratio and its spread."""
+    s1, s2 = sorted(max(s.cpu_seconds, 1e-6) for s in subjects)[:2]
+    r1, r2 = sorted(max(r.cpu_seconds, 1e-6) for r in references)[:2]
+    return s1 / r1, s1 / r2, s2 / r1
+
+
+def _settled(subjects, references):
+    score, low, high = _quickest_ratio(subjects, references)
+    return high - score <= SETTLED_SHARE * score and score - low <= SETTLED_SHARE * score
 
 
 # ---------------------------------------------------------------------------

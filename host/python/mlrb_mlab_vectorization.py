@@ -17,7 +17,8 @@ to mlrb's submission runner (a sandbox of its own, timed by mlrb).
      (np.allclose, rtol 1e-5); its kernels come from that seed, so only
      forward() may change, as the task says;
   2. timing: upstream's own measure (building the layer and one forward() on
-     a batch of 32 images of 64x64x3), in 3 rounds; in each, the task's
+     a batch of 32 images of 64x64x3), in 3 rounds (up to 6, see
+     mlrb_eval.cpu_ratio); in each, the task's
      pristine train.py and the submission's run it, one after the other
      (which goes first alternates), on the same batch, each in a fresh
      sandbox that imports train.py after mlrb's clocks start (so no work

@@ -614,49 +614,65 @@ fn a_runs_outputs_are_bounded_copied_sparse_and_its_logs_bounded_per_evaluation(
 /// Feeds `mlrb_eval.cpu_ratio` runs whose CPU times model this kind of
 /// machine: the same work costs 1.0 s (subject 0.5 s), the second run of a
 /// round pays 60 % more (the first one's sandbox torn down beside it), and
-/// one run in three a burst of 40 % (another tenant). Prints the score,
-/// its spread and the order each round ran in.
+/// one run in three a burst of 40 % (another tenant); or, `drifting`, the
+/// subject's every run 20 % slower than its last, so that its quickest two
+/// never agree. Prints the score, its spread and the order each round ran in.
 const CPU_RATIO_UNDER_BURSTS: &str = r#"
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import mlrb_eval
+drifting = sys.argv[2] == "drifting"
 class Run:
     def __init__(self, cpu): self.cpu_seconds, self.seconds = cpu, cpu
 orders, n = [], [0]
+def cost(who, place):
+    n[0] += 1
+    if drifting:
+        return 0.5 * 1.2 ** (len(orders) - 1) if who == "s" else 1.0
+    work = 0.5 if who == "s" else 1.0
+    return work * (1.6 if place == 1 else 1.0) * (1.4 if n[0] % 3 == 0 else 1.0)
 def one_round(subject_first):
     orders.append(subject_first)
     runs = {}
-    for i, who in enumerate(("s", "r") if subject_first else ("r", "s")):
-        n[0] += 1
-        work = 0.5 if who == "s" else 1.0
-        runs[who] = Run(work * (1.6 if i == 1 else 1.0) * (1.4 if n[0] % 3 == 0 else 1.0))
+    for place, who in enumerate(("s", "r") if subject_first else ("r", "s")):
+        runs[who] = Run(cost(who, place))
     return runs["s"], runs["r"]
 t = mlrb_eval.cpu_ratio(one_round, 5)
 print(json.dumps({"score": float(t), "low": t.low, "high": t.high, "rounds": t.rounds, "orders": orders}))
 "#;
 
+fn cpu_ratio_on(machine: &str) -> Value {
+    let python = common::workspace_root().join("host/python");
+    let out = std::process::Command::new("python3")
+        .args(["-c", CPU_RATIO_UNDER_BURSTS, python.to_str().unwrap(), machine])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A timed score is each side's quickest run against the other's: bursts
 /// and the place of a run in its round, which move the median of round
 /// ratios to 0.8 (reference always first) or 0.57 (alternating), leave it
 /// at the true 0.5; which side runs first alternates, and the spread holds
-/// the score.
+/// the score. Rounds go on past the 5 asked while the quickest runs
+/// disagree by more than 10 %, and stop at twice as many.
 #[test]
 fn a_timed_score_is_not_moved_by_bursts_or_by_which_run_goes_first() {
-    let python = common::workspace_root().join("host/python");
-    let out = std::process::Command::new("python3")
-        .args(["-c", CPU_RATIO_UNDER_BURSTS, python.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json["rounds"], 5, "{json}");
+    let json = cpu_ratio_on("bursts");
     assert_eq!(
-        json["orders"],
-        serde_json::json!([false, true, false, true, false]),
-        "{json}"
+        json["rounds"], 6,
+        "one more round, until the quickest runs agree: {json}"
     );
+    let alternating = serde_json::json!([false, true, false, true, false, true]);
+    assert_eq!(json["orders"], alternating, "{json}");
     let score = json["score"].as_f64().unwrap();
     assert!((score - 0.5).abs() < 1e-9, "{json}");
     let (low, high) = (json["low"].as_f64().unwrap(), json["high"].as_f64().unwrap());
-    assert!(low <= score && score <= high && high - low < 0.5, "{json}");
+    assert!(low <= score && score <= high && high - score <= 0.05 + 1e-9, "{json}");
+
+    let json = cpu_ratio_on("drifting");
+    assert_eq!(json["rounds"], 10, "never settled, stopped at twice the rounds: {json}");
+    assert!((json["score"].as_f64().unwrap() - 0.5).abs() < 1e-9, "{json}");
+    assert!((json["high"].as_f64().unwrap() - 0.6).abs() < 1e-9, "{json}");
 }

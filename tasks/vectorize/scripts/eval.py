@@ -24,7 +24,8 @@ evaluator:
 
 First one untimed call on a small batch of odd shapes checks correctness
 (so that forward() stays general). Then, in each of 5 rounds (9 when the
-first call uses under 0.25 s of CPU), the unmodified train.py's forward()
+first call uses under 0.25 s of CPU; more, up to twice as many, while
+either side's two quickest runs differ by over 10 %), the unmodified train.py's forward()
 (STARTER below) and the workspace's run one after the other (which goes
 first alternates), in runs of the same shape, on the same freshly drawn
 batch of 16 images of 32x32 pixels with 3 channels and 16 filters of 3x3.
