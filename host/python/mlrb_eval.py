@@ -212,12 +212,13 @@ SETTLED_SHARE = 0.1
 def cpu_ratio(one_round, rounds, rounds_for=None):
     """A speed measured against a reference, as a :class:`Timed` score.
 
-    ``one_round(subject_first)`` runs the subject and its reference once
-    each, one right after the other in the order it is told (timed runs of
-    :func:`run_submission`), and returns them as ``(subject, reference)``;
-    the order alternates from round to round, so that whatever the first
-    run of a round does to the second (a sandbox torn down beside it)
-    touches both alike. ``rounds_for(first_subject)`` may change how many
+    ``one_round()`` readies a round (its inputs) and returns two callables,
+    ``(subject, reference)``, each running its side once (a timed run of
+    :func:`run_submission`, its result checked) and returning the run;
+    they are called one right after the other, which goes first
+    alternating from round to round, so that whatever the first run of a
+    round does to the second (a sandbox torn down beside it) touches both
+    alike. ``rounds_for(first_subject)`` may change how many
     rounds there are after the first (at least 2 are run). Where the
     spread is still wider than :data:`SETTLED_SHARE` of the score after
     them, rounds go on until it is not, up to twice as many.
@@ -237,9 +238,9 @@ def cpu_ratio(one_round, rounds, rounds_for=None):
     fails: no score) where mlrb measured no CPU time."""
     import statistics
     subjects, references = [], []
-    rounds = most = max(rounds, 2)
-    while len(subjects) < rounds or (len(subjects) < 2 * most and not _settled(subjects, references)):
-        subject, reference = one_round(len(subjects) % 2 == 1)
+    rounds = max(rounds, 2)
+    while len(subjects) < rounds or (len(subjects) < 2 * rounds and not _settled(subjects, references)):
+        subject, reference = _in_order(one_round(), subject_first=len(subjects) % 2 == 1)
         for run in (subject, reference):
             if run.cpu_seconds is None:
                 raise RuntimeError(
@@ -248,7 +249,7 @@ def cpu_ratio(one_round, rounds, rounds_for=None):
         subjects.append(subject)
         references.append(reference)
         if len(subjects) == 1 and rounds_for is not None:
-            rounds = most = max(rounds_for(subject), 2)
+            rounds = max(rounds_for(subject), 2)
     score, low, high = _quickest_ratio(subjects, references)
     median = statistics.median
     measures = {
@@ -257,6 +258,17 @@ def cpu_ratio(one_round, rounds, rounds_for=None):
         "reference_cpu_seconds": median(r.cpu_seconds for r in references),
     }
     return Timed(score, low, high, len(subjects), measures)
+
+
+def _in_order(sides, subject_first):
+    """Runs a round's ``(subject, reference)`` callables, the subject
+    first or second as told; returns their runs in that pair's order."""
+    subject, reference = sides
+    if subject_first:
+        ran = subject()
+        return ran, reference()
+    ran = reference()
+    return subject(), ran
 
 
 def _quickest_ratio(subjects, references):

@@ -631,12 +631,16 @@ def cost(who, place):
         return 0.5 * 1.2 ** (len(orders) - 1) if who == "s" else 1.0
     work = 0.5 if who == "s" else 1.0
     return work * (1.6 if place == 1 else 1.0) * (1.4 if n[0] % 3 == 0 else 1.0)
-def one_round(subject_first):
-    orders.append(subject_first)
-    runs = {}
-    for place, who in enumerate(("s", "r") if subject_first else ("r", "s")):
-        runs[who] = Run(cost(who, place))
-    return runs["s"], runs["r"]
+def one_round():
+    ran = []  # the sides run so far this round, in order
+    def side(who):
+        def go():
+            if not ran:
+                orders.append(who == "s")
+            ran.append(who)
+            return Run(cost(who, len(ran) - 1))
+        return go
+    return side("s"), side("r")
 t = mlrb_eval.cpu_ratio(one_round, 5)
 print(json.dumps({"score": float(t), "low": t.low, "high": t.high, "rounds": t.rounds, "orders": orders}))
 "#;
